@@ -1,0 +1,118 @@
+// algorithms.h — the decision math: five pure functions of (policy, state, now, cost).
+//
+// Why here and only here: this is the one home of the rate-limit math (DESIGN.md). The memory
+// store and ratelimit-sim call these functions; each Redis Lua script mirrors one of them line
+// for line, and the shared test vectors (tests/vectors/*.json) hold all of them together.
+//
+// Conventions and invariants:
+//   - Time is integer microseconds (`now_us`). A clock that steps backwards is treated as
+//     "no time passed" (elapsed = max(0, now - last)); state never moves back in time.
+//   - Bucket quantities are integer micro-units: one unit (token, request) = kUnit = 10^6.
+//     Refill/leak over `elapsed` µs at `rate` units/s is floor(elapsed * rate) micro-units
+//     (see units.h), computed in doubles that are exact below 2^53 so Lua gets the same bits.
+//   - A value-initialised state (`State{}`) is a key never seen before: windows empty, token
+//     bucket full (nothing taken), leaky bucket empty.
+//   - Op::kPeek never changes state. A denied request never changes state, except in the
+//     policy's count-denied mode (see Policy::with_count_denied).
+//   - Every function is deterministic and allocation-free except the sliding log, whose state
+//     holds at most policy.limit() entries.
+// Not thread-safe by themselves: callers serialise access to one state (the memory store
+// locks its shard; a Lua script runs atomically on the Redis server).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "ratelimit/decision.h"
+#include "ratelimit/policy.h"
+
+namespace ratelimit::algo {
+
+// Micro-units per unit of capacity (token, request) in the bucket algorithms.
+inline constexpr int64_t kUnit = 1'000'000;
+
+enum class Op : uint8_t {
+  kAcquire,  // decide and, when admitted (or in count-denied mode), consume
+  kPeek,     // decide what kAcquire would answer; change nothing
+};
+
+struct FixedWindowState {
+  int64_t window_start_us = 0;  // start of the window `count` belongs to (multiple of W)
+  int64_t count = 0;            // units admitted in that window
+};
+
+struct SlidingWindowCounterState {
+  int64_t window_start_us = 0;  // start of the current window (multiple of W)
+  int64_t prev = 0;             // units admitted in the window before it
+  int64_t curr = 0;             // units admitted in the current window
+};
+
+struct SlidingLogEntry {
+  int64_t at_us;  // admission time
+  int64_t cost;   // units admitted at that time
+};
+struct SlidingWindowLogState {
+  // Admitted requests, oldest first, from index `head` on (a vector used as a queue so the
+  // state stays one allocation); entries before `head` are expired and awaiting compaction.
+  std::vector<SlidingLogEntry> entries;
+  uint32_t head = 0;
+  int64_t units = 0;  // sum of cost over live entries
+};
+
+struct TokenBucketState {
+  int64_t taken_u = 0;  // micro-units missing from a full bucket: tokens = burst - taken/kUnit
+  int64_t last_us = 0;  // time of the last refill
+};
+
+struct LeakyBucketState {
+  int64_t level_u = 0;  // virtual queue level in micro-units (GCRA)
+  int64_t last_us = 0;  // time of the last leak
+};
+
+using AlgorithmState = std::variant<FixedWindowState, SlidingWindowLogState,
+                                    SlidingWindowCounterState, TokenBucketState,
+                                    LeakyBucketState>;
+
+// Preconditions for every decide(): policy.algorithm() matches the state type; 1 <= cost <=
+// kMaxCost (validate_cost). A cost above the capacity yields reason kExceedsCapacity.
+Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64_t cost, Op op);
+Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, int64_t cost,
+                Op op);
+Decision decide(const Policy& policy, SlidingWindowCounterState& s, int64_t now_us, int64_t cost,
+                Op op);
+Decision decide(const Policy& policy, TokenBucketState& s, int64_t now_us, int64_t cost, Op op);
+Decision decide(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64_t cost, Op op);
+
+// Dispatches on the policy's algorithm. If `state` holds another algorithm's state (a policy
+// was redefined under the same name), it is replaced by a fresh state first.
+Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op);
+
+// A fresh (never seen) state for the policy's algorithm.
+AlgorithmState fresh_state(const Policy& policy);
+
+// The earliest time at which `state` is equivalent to a fresh state if no request arrives
+// (windows expired, bucket refilled or drained). A store may drop the key from then on; Redis
+// scripts use the same figure for the key's TTL. Returns <= now for a state that is idle.
+int64_t idle_at_us(const Policy& policy, const AlgorithmState& state);
+
+// One policy's part in an all-or-nothing check.
+struct Limit {
+  const Policy* policy;
+  AlgorithmState* state;
+};
+
+// All-or-nothing over several limits on one key: every limit is peeked; only if all admit
+// is each one acquired, otherwise nothing changes (count-denied mode does not apply here).
+// `out` receives one Decision per limit, in order. Returns true when all admitted.
+// With Op::kPeek nothing changes in any case.
+bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
+                std::vector<Decision>& out);
+
+// Index of the decision a response should report: the denied one with the longest
+// retry_after (an exceeds-capacity denial first), else the admitted one with the fewest
+// remaining (ties: the first). Precondition: !decisions.empty().
+size_t most_restrictive(std::span<const Decision> decisions);
+
+}  // namespace ratelimit::algo

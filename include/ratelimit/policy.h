@@ -1,0 +1,110 @@
+// policy.h — what a limit is: an algorithm and its parameters, validated once.
+//
+// Why: a Policy is built only through the named constructors below, each of which validates
+// its parameters and returns an error value for anything out of range, so every Policy in
+// the program is valid and the algorithms never see a zero window, a NaN rate or an overflow.
+// Invariants (hold for every Policy value):
+//   - limit(), burst(): 1 ... kMaxLimit; window(): kMinWindow ... kMaxWindow;
+//   - window-based policies: limit * window_us <= 2^53 (exact in a Lua double, see core/units.h);
+//   - rate(): finite, kMinRate ... kMaxRate tokens per second;
+//   - sliding_window_log: limit <= kMaxSlidingLogLimit (its state grows with the limit);
+//   - name(): 1 ... kMaxPolicyNameLength characters of [A-Za-z0-9_.:-].
+// Policy is an immutable value type; copies are cheap and thread-safe to share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ratelimit/clock.h"
+#include "ratelimit/status.h"
+
+namespace ratelimit {
+
+enum class Algorithm : uint8_t {
+  kFixedWindow,
+  kSlidingWindowLog,
+  kSlidingWindowCounter,
+  kTokenBucket,
+  kLeakyBucket,
+};
+
+// "fixed_window", "sliding_window_log", ... (the names DESIGN.md and the config use).
+const char* algorithm_name(Algorithm a);
+// Inverse of algorithm_name; kNotFound for anything else.
+Result<Algorithm> parse_algorithm(std::string_view name);
+
+// Leaky bucket behaviour: police = drop what overflows (a meter); shape = also tell the caller
+// how long to hold an admitted request (Decision::delay) so output leaves at the rate.
+enum class LeakyMode : uint8_t { kPolice, kShape };
+
+inline constexpr int64_t kMaxLimit = 1'000'000'000;          // limit and burst
+inline constexpr int64_t kMaxCost = 1'000'000'000;           // cost of one request
+inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see README
+inline constexpr Micros kMinWindow{1'000};                   // 1 ms
+inline constexpr Micros kMaxWindow{366LL * 24 * 3600 * 1'000'000};  // 366 days
+inline constexpr double kMinRate = 1e-6;                     // tokens per second
+inline constexpr double kMaxRate = 1e9;
+inline constexpr size_t kMaxPolicyNameLength = 64;
+
+class Policy {
+ public:
+  // Window algorithms: at most `limit` units per `window`.
+  static Result<Policy> fixed_window(int64_t limit, Micros window);
+  static Result<Policy> sliding_window_log(int64_t limit, Micros window);
+  static Result<Policy> sliding_window_counter(int64_t limit, Micros window);
+  // Bucket algorithms: `rate` units per second on average, bursts of up to `burst` units.
+  static Result<Policy> token_bucket(double rate_per_second, int64_t burst);
+  static Result<Policy> leaky_bucket(double rate_per_second, int64_t burst,
+                                     LeakyMode mode = LeakyMode::kPolice);
+
+  // A copy under another name. The name namespaces the policy's keys in a store, so two
+  // policies with different names never share state. Default name: a canonical description
+  // of the parameters ("token_bucket_r10_b20"). Error if the name is not valid (see top).
+  Result<Policy> with_name(std::string name) const;
+
+  // A copy in "count denied attempts" mode (login throttling: every attempt counts, admitted
+  // or not). Denied attempts are recorded with bounded state: window algorithms record at most
+  // `limit` units per window (the sliding log keeps the newest `limit`), buckets run into a
+  // debt of at most one `burst` (tokens >= -burst, level <= 2 * burst).
+  Policy with_count_denied(bool on = true) const;
+
+  Algorithm algorithm() const { return algorithm_; }
+  const std::string& name() const { return name_; }
+  // Capacity in units: L for window algorithms, b for buckets.
+  int64_t limit() const { return limit_; }
+  // Window length; for buckets, the time to drain a full bucket (burst / rate), rounded up.
+  Micros window() const { return window_; }
+  // Tokens (units) per second; 0 for window algorithms.
+  double rate() const { return rate_; }
+  LeakyMode leaky_mode() const { return leaky_mode_; }
+  bool count_denied() const { return count_denied_; }
+  bool is_bucket() const {
+    return algorithm_ == Algorithm::kTokenBucket || algorithm_ == Algorithm::kLeakyBucket;
+  }
+
+  friend bool operator==(const Policy&, const Policy&) = default;
+
+ private:
+  Policy() = default;
+  Algorithm algorithm_ = Algorithm::kFixedWindow;
+  LeakyMode leaky_mode_ = LeakyMode::kPolice;
+  bool count_denied_ = false;
+  int64_t limit_ = 0;
+  Micros window_{0};
+  double rate_ = 0;
+  std::string name_;
+};
+
+// Checks a request's cost: 1 ... kMaxCost. A cost above the policy's capacity is valid input
+// (it yields a Decision with reason kExceedsCapacity), an absurd one is an error.
+Status validate_cost(int64_t cost);
+
+// Checks a policy name (see top): used by Policy::with_name and by configuration loaders.
+Status validate_policy_name(std::string_view name);
+
+// Parses "500ms", "1s", "60s", "1m", "1h", "2d", "250us" (a positive integer and a unit).
+// Error message names the offending text.
+Result<Micros> parse_duration(std::string_view text);
+
+}  // namespace ratelimit

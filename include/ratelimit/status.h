@@ -1,0 +1,81 @@
+// status.h — errors as values: Status (a code and a message) and Result<T>.
+//
+// Why: the library never throws across its API. Over-the-limit is not an error (it is a
+// Decision); errors are for bad input (kInvalidArgument), a store that cannot be reached
+// (kUnavailable: a retry may help), or a deadline that passed (kDeadlineExceeded).
+// Invariant: a Result holds exactly one of a value or a non-OK Status.
+#pragma once
+
+#include <cassert>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace ratelimit {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,    // fix the input; retrying the same call fails the same way
+  kNotFound,           // e.g. an unknown policy name
+  kResourceExhausted,  // a configured bound (key length, sliding-log size) was hit
+  kUnavailable,        // the store cannot be reached right now; a retry may help
+  kDeadlineExceeded,   // the store did not answer in time
+  kInternal,           // a bug or an unexpected reply; report it
+};
+
+// Returns the lower-case snake name of `code` ("invalid_argument"), stable for logs and JSON.
+const char* status_code_name(StatusCode code);
+
+class Status {
+ public:
+  Status() = default;  // OK
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status ok() { return {}; }
+  static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status deadline_exceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+  static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+  bool is_ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "invalid_argument: limit must be >= 1" (or "ok").
+  std::string to_string() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// A value or an error. Construct from a T (success) or from a non-OK Status (failure).
+template <typename T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    assert(!std::get<Status>(v_).is_ok() && "Result built from an OK status has no value");
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  explicit operator bool() const { return ok(); }
+
+  // Precondition: ok().
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  // OK when ok(), else the error.
+  Status status() const { return ok() ? Status() : std::get<Status>(v_); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace ratelimit

@@ -1,0 +1,23 @@
+# scripts/deps.sh — the one list of Debian packages this project needs, and an idempotent
+# installer. Sourced by scripts/test and scripts/run. Fast and silent when all are present.
+RATELIMIT_PACKAGES=(
+  g++ cmake make ccache pkg-config python3
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libboost1.81-dev libboost-json1.81-dev
+  libhiredis-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
+  redis-server redis-tools
+  clang libclang-rt-14-dev
+)
+
+ratelimit_install_deps() {
+  local missing=() p
+  for p in "${RATELIMIT_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

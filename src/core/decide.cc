@@ -1,0 +1,83 @@
+// decide.cc — what the five algorithms share: dispatch on the policy's algorithm, fresh
+// states, idle times (key expiry and Redis TTLs), the all-or-nothing check over several
+// limits, and picking the most restrictive decision for a response.
+#include <algorithm>
+#include <tuple>
+
+#include "ratelimit/algorithms.h"
+#include "units.h"
+
+namespace ratelimit::algo {
+
+AlgorithmState fresh_state(const Policy& policy) {
+  switch (policy.algorithm()) {
+    case Algorithm::kFixedWindow: return FixedWindowState{};
+    case Algorithm::kSlidingWindowLog: return SlidingWindowLogState{};
+    case Algorithm::kSlidingWindowCounter: return SlidingWindowCounterState{};
+    case Algorithm::kTokenBucket: return TokenBucketState{};
+    case Algorithm::kLeakyBucket: return LeakyBucketState{};
+  }
+  return FixedWindowState{};
+}
+
+Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op) {
+  if (state.index() != static_cast<size_t>(policy.algorithm())) state = fresh_state(policy);
+  return std::visit([&](auto& s) { return decide(policy, s, now_us, cost, op); }, state);
+}
+
+int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
+  const int64_t window = policy.window().count();
+  struct Visitor {
+    int64_t window;
+    double rate;
+    int64_t operator()(const FixedWindowState& s) const {
+      return s.count > 0 ? s.window_start_us + window : 0;
+    }
+    int64_t operator()(const SlidingWindowLogState& s) const {
+      return s.head < s.entries.size() ? s.entries.back().at_us + window : 0;
+    }
+    int64_t operator()(const SlidingWindowCounterState& s) const {
+      if (s.curr > 0) return s.window_start_us + 2 * window;
+      if (s.prev > 0) return s.window_start_us + window;
+      return 0;
+    }
+    int64_t operator()(const TokenBucketState& s) const {
+      return s.taken_u > 0 ? s.last_us + time_to_drain_us(s.taken_u, rate) : 0;
+    }
+    int64_t operator()(const LeakyBucketState& s) const {
+      return s.level_u > 0 ? s.last_us + time_to_drain_us(s.level_u, rate) : 0;
+    }
+  };
+  return std::visit(Visitor{window, policy.rate()}, state);
+}
+
+bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
+                std::vector<Decision>& out) {
+  out.clear();
+  bool all = true;
+  for (const Limit& l : limits) {
+    out.push_back(decide(*l.policy, *l.state, now_us, cost, Op::kPeek));
+    all = all && out.back().allowed;
+  }
+  if (all && op == Op::kAcquire) {
+    for (size_t i = 0; i < limits.size(); ++i) {
+      out[i] = decide(*limits[i].policy, *limits[i].state, now_us, cost, Op::kAcquire);
+    }
+  }
+  return all;
+}
+
+size_t most_restrictive(std::span<const Decision> decisions) {
+  size_t best = 0;
+  auto rank = [](const Decision& d) {
+    // Higher is more restrictive: exceeds capacity > longest wait > fewest remaining.
+    return std::make_tuple(!d.allowed, d.reason == DecisionReason::kExceedsCapacity,
+                           d.retry_after.count(), -d.remaining);
+  };
+  for (size_t i = 1; i < decisions.size(); ++i) {
+    if (rank(decisions[i]) > rank(decisions[best])) best = i;
+  }
+  return best;
+}
+
+}  // namespace ratelimit::algo

@@ -1,0 +1,47 @@
+// fixed_window.cc — fixed window counter: at most L units in each window [kW, (k+1)W).
+//
+// State: the window's start and the units admitted in it. Admitted when count + cost <= L.
+// Cheapest algorithm (16 bytes, O(1)); admits up to 2L across a window edge (the boundary
+// attack), which the tests demonstrate. Mirrored by src/redis/lua/fixed_window.lua.
+#include "ratelimit/algorithms.h"
+#include "units.h"
+
+namespace ratelimit::algo {
+
+Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64_t cost, Op op) {
+  const int64_t limit = policy.limit();
+  const int64_t window = policy.window().count();
+  const int64_t t = std::max<int64_t>({now_us, s.window_start_us, 0});
+  const int64_t start = window_start(t, window);
+  const int64_t count = start == s.window_start_us ? s.count : 0;
+  const int64_t until_end = start + window - t;
+
+  Decision d;
+  d.limit = limit;
+  if (cost > limit) {
+    d.reason = DecisionReason::kExceedsCapacity;
+    d.remaining = limit - count;
+    d.reset_after = Micros{count > 0 ? until_end : 0};
+    return d;
+  }
+  if (count + cost <= limit) {
+    d.allowed = true;
+    d.reason = DecisionReason::kWithinLimit;
+    d.remaining = limit - (count + cost);
+    d.reset_after = Micros{until_end};
+    if (op == Op::kAcquire) s = {start, count + cost};
+    return d;
+  }
+  d.reason = DecisionReason::kOverLimit;
+  d.retry_after = Micros{until_end};
+  d.reset_after = Micros{until_end};  // count > 0 here: cost <= limit was exceeded
+  int64_t kept = count;
+  if (op == Op::kAcquire && policy.count_denied()) {
+    kept = std::min(limit, count + cost);
+    s = {start, kept};
+  }
+  d.remaining = limit - kept;
+  return d;
+}
+
+}  // namespace ratelimit::algo

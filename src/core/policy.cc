@@ -1,0 +1,211 @@
+// policy.cc — validation of policy parameters, cost, names and durations
+// (see include/ratelimit/policy.h for the invariants every Policy value keeps).
+#include "ratelimit/policy.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "ratelimit/algorithms.h"
+#include "units.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr double kTwoPow53 = 9007199254740992.0;  // largest range of exact integers in a double
+
+std::string format_rate(double rate) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, rate);
+  std::string s(buf, r.ptr);
+  std::erase(s, '+');
+  return s;
+}
+
+Status check_limit(const char* what, int64_t v) {
+  if (v < 1 || v > kMaxLimit) {
+    return Status::invalid_argument(std::string(what) + " must be between 1 and " +
+                                    std::to_string(kMaxLimit) + ", got " + std::to_string(v));
+  }
+  return {};
+}
+
+Status check_window(int64_t limit, Micros window) {
+  if (window < kMinWindow || window > kMaxWindow) {
+    return Status::invalid_argument("window must be between 1ms and 366d, got " +
+                                    std::to_string(window.count()) + "us");
+  }
+  // (limit + 1) * window: the sliding counter's retry arithmetic multiplies up to this.
+  if (static_cast<double>(limit + 1) * static_cast<double>(window.count()) > kTwoPow53) {
+    return Status::invalid_argument(
+        "limit x window overflows exact arithmetic ((limit + 1) * window_us must be <= 2^53, "
+        "e.g. at most 100000 per day): use a smaller limit or window");
+  }
+  return {};
+}
+
+Status check_rate(double rate, int64_t burst) {
+  if (!std::isfinite(rate) || rate < kMinRate || rate > kMaxRate) {
+    return Status::invalid_argument("rate must be a finite number of units per second between "
+                                    "1e-06 and 1e9, got " + format_rate(rate));
+  }
+  // The drain time of a full (or, in count-denied mode, doubly full) bucket must fit in µs.
+  if (2.0 * static_cast<double>(burst) * static_cast<double>(algo::kUnit) / rate > kTwoPow53) {
+    return Status::invalid_argument("burst / rate is too long (over 140 years to refill)");
+  }
+  return {};
+}
+
+}  // namespace
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kFixedWindow: return "fixed_window";
+    case Algorithm::kSlidingWindowLog: return "sliding_window_log";
+    case Algorithm::kSlidingWindowCounter: return "sliding_window_counter";
+    case Algorithm::kTokenBucket: return "token_bucket";
+    case Algorithm::kLeakyBucket: return "leaky_bucket";
+  }
+  return "unknown";
+}
+
+Result<Algorithm> parse_algorithm(std::string_view name) {
+  for (auto a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                 Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
+                 Algorithm::kLeakyBucket}) {
+    if (name == algorithm_name(a)) return a;
+  }
+  return Status::not_found("unknown algorithm '" + std::string(name) +
+                           "' (expected fixed_window, sliding_window_log, "
+                           "sliding_window_counter, token_bucket or leaky_bucket)");
+}
+
+Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
+  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
+  if (auto s = check_window(limit, window); !s.is_ok()) return s;
+  Policy p;
+  p.algorithm_ = Algorithm::kFixedWindow;
+  p.limit_ = limit;
+  p.window_ = window;
+  p.name_ = "fixed_window:l" + std::to_string(limit) + ":w" + std::to_string(window.count()) + "us";
+  return p;
+}
+
+Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
+  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
+  if (limit > kMaxSlidingLogLimit) {
+    return Status::invalid_argument(
+        "sliding_window_log keeps one entry per admitted request, so its limit is capped at " +
+        std::to_string(kMaxSlidingLogLimit) + " (got " + std::to_string(limit) +
+        "); use sliding_window_counter for larger limits");
+  }
+  if (auto s = check_window(limit, window); !s.is_ok()) return s;
+  Policy p;
+  p.algorithm_ = Algorithm::kSlidingWindowLog;
+  p.limit_ = limit;
+  p.window_ = window;
+  p.name_ = "sliding_window_log:l" + std::to_string(limit) + ":w" +
+            std::to_string(window.count()) + "us";
+  return p;
+}
+
+Result<Policy> Policy::sliding_window_counter(int64_t limit, Micros window) {
+  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
+  if (auto s = check_window(limit, window); !s.is_ok()) return s;
+  Policy p;
+  p.algorithm_ = Algorithm::kSlidingWindowCounter;
+  p.limit_ = limit;
+  p.window_ = window;
+  p.name_ = "sliding_window_counter:l" + std::to_string(limit) + ":w" +
+            std::to_string(window.count()) + "us";
+  return p;
+}
+
+Result<Policy> Policy::token_bucket(double rate_per_second, int64_t burst) {
+  if (auto s = check_limit("burst", burst); !s.is_ok()) return s;
+  if (auto s = check_rate(rate_per_second, burst); !s.is_ok()) return s;
+  Policy p;
+  p.algorithm_ = Algorithm::kTokenBucket;
+  p.limit_ = burst;
+  p.rate_ = rate_per_second;
+  p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
+  p.name_ = "token_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst);
+  return p;
+}
+
+Result<Policy> Policy::leaky_bucket(double rate_per_second, int64_t burst, LeakyMode mode) {
+  if (auto s = check_limit("burst", burst); !s.is_ok()) return s;
+  if (auto s = check_rate(rate_per_second, burst); !s.is_ok()) return s;
+  Policy p;
+  p.algorithm_ = Algorithm::kLeakyBucket;
+  p.leaky_mode_ = mode;
+  p.limit_ = burst;
+  p.rate_ = rate_per_second;
+  p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
+  p.name_ = "leaky_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst) +
+            (mode == LeakyMode::kShape ? ":shape" : ":police");
+  return p;
+}
+
+Result<Policy> Policy::with_name(std::string name) const {
+  if (auto s = validate_policy_name(name); !s.is_ok()) return s;
+  Policy p = *this;
+  p.name_ = std::move(name);
+  return p;
+}
+
+Policy Policy::with_count_denied(bool on) const {
+  Policy p = *this;
+  p.count_denied_ = on;
+  return p;
+}
+
+Status validate_cost(int64_t cost) {
+  if (cost < 1 || cost > kMaxCost) {
+    return Status::invalid_argument("cost must be between 1 and " + std::to_string(kMaxCost) +
+                                    ", got " + std::to_string(cost));
+  }
+  return {};
+}
+
+Status validate_policy_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxPolicyNameLength) {
+    return Status::invalid_argument("policy name must be 1 to " +
+                                    std::to_string(kMaxPolicyNameLength) + " characters");
+  }
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == ':' || c == '-';
+    if (!ok) {
+      return Status::invalid_argument("policy name '" + std::string(name) +
+                                      "' may contain only letters, digits and _ . : -");
+    }
+  }
+  return {};
+}
+
+Result<Micros> parse_duration(std::string_view text) {
+  auto bad = [&](const char* why) {
+    return Status::invalid_argument("invalid duration '" + std::string(text) + "': " + why +
+                                    " (expected e.g. 500ms, 1s, 60s, 1m, 1h, 1d)");
+  };
+  int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec == std::errc::result_out_of_range) return bad("number too large");
+  if (ec != std::errc() || ptr == text.data()) return bad("must start with a whole number");
+  std::string_view unit(ptr, static_cast<size_t>(text.data() + text.size() - ptr));
+  int64_t scale = 0;
+  if (unit == "us") scale = 1;
+  else if (unit == "ms") scale = 1'000;
+  else if (unit == "s") scale = 1'000'000;
+  else if (unit == "m") scale = 60'000'000;
+  else if (unit == "h") scale = 3'600'000'000;
+  else if (unit == "d") scale = 86'400'000'000;
+  else if (unit.empty()) return bad("missing unit");
+  else return bad("unknown unit");
+  if (n <= 0) return bad("must be positive");
+  if (n > INT64_MAX / scale) return bad("too long");
+  return Micros{n * scale};
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,67 @@
+// store.cc — what every Store shares: input validation and the blocking forms built on the
+// asynchronous ones (for stores that do not override them).
+#include "ratelimit/store.h"
+
+#include <future>
+#include <string>
+
+namespace ratelimit {
+
+Status validate_key(std::string_view key) {
+  if (key.empty()) return Status::invalid_argument("key must not be empty");
+  if (key.size() > kMaxKeyLength) {
+    return Status::invalid_argument("key is " + std::to_string(key.size()) +
+                                    " bytes; the maximum is " + std::to_string(kMaxKeyLength));
+  }
+  return {};
+}
+
+Status validate_acquire_all(std::span<const Policy> policies, std::string_view key, int64_t cost) {
+  if (policies.empty() || policies.size() > kMaxPoliciesPerCall) {
+    return Status::invalid_argument("between 1 and " + std::to_string(kMaxPoliciesPerCall) +
+                                    " policies per call, got " + std::to_string(policies.size()));
+  }
+  for (size_t i = 0; i < policies.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (policies[i].name() == policies[j].name()) {
+        return Status::invalid_argument("policy '" + policies[i].name() + "' given twice");
+      }
+    }
+  }
+  if (auto s = validate_key(key); !s.is_ok()) return s;
+  return validate_cost(cost);
+}
+
+namespace {
+
+template <typename T, typename Start>
+T wait_for(Start start) {
+  std::promise<T> promise;
+  auto future = promise.get_future();
+  start([&promise](T r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+}  // namespace
+
+Result<Decision> Store::acquire(const Policy& policy, std::string_view key, int64_t cost) {
+  return wait_for<Result<Decision>>(
+      [&](auto done) { acquire_async(policy, key, cost, std::move(done)); });
+}
+
+Result<Decision> Store::peek(const Policy& policy, std::string_view key, int64_t cost) {
+  return wait_for<Result<Decision>>(
+      [&](auto done) { peek_async(policy, key, cost, std::move(done)); });
+}
+
+Result<std::vector<Decision>> Store::acquire_all(std::span<const Policy> policies,
+                                                 std::string_view key, int64_t cost) {
+  return wait_for<Result<std::vector<Decision>>>(
+      [&](auto done) { acquire_all_async(policies, key, cost, std::move(done)); });
+}
+
+Status Store::reset(const Policy& policy, std::string_view key) {
+  return wait_for<Status>([&](auto done) { reset_async(policy, key, std::move(done)); });
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,47 @@
+// units.h — the few arithmetic helpers the algorithms share: refill/leak over elapsed time and
+// its exact inverse. Internal to src/core.
+//
+// Why one place: "how much does a bucket gain in `elapsed` µs" and "how long until it has
+// gained `need`" must be exact inverses of each other, or retry_after is off by a microsecond.
+// Both are computed here and nowhere else; the Lua scripts copy these lines.
+// Invariants: all inputs are below 2^53, so every double below is an exact integer or an
+// exactly rounded product, computed the same way by C++ and by Lua (IEEE 754 doubles).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace ratelimit::algo {
+
+// Micro-units gained (refill) or lost (leak) over `elapsed_us` at `rate` units per second:
+// floor(elapsed_us * rate). One unit per second is one micro-unit per microsecond.
+// Precondition: 0 <= elapsed_us, and elapsed_us * rate < 2^53 (callers cap elapsed first).
+inline int64_t drained_u(int64_t elapsed_us, double rate) {
+  return static_cast<int64_t>(std::floor(static_cast<double>(elapsed_us) * rate));
+}
+
+// The least elapsed_us with drained_u(elapsed_us, rate) >= need_u. Precondition: need_u >= 0.
+inline int64_t time_to_drain_us(int64_t need_u, double rate) {
+  if (need_u <= 0) return 0;
+  auto t = static_cast<int64_t>(std::ceil(static_cast<double>(need_u) / rate));
+  // The division rounds; settle on the exact boundary of drained_u itself.
+  while (t > 0 && drained_u(t - 1, rate) >= need_u) --t;
+  while (drained_u(t, rate) < need_u) ++t;
+  return t;
+}
+
+// Elapsed time since `last_us`, never negative (a clock stepping back counts as no time).
+inline int64_t elapsed_since(int64_t last_us, int64_t now_us) {
+  return std::max<int64_t>(0, now_us - last_us);
+}
+
+// Start of the window of length `window_us` that contains `now_us` (now_us >= 0).
+inline int64_t window_start(int64_t now_us, int64_t window_us) {
+  return now_us - now_us % window_us;
+}
+
+// Ceiling of a / b for a >= 0, b > 0.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace ratelimit::algo
