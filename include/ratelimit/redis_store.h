@@ -1,0 +1,179 @@
+// redis_store.h — the shared store: limit state in Redis or Valkey, every decision one atomic
+// Lua call, so several processes (ratelimitd instances, services) share one exact count.
+//
+//   ratelimit::RedisStoreOptions opts;
+//   opts.url = "redis://127.0.0.1:6379/0";
+//   opts.on_failure = ratelimit::FailurePolicy::kOpen;
+//   auto store = ratelimit::RedisStore::connect(opts);       // Result<std::shared_ptr<...>>
+//   if (!store.ok()) { /* bad URL, Redis unreachable, AUTH refused: store.status() says */ }
+//   ratelimit::Limiter limiter(policy, *store);
+//
+// How it works (details in src/redis/redis_store.cc): one Lua script per algorithm mirrors the
+// core function (src/core/<algorithm>.cc) step by step; the scripts are loaded with SCRIPT LOAD
+// when a connection opens and called with EVALSHA (a NOSCRIPT answer reloads and retries once,
+// invisibly). Time is the Redis server's TIME, so application clocks never skew a count.
+// Requests in flight are pipelined over a small pool of connections driven by the store's own
+// I/O thread(s).
+//
+// Keys: `<key_prefix>{<escaped user key>}:<policy name>` (plus `#log` for the sliding log's
+// sorted set). The user key is escaped so it can never contain a brace: all keys of one user
+// key share one hash tag (acquire_all is single-slot, cluster-safe), and no user key can reach
+// another one's state. Every write sets a TTL no longer than the state needs (rounded up to the
+// millisecond), so idle keys disappear by themselves.
+//
+// Failure policy: on a timeout, a refused or broken connection, or an error reply, a decision
+// is answered by options.on_failure — fail open (allowed, reason kStoreFailedOpen) or closed
+// (denied, kStoreFailedClosed) — and counted (counters()). No exception reaches the caller; the
+// store reconnects with backoff and recovers without a restart when Redis comes back.
+//
+// Thread-safety: every method may be called from any thread, concurrently. Completions run on
+// the store's I/O thread (or inline, on the caller's thread, when no connection is usable or
+// the input is invalid); they must be quick and must not block on this store (the blocking
+// forms, e.g. acquire(), must not be called from inside a completion). Do not drop the last
+// reference to the store from inside one of its completions.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ratelimit/clock.h"
+#include "ratelimit/store.h"
+
+namespace ratelimit {
+
+// What a decision answers when Redis cannot: admit (open) or deny (closed).
+enum class FailurePolicy : uint8_t { kOpen, kClosed };
+
+// "open", "closed".
+const char* failure_policy_name(FailurePolicy p);
+// Inverse of failure_policy_name; kInvalidArgument for anything else.
+Result<FailurePolicy> parse_failure_policy(std::string_view text);
+
+// Everything configurable, with defaults. A config file maps onto these one to one:
+//   store: { type: redis, url: ..., connections: 4, connect_timeout: 1s,
+//            command_timeout: 250ms, on_failure: open, key_prefix: "rl:" }
+struct RedisStoreOptions {
+  // `redis://[user:password@]host:port[/db]` (host may be a name, an IPv4 address or a
+  // bracketed IPv6 address; port defaults to 6379, db to 0) or `unix:///path/to/socket`
+  // (optionally `unix://[user:password@]/path?db=N`). `user:` may be empty (`:password@`:
+  // password-only AUTH). Percent-escapes (%40 for '@') are decoded in user and password.
+  std::string url = "redis://127.0.0.1:6379/0";
+
+  // Connections in the pool; requests are spread over them round robin and pipelined on each.
+  // 0 (default) = 2 per hardware thread (std::thread::hardware_concurrency), at most 16.
+  size_t connections = 0;
+
+  // I/O threads driving the connections (each connection belongs to one). Default 1: one
+  // thread keeps a Redis server busy; raise it only if the client becomes the bottleneck.
+  size_t io_threads = 1;
+
+  // Bound on opening a connection (TCP connect + AUTH + SELECT + SCRIPT LOAD). Default 1 s.
+  std::chrono::milliseconds connect_timeout{1000};
+
+  // Bound on one command: a call not answered within it completes with the failure policy,
+  // and its connection (whose later replies are queued behind the late one) is closed and
+  // reopened. Default 250 ms. Resolution: about a quarter of the value (at least 1 ms).
+  std::chrono::milliseconds command_timeout{250};
+
+  // Backoff between reconnection attempts: starts at the first value, doubles per failure,
+  // capped at the second; reset by a successful connection.
+  std::chrono::milliseconds reconnect_backoff_min{20};
+  std::chrono::milliseconds reconnect_backoff_max{2000};
+
+  // What decisions answer while Redis cannot: kOpen admits, kClosed denies. Default kOpen
+  // (a rate limiter that is down should not take the API down with it).
+  FailurePolicy on_failure = FailurePolicy::kOpen;
+
+  // Prepended to every Redis key; lets several deployments share one Redis. At most 128
+  // bytes, and without '{' or '}' (they would change the hash tag). Default "rl:".
+  std::string key_prefix = "rl:";
+
+  // connect() waits for the first connection and fails (kUnavailable, kDeadlineExceeded,
+  // or kInvalidArgument for refused credentials) when it cannot be made, so a wrong URL is
+  // reported at start-up. With lazy_connect = true it returns at once and decisions answer by
+  // the failure policy until Redis is reachable.
+  bool lazy_connect = false;
+
+  // TEST MODE ONLY. When set, every script receives this clock's time instead of reading the
+  // server's TIME, so the shared test vectors replay deterministically. Never set it in
+  // production: instances with skewed clocks would disagree about windows. Not owned; must
+  // outlive the store.
+  const Clock* test_clock = nullptr;
+};
+
+// Monotonic counters since construction, for /metrics. Read with RedisStore::counters().
+struct RedisStoreCounters {
+  uint64_t commands = 0;        // script calls answered by Redis (decisions and resets)
+  uint64_t errors = 0;          // calls that failed: timeout, connection, error reply
+  uint64_t timeouts = 0;        // ... of which the command timeout expired
+  uint64_t failed_open = 0;     // decisions answered kStoreFailedOpen
+  uint64_t failed_closed = 0;   // decisions answered kStoreFailedClosed
+  uint64_t connects = 0;        // connections opened successfully (first ones included)
+  uint64_t disconnects = 0;     // connections lost or closed because of an error or timeout
+  uint64_t script_reloads = 0;  // NOSCRIPT answers handled by reloading the script
+};
+
+// Parsed form of RedisStoreOptions::url.
+struct RedisUrl {
+  bool is_unix = false;
+  std::string host;  // TCP: host name or address (IPv6 without brackets)
+  uint16_t port = 6379;
+  std::string path;  // unix socket path
+  std::string user;  // empty: AUTH with the password only (or no AUTH when both are empty)
+  std::string password;
+  bool has_password = false;
+  int db = 0;  // 0 ... 1'000'000; SELECT is sent when non-zero
+};
+// Errors (kInvalidArgument) name the offending part of the URL and never echo the password.
+Result<RedisUrl> parse_redis_url(std::string_view url);
+
+class RedisStore final : public Store {
+ public:
+  // Validates `options` (kInvalidArgument naming the field), starts the I/O thread(s) and the
+  // connections; unless options.lazy_connect, waits up to connect_timeout for the first
+  // connection and returns its error if none could be made.
+  static Result<std::shared_ptr<RedisStore>> connect(RedisStoreOptions options);
+
+  // Closes the connections; calls still pending complete with the failure policy first.
+  ~RedisStore() override;
+  RedisStore(const RedisStore&) = delete;
+  RedisStore& operator=(const RedisStore&) = delete;
+
+  // Store interface (see store.h). Invalid key, cost or policy list: the completion receives
+  // the error (kInvalidArgument), inline. Redis unavailable: a Decision by the failure policy.
+  void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
+                     DecisionCallback done) override;
+  void peek_async(const Policy& policy, std::string_view key, int64_t cost,
+                  DecisionCallback done) override;
+  void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
+                         DecisionsCallback done) override;
+  // Deletes the key's state. Redis unavailable: kUnavailable or kDeadlineExceeded (there is no
+  // decision to apply a failure policy to).
+  void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
+
+  // Snapshot of the counters (each read atomically; the set is not one instant).
+  RedisStoreCounters counters() const;
+  // Connections currently open and ready (scripts loaded).
+  size_t ready_connections() const;
+  // The options the store was built with (connections resolved to the actual pool size).
+  const RedisStoreOptions& options() const;
+
+  struct Impl;
+
+ private:
+  explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The Redis key holding `key`'s state under the policy named `policy_name` (the sliding log
+// adds "#log" for its sorted set): `<prefix>{<escaped key>}:<policy_name>`. Escaping maps
+// '%' '{' '}' to %25 %7B %7D, so the tag holds no brace and distinct keys give distinct names.
+// Exposed for tests and operators (redis-cli inspection). Precondition: validate_key(key) ok.
+std::string redis_state_key(std::string_view prefix, std::string_view key,
+                            std::string_view policy_name);
+
+}  // namespace ratelimit
