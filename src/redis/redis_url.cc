@@ -1,0 +1,196 @@
+// redis_url.cc — parsing of the Redis URL forms the store accepts, and the failure-policy
+// names (see include/ratelimit/redis_store.h). Pure code: no I/O.
+//
+// Forms: redis://[user:password@]host[:port][/db]   (host: name, IPv4, or [IPv6])
+//        unix://[user:password@]/path/to/socket[?db=N]
+// Invariant: an error message never contains the password.
+#include <charconv>
+#include <string>
+
+#include "ratelimit/redis_store.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr int kMaxDb = 1'000'000;
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX escapes (user names and passwords may contain '@', ':' or '/').
+Result<std::string> percent_decode(std::string_view s, const char* what) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) {
+      return Status::invalid_argument(std::string("invalid %-escape in the URL's ") + what);
+    }
+    int hi = hex_value(s[i + 1]);
+    int lo = hex_value(s[i + 2]);
+    if (hi < 0 || lo < 0) {
+      return Status::invalid_argument(std::string("invalid %-escape in the URL's ") + what);
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+Result<int> parse_db(std::string_view s) {
+  int db = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), db);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || db < 0 || db > kMaxDb) {
+    return Status::invalid_argument("invalid database number '" + std::string(s) +
+                                    "' in Redis URL (expected 0 ... 1000000)");
+  }
+  return db;
+}
+
+// Splits "user:password@rest" into credentials and rest. No '@' -> no credentials.
+Status take_credentials(std::string_view& rest, RedisUrl& url) {
+  const size_t at = rest.rfind('@');
+  if (at == std::string_view::npos) return {};
+  std::string_view cred = rest.substr(0, at);
+  rest = rest.substr(at + 1);
+  const size_t colon = cred.find(':');
+  if (colon == std::string_view::npos) {
+    return Status::invalid_argument(
+        "Redis URL credentials must be 'user:password@' or ':password@'");
+  }
+  auto user = percent_decode(cred.substr(0, colon), "user name");
+  if (!user.ok()) return user.status();
+  auto password = percent_decode(cred.substr(colon + 1), "password");
+  if (!password.ok()) return password.status();
+  url.user = std::move(*user);
+  url.password = std::move(*password);
+  url.has_password = true;
+  return {};
+}
+
+}  // namespace
+
+const char* failure_policy_name(FailurePolicy p) {
+  return p == FailurePolicy::kOpen ? "open" : "closed";
+}
+
+Result<FailurePolicy> parse_failure_policy(std::string_view text) {
+  if (text == "open") return FailurePolicy::kOpen;
+  if (text == "closed") return FailurePolicy::kClosed;
+  return Status::invalid_argument("on_failure must be 'open' or 'closed', got '" +
+                                  std::string(text) + "'");
+}
+
+Result<RedisUrl> parse_redis_url(std::string_view text) {
+  RedisUrl url;
+  constexpr std::string_view kRedis = "redis://";
+  constexpr std::string_view kUnix = "unix://";
+  std::string_view rest;
+  if (text.starts_with(kRedis)) {
+    rest = text.substr(kRedis.size());
+  } else if (text.starts_with(kUnix)) {
+    rest = text.substr(kUnix.size());
+    url.is_unix = true;
+  } else {
+    return Status::invalid_argument(
+        "Redis URL must start with redis:// or unix:// (e.g. redis://127.0.0.1:6379/0 or "
+        "unix:///run/redis/redis.sock)");
+  }
+
+  if (url.is_unix) {
+    // The credentials end at the '@' before the path's first '/'.
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) {
+      return Status::invalid_argument("unix:// URL needs an absolute socket path, e.g. "
+                                      "unix:///run/redis/redis.sock");
+    }
+    if (slash > 0) {
+      std::string_view cred_part = rest.substr(0, slash);
+      if (cred_part.back() != '@') {
+        return Status::invalid_argument("unix:// URL needs an absolute socket path, e.g. "
+                                        "unix:///run/redis/redis.sock");
+      }
+      std::string_view cred_rest = rest.substr(0, slash);
+      if (auto s = take_credentials(cred_rest, url); !s.is_ok()) return s;
+      rest = rest.substr(slash);
+    }
+    const size_t q = rest.find('?');
+    std::string_view path = rest.substr(0, q);
+    if (path.size() < 2) return Status::invalid_argument("unix:// URL has an empty socket path");
+    url.path = std::string(path);
+    if (q != std::string_view::npos) {
+      std::string_view query = rest.substr(q + 1);
+      if (!query.starts_with("db=")) {
+        return Status::invalid_argument("unix:// URL accepts only the query '?db=N'");
+      }
+      auto db = parse_db(query.substr(3));
+      if (!db.ok()) return db.status();
+      url.db = *db;
+    }
+    return url;
+  }
+
+  // redis://[cred@]host[:port][/db]
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (auto s = take_credentials(authority, url); !s.is_ok()) return s;
+  if (slash != std::string_view::npos) {
+    std::string_view db_text = rest.substr(slash + 1);
+    if (!db_text.empty()) {
+      auto db = parse_db(db_text);
+      if (!db.ok()) return db.status();
+      url.db = *db;
+    }
+  }
+  std::string_view host = authority;
+  std::string_view port_text;
+  if (host.starts_with("[")) {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) {
+      return Status::invalid_argument("Redis URL has an unterminated [IPv6] address");
+    }
+    std::string_view after = host.substr(close + 1);
+    host = host.substr(1, close - 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return Status::invalid_argument("Redis URL: expected ':port' after ]");
+      port_text = after.substr(1);
+      if (port_text.empty()) return Status::invalid_argument("Redis URL has an empty port");
+    }
+  } else {
+    const size_t colon = host.rfind(':');
+    if (colon != std::string_view::npos) {
+      port_text = host.substr(colon + 1);
+      host = host.substr(0, colon);
+      if (port_text.empty()) return Status::invalid_argument("Redis URL has an empty port");
+    }
+  }
+  if (host.empty()) return Status::invalid_argument("Redis URL has no host");
+  for (char c : host) {
+    if (c == '/' || c == '@' || c == '?' || c == '#' || c == ' ' ||
+        static_cast<unsigned char>(c) < 0x20) {
+      return Status::invalid_argument("Redis URL host '" + std::string(host) +
+                                      "' contains an invalid character");
+    }
+  }
+  url.host = std::string(host);
+  if (!port_text.empty()) {
+    unsigned port = 0;
+    auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 ||
+        port > 65535) {
+      return Status::invalid_argument("invalid port '" + std::string(port_text) +
+                                      "' in Redis URL (expected 1 ... 65535)");
+    }
+    url.port = static_cast<uint16_t>(port);
+  }
+  return url;
+}
+
+}  // namespace ratelimit
