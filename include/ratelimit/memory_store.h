@@ -1,16 +1,26 @@
 // memory_store.h — the embedded, in-process store (the default).
 //
 // Why: most services need a limiter that costs a few tens of nanoseconds and no network hop.
-// Design: the key space is split over shards (a power of two), each a hash map under its own
+// Design: the key space is split over shards (a power of two), each a hash table under its own
 // mutex, so threads working on different keys rarely meet; every decision runs the core
 // algorithm (algorithms.h) under the shard lock, which makes check-and-consume atomic.
+// State is namespaced by policy name: (policy name, key) is the identity of an entry.
 // Invariants:
-//   - at most options.max_keys entries in total (each shard holds at most its share); when a
-//     shard is full the least recently used entry of that shard is evicted first;
-//   - an entry whose state is back to fresh (idle) is dropped when it is next touched, or by
-//     the sweep that runs every options.sweep_every decisions per shard;
+//   - at most options.max_keys entries in total (each shard holds at most its share,
+//     max_keys / shards); when a shard is full its least recently used entry is evicted
+//     first. Recency is tracked lazily (an entry is moved to the front of its shard's list only
+//     when it is not already among the most recent quarter), so an entry used within the last
+//     3/4 * share operations on its shard is never the one evicted;
+//   - an entry whose state is back to fresh (algo::idle_at_us <= now) is dropped when it is
+//     next touched, by the incremental sweep (options.sweep_batch entries every
+//     options.sweep_every operations per shard, cycling through the shard), and by sweep();
+//   - peek never creates an entry and does not count as a use for eviction order;
 //   - thread-safe; no global lock on the hot path. acquire_all locks the shards it involves in
 //     ascending index order, so concurrent calls cannot deadlock.
+// Memory: one 64-byte entry per key (state, idle time, LRU links, and up to 16 bytes of
+// policy name + key inline; longer ones take one extra heap block), plus 8 bytes per hash
+// table slot. The sliding log keeps its queue on the heap (16 bytes per admitted request,
+// at most kMaxSlidingLogLimit). Measured figures: docs/benchmarks/core.md.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +39,11 @@ struct MemoryStoreOptions {
   size_t shards = 64;
   // Time source; nullptr means SystemClock::instance(). Not owned; must outlive the store.
   const Clock* clock = nullptr;
+  // Incremental sweep: every `sweep_every` operations on a shard, `sweep_batch` entries of
+  // that shard are checked for idleness (continuing where the previous check stopped).
+  // 0 for either disables the incremental sweep (sweep() and drop-on-touch remain).
+  size_t sweep_every = 16;
+  size_t sweep_batch = 2;
 };
 
 class MemoryStore final : public Store {
@@ -38,6 +53,9 @@ class MemoryStore final : public Store {
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
+  // Store contract (store.h). The work is synchronous: every completion is called inline,
+  // on the calling thread, before the call returns. Errors: kInvalidArgument for an empty or
+  // oversized key, a cost outside 1 ... kMaxCost, or (acquire_all) a bad policy list.
   void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
                      DecisionCallback done) override;
   void peek_async(const Policy& policy, std::string_view key, int64_t cost,
@@ -53,12 +71,17 @@ class MemoryStore final : public Store {
                                             std::string_view key, int64_t cost = 1) override;
   Status reset(const Policy& policy, std::string_view key) override;
 
-  // Entries currently held (approximate while other threads are working).
+  // Entries currently held (approximate while other threads are working). Thread-safe.
   size_t key_count() const;
-  // Entries evicted because the key bound was reached, since construction.
+  // Entries evicted because the key bound was reached, since construction (an entry that was
+  // already idle when it made room is not counted). Thread-safe.
   uint64_t evictions() const;
   // Drops every idle entry now (normally done incrementally). Returns how many were dropped.
+  // Thread-safe; locks one shard at a time.
   size_t sweep();
+  // The bound actually enforced: shards * (max_keys / shards) <= max_keys, after the shard
+  // count was rounded to a power of two (and lowered when max_keys < shards).
+  size_t capacity() const;
 
  private:
   struct Impl;

@@ -1,0 +1,273 @@
+// shard.cc — one MemoryStore shard: slab of slots, open-addressing table, lazy LRU list,
+// incremental idle sweep (see shard.h for the design and invariants).
+#include "shard.h"
+
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "key_hash.h"
+
+namespace ratelimit::memory {
+namespace {
+
+using algo::AlgorithmState;
+using algo::SlidingWindowLogState;
+
+// Variant indices (the order of algo::AlgorithmState).
+constexpr uint8_t kLogTag = 1;
+constexpr uint8_t kNoState = 0xff;  // a fresh slot: nothing to free
+
+template <typename T>
+constexpr bool kPacksInline = std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(Slot::state);
+
+static_assert(kPacksInline<algo::FixedWindowState>);
+static_assert(kPacksInline<algo::SlidingWindowCounterState>);
+static_assert(kPacksInline<algo::TokenBucketState>);
+static_assert(kPacksInline<algo::LeakyBucketState>);
+static_assert(std::is_same_v<std::variant_alternative_t<kLogTag, AlgorithmState>,
+                             SlidingWindowLogState>);
+
+SlidingWindowLogState* log_of(const Slot& s) {
+  SlidingWindowLogState* p;
+  std::memcpy(&p, s.state, sizeof p);
+  return p;
+}
+
+template <typename T>
+AlgorithmState unpack_inline(const Slot& s) {
+  T v;
+  std::memcpy(&v, s.state, sizeof v);
+  return v;
+}
+
+// Frees what the slot's state owns (the sliding log's queue).
+void free_state(Slot& s) {
+  if (s.tag == kLogTag) delete log_of(s);
+  s.tag = kNoState;
+}
+
+}  // namespace
+
+Shard::~Shard() {
+  for (uint32_t i = head_; i != kNil;) {
+    Slot& s = slot(i);
+    const uint32_t next = s.next;
+    free_state(s);
+    if (s.name_len + s.key_len > kInlineIdBytes) delete[] s.id.heap;
+    i = next;
+  }
+}
+
+void Shard::init(size_t capacity, uint64_t seed, size_t sweep_every, size_t sweep_batch) {
+  capacity_ = capacity < 1 ? 1 : capacity;
+  seed_ = seed;
+  sweep_every_ = static_cast<uint32_t>(std::min<size_t>(sweep_every, 0xffffffffU));
+  sweep_batch_ = static_cast<uint32_t>(std::min<size_t>(sweep_batch, 0xffffffffU));
+  if (sweep_batch_ == 0) sweep_every_ = 0;
+  sweep_countdown_ = sweep_every_;
+  mtf_distance_ = static_cast<uint32_t>(std::min<size_t>(capacity_ / 4, 0xffffffffU));
+  table_mask_ = 15;
+  table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
+}
+
+uint32_t Shard::find(std::string_view name, std::string_view key, uint64_t hash) const {
+  const auto h32 = static_cast<uint32_t>(hash);
+  for (size_t pos = h32 & table_mask_;; pos = (pos + 1) & table_mask_) {
+    const uint64_t cell = table_[pos];
+    if (cell == 0) return kNil;
+    if (static_cast<uint32_t>(cell >> 32) != h32) continue;
+    const auto i = static_cast<uint32_t>(cell) - 1;
+    const Slot& s = slot(i);
+    if (s.name_len != name.size() || s.key_len != key.size()) continue;
+    const char* b = id_bytes(s);
+    if (std::memcmp(b, name.data(), name.size()) == 0 &&
+        std::memcmp(b + name.size(), key.data(), key.size()) == 0) {
+      return i;
+    }
+  }
+}
+
+AlgorithmState Shard::take_state(uint32_t i) {
+  Slot& s = slot(i);
+  switch (s.tag) {
+    case 0: return unpack_inline<std::variant_alternative_t<0, AlgorithmState>>(s);
+    case kLogTag: return std::move(*log_of(s));  // leaves an empty queue behind
+    case 2: return unpack_inline<std::variant_alternative_t<2, AlgorithmState>>(s);
+    case 3: return unpack_inline<std::variant_alternative_t<3, AlgorithmState>>(s);
+    case 4: return unpack_inline<std::variant_alternative_t<4, AlgorithmState>>(s);
+    default: return AlgorithmState{};
+  }
+}
+
+void Shard::put_state(uint32_t i, AlgorithmState&& state, int64_t idle_at_us) {
+  Slot& s = slot(i);
+  s.idle_at_us = idle_at_us;
+  const auto tag = static_cast<uint8_t>(state.index());
+  if (tag == kLogTag) {
+    auto& log = std::get<kLogTag>(state);
+    if (s.tag == kLogTag) {
+      *log_of(s) = std::move(log);
+    } else {
+      free_state(s);
+      auto* p = new SlidingWindowLogState(std::move(log));
+      std::memcpy(s.state, &p, sizeof p);
+    }
+  } else {
+    free_state(s);
+    std::visit(
+        [&s](auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (kPacksInline<T>) std::memcpy(s.state, &v, sizeof v);
+        },
+        state);
+  }
+  s.tag = tag;
+}
+
+void Shard::touch(uint32_t i) {
+  Slot& s = slot(i);
+  if (i == head_ || ops_ - s.stamp <= mtf_distance_) return;
+  unlink(i);
+  push_front(i);
+}
+
+void Shard::remove(uint32_t i, uint64_t hash) {
+  table_erase(hash, i);
+  unlink(i);
+  release(i);
+  set_size(size_ - 1);
+}
+
+void Shard::insert(std::string_view name, std::string_view key, uint64_t hash,
+                   AlgorithmState&& state, int64_t idle_at_us, int64_t now_us) {
+  if (size_ >= capacity_) {
+    const uint32_t victim = tail_;
+    if (slot(victim).idle_at_us > now_us) {
+      evictions_.store(evictions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    remove(victim, rehash(slot(victim)));
+  }
+  const uint32_t i = allocate();
+  Slot& s = slot(i);
+  s.tag = kNoState;
+  put_state(i, std::move(state), idle_at_us);
+  s.name_len = static_cast<uint8_t>(name.size());
+  s.key_len = static_cast<uint16_t>(key.size());
+  char* b = s.id.bytes;
+  if (name.size() + key.size() > kInlineIdBytes) {
+    s.id.heap = new char[name.size() + key.size()];
+    b = s.id.heap;
+  }
+  std::memcpy(b, name.data(), name.size());
+  std::memcpy(b + name.size(), key.data(), key.size());
+  push_front(i);
+  if ((size_ + 1) * 4 > (table_mask_ + 1) * 3) grow_table();
+  table_insert(hash, i);
+  set_size(size_ + 1);
+}
+
+size_t Shard::sweep_all(int64_t now_us) {
+  size_t dropped = 0;
+  for (uint32_t i = tail_; i != kNil;) {
+    const uint32_t toward_head = slot(i).prev;
+    if (slot(i).idle_at_us <= now_us) {
+      remove(i, rehash(slot(i)));
+      ++dropped;
+    }
+    i = toward_head;
+  }
+  return dropped;
+}
+
+void Shard::sweep_some(int64_t now_us, size_t n) {
+  for (size_t k = 0; k < n && size_ > 0; ++k) {
+    if (cursor_ == kNil) cursor_ = tail_;
+    const uint32_t i = cursor_;
+    cursor_ = slot(i).prev;  // kNil past the head: the next check restarts at the tail
+    if (slot(i).idle_at_us <= now_us) remove(i, rehash(slot(i)));
+  }
+}
+
+uint64_t Shard::rehash(const Slot& s) const {
+  const char* b = id_bytes(s);
+  return hash_key(seed_, std::string_view(b, s.name_len), std::string_view(b + s.name_len, s.key_len));
+}
+
+uint32_t Shard::allocate() {
+  if (free_ != kNil) {
+    const uint32_t i = free_;
+    free_ = slot(i).next;
+    return i;
+  }
+  if ((slots_used_ >> kChunkBits) == chunks_.size()) {
+    chunks_.push_back(std::make_unique_for_overwrite<Slot[]>(size_t{1} << kChunkBits));
+  }
+  return slots_used_++;
+}
+
+void Shard::release(uint32_t i) {
+  Slot& s = slot(i);
+  free_state(s);
+  if (s.name_len + s.key_len > kInlineIdBytes) delete[] s.id.heap;
+  s.name_len = 0;
+  s.key_len = 0;
+  s.next = free_;
+  free_ = i;
+}
+
+void Shard::push_front(uint32_t i) {
+  Slot& s = slot(i);
+  s.stamp = ops_;
+  s.prev = kNil;
+  s.next = head_;
+  if (head_ != kNil) slot(head_).prev = i;
+  head_ = i;
+  if (tail_ == kNil) tail_ = i;
+}
+
+void Shard::unlink(uint32_t i) {
+  Slot& s = slot(i);
+  if (cursor_ == i) cursor_ = s.prev;
+  if (s.prev != kNil) slot(s.prev).next = s.next; else head_ = s.next;
+  if (s.next != kNil) slot(s.next).prev = s.prev; else tail_ = s.prev;
+}
+
+void Shard::table_insert(uint64_t hash, uint32_t i) {
+  const auto h32 = static_cast<uint32_t>(hash);
+  size_t pos = h32 & table_mask_;
+  while (table_[pos] != 0) pos = (pos + 1) & table_mask_;
+  table_[pos] = (uint64_t{h32} << 32) | (uint64_t{i} + 1);
+}
+
+void Shard::table_erase(uint64_t hash, uint32_t i) {
+  const uint64_t want = (uint64_t{static_cast<uint32_t>(hash)} << 32) | (uint64_t{i} + 1);
+  size_t hole = static_cast<uint32_t>(hash) & table_mask_;
+  while (table_[hole] != want) hole = (hole + 1) & table_mask_;
+  // Backward shift: pull later cells of the probe run into the hole when their home
+  // position allows, so lookups never need tombstones.
+  for (size_t j = (hole + 1) & table_mask_; table_[j] != 0; j = (j + 1) & table_mask_) {
+    const size_t home = static_cast<uint32_t>(table_[j] >> 32) & table_mask_;
+    if (((j - home) & table_mask_) >= ((j - hole) & table_mask_)) {
+      table_[hole] = table_[j];
+      hole = j;
+    }
+  }
+  table_[hole] = 0;
+}
+
+void Shard::grow_table() {
+  const size_t old_size = table_mask_ + 1;
+  auto old = std::move(table_);
+  table_mask_ = old_size * 2 - 1;
+  table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
+  for (size_t k = 0; k < old_size; ++k) {
+    const uint64_t cell = old[k];
+    if (cell == 0) continue;
+    size_t pos = static_cast<uint32_t>(cell >> 32) & table_mask_;
+    while (table_[pos] != 0) pos = (pos + 1) & table_mask_;
+    table_[pos] = cell;
+  }
+}
+
+}  // namespace ratelimit::memory
