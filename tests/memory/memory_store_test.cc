@@ -1,0 +1,386 @@
+// memory_store_test.cc — MemoryStore behaviour on one thread: input errors, peek, reset,
+// policy namespacing, idle keys dropped (on touch, incrementally, by sweep()), the key bound
+// with LRU eviction order, and the memory bound over 1,000,000 invented keys.
+// Deterministic: every store here reads a ManualClock.
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <string>
+#include <vector>
+
+#include "ratelimit/memory_store.h"
+#include "test_policies.h"
+
+namespace ratelimit {
+namespace {
+
+using testing_memory::all_algorithms;
+
+const Micros kSecond{1'000'000};
+
+MemoryStoreOptions manual(const ManualClock& clock, size_t max_keys = 1'000'000,
+                          size_t shards = 64) {
+  MemoryStoreOptions o;
+  o.max_keys = max_keys;
+  o.shards = shards;
+  o.clock = &clock;
+  return o;
+}
+
+Policy fixed(int64_t limit, std::string name = "fw") {
+  return Policy::fixed_window(limit, Micros{60'000'000}).value().with_name(std::move(name)).value();
+}
+
+// ---- input errors ----
+
+TEST(MemoryStoreErrors, BadKeyIsInvalidArgument) {
+  ManualClock clock;
+  MemoryStore store(manual(clock));
+  const Policy p = fixed(10);
+  EXPECT_EQ(store.acquire(p, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.peek(p, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.reset(p, "").code(), StatusCode::kInvalidArgument);
+  const std::string too_long(kMaxKeyLength + 1, 'x');
+  auto r = store.acquire(p, too_long);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("513"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(store.acquire(p, std::string(kMaxKeyLength, 'x')).ok());
+  EXPECT_EQ(store.key_count(), 1U);
+}
+
+TEST(MemoryStoreErrors, BadCostIsInvalidArgumentAndConsumesNothing) {
+  ManualClock clock;
+  MemoryStore store(manual(clock));
+  const Policy p = fixed(10);
+  for (int64_t cost : {int64_t{0}, int64_t{-1}, kMaxCost + 1}) {
+    EXPECT_EQ(store.acquire(p, "k", cost).status().code(), StatusCode::kInvalidArgument) << cost;
+    EXPECT_EQ(store.peek(p, "k", cost).status().code(), StatusCode::kInvalidArgument) << cost;
+    const Policy ps[] = {p};
+    EXPECT_EQ(store.acquire_all(ps, "k", cost).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store.key_count(), 0U);
+  // A cost above the capacity is valid input with its own reason, and creates no entry.
+  auto d = store.acquire(p, "k", 11);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->allowed);
+  EXPECT_EQ(d->reason, DecisionReason::kExceedsCapacity);
+  EXPECT_EQ(store.key_count(), 0U);
+}
+
+TEST(MemoryStoreErrors, BadPolicyListIsInvalidArgument) {
+  ManualClock clock;
+  MemoryStore store(manual(clock));
+  EXPECT_EQ(store.acquire_all({}, "k").status().code(), StatusCode::kInvalidArgument);
+  std::vector<Policy> many;
+  for (int i = 0; i < 17; ++i) many.push_back(fixed(5, "p" + std::to_string(i)));
+  EXPECT_EQ(store.acquire_all(many, "k").status().code(), StatusCode::kInvalidArgument);
+  const Policy twice[] = {fixed(5, "same"), fixed(7, "same")};
+  EXPECT_EQ(store.acquire_all(twice, "k").status().code(), StatusCode::kInvalidArgument);
+  const Policy ok[] = {fixed(5, "a")};
+  EXPECT_EQ(store.acquire_all(ok, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.key_count(), 0U);
+}
+
+TEST(MemoryStoreAsync, CompletionsRunInlineExactlyOnce) {
+  ManualClock clock;
+  MemoryStore store(manual(clock));
+  const Policy p = fixed(1);
+  int calls = 0;
+  store.acquire_async(p, "k", 1, [&](Result<Decision> r) {
+    ++calls;
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->allowed);
+  });
+  EXPECT_EQ(calls, 1);
+  store.peek_async(p, "k", 1, [&](Result<Decision> r) {
+    ++calls;
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->allowed);
+  });
+  EXPECT_EQ(calls, 2);
+  const Policy ps[] = {p};
+  store.acquire_all_async(ps, "k", 1, [&](Result<std::vector<Decision>> r) {
+    ++calls;
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->size(), 1U);
+    EXPECT_FALSE((*r)[0].allowed);
+  });
+  EXPECT_EQ(calls, 3);
+  store.reset_async(p, "k", [&](Status s) {
+    ++calls;
+    EXPECT_TRUE(s.is_ok());
+  });
+  EXPECT_EQ(calls, 4);
+  store.acquire_async(p, "", 1, [&](Result<Decision> r) {
+    ++calls;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  });
+  EXPECT_EQ(calls, 5);
+  EXPECT_TRUE(store.acquire(p, "k")->allowed);  // the reset took effect
+}
+
+// ---- peek, reset, namespacing (every algorithm) ----
+
+class EveryAlgorithm : public ::testing::TestWithParam<size_t> {
+ protected:
+  Policy policy(int64_t limit) const { return all_algorithms(limit)[GetParam()].policy; }
+};
+
+TEST_P(EveryAlgorithm, PeekDoesNotConsumeNorCreateEntries) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  const Policy p = policy(3);
+  for (int i = 0; i < 10; ++i) {
+    auto d = store.peek(p, "k");
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE(d->allowed);
+    EXPECT_EQ(d->remaining, 2);
+  }
+  EXPECT_EQ(store.key_count(), 0U);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(store.acquire(p, "k")->allowed) << i;
+  EXPECT_EQ(store.key_count(), 1U);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(store.peek(p, "k")->allowed);
+  EXPECT_FALSE(store.acquire(p, "k")->allowed);
+}
+
+TEST_P(EveryAlgorithm, ResetForgetsTheKey) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  const Policy p = policy(2);
+  EXPECT_TRUE(store.acquire(p, "k")->allowed);
+  EXPECT_TRUE(store.acquire(p, "k")->allowed);
+  EXPECT_FALSE(store.acquire(p, "k")->allowed);
+  EXPECT_TRUE(store.acquire(p, "other")->allowed);
+  EXPECT_EQ(store.key_count(), 2U);
+  EXPECT_TRUE(store.reset(p, "k").is_ok());
+  EXPECT_EQ(store.key_count(), 1U);
+  EXPECT_TRUE(store.reset(p, "never-seen").is_ok());
+  EXPECT_TRUE(store.acquire(p, "k")->allowed);
+  EXPECT_TRUE(store.acquire(p, "k")->allowed);
+  EXPECT_FALSE(store.acquire(p, "k")->allowed);
+  EXPECT_EQ(store.peek(p, "other")->remaining, 0);  // untouched by the reset of "k"
+}
+
+TEST_P(EveryAlgorithm, SameKeyUnderTwoPolicyNamesIsTwoStates) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  const Policy a = policy(1).with_name("a").value();
+  const Policy b = policy(1).with_name("b").value();
+  EXPECT_TRUE(store.acquire(a, "k")->allowed);
+  EXPECT_FALSE(store.acquire(a, "k")->allowed);
+  EXPECT_TRUE(store.acquire(b, "k")->allowed);
+  EXPECT_EQ(store.key_count(), 2U);
+  EXPECT_TRUE(store.reset(a, "k").is_ok());
+  EXPECT_TRUE(store.acquire(a, "k")->allowed);
+  EXPECT_FALSE(store.acquire(b, "k")->allowed);
+}
+
+INSTANTIATE_TEST_SUITE_P(MemoryStore, EveryAlgorithm,
+                         ::testing::Range<size_t>(0, all_algorithms(1).size()),
+                         [](const auto& param_info) { return all_algorithms(1)[param_info.param].label; });
+
+TEST(MemoryStoreNamespacing, NameAndKeyBytesDoNotRunTogether) {
+  ManualClock clock;
+  MemoryStore store(manual(clock));
+  // ("ab", "c") and ("a", "bc") share the byte string "abc"; keys may hold any byte, NUL too.
+  EXPECT_TRUE(store.acquire(fixed(1, "ab"), "c")->allowed);
+  EXPECT_TRUE(store.acquire(fixed(1, "a"), "bc")->allowed);
+  EXPECT_TRUE(store.acquire(fixed(1, "a"), std::string("b\0c", 3))->allowed);
+  EXPECT_TRUE(store.acquire(fixed(1, "a"), std::string("b\0", 2))->allowed);
+  EXPECT_TRUE(store.acquire(fixed(1, "a"), "b")->allowed);
+  // Long keys (stored off-slot) keep their identity too.
+  const std::string long_key(300, 'z');
+  EXPECT_TRUE(store.acquire(fixed(1, "a"), long_key)->allowed);
+  EXPECT_TRUE(store.acquire(fixed(1, "a"), long_key + "!")->allowed);
+  EXPECT_FALSE(store.acquire(fixed(1, "a"), long_key)->allowed);
+  EXPECT_FALSE(store.acquire(fixed(1, "ab"), "c")->allowed);
+  EXPECT_EQ(store.key_count(), 7U);
+}
+
+TEST(MemoryStoreNamespacing, RedefinedPolicyReplacesTheState) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  const Policy window = fixed(2, "api");
+  const Policy bucket = Policy::token_bucket(1, 5).value().with_name("api").value();
+  const Policy log = Policy::sliding_window_log(3, Micros{60'000'000}).value().with_name("api").value();
+  EXPECT_TRUE(store.acquire(window, "k")->allowed);
+  EXPECT_TRUE(store.acquire(window, "k")->allowed);
+  EXPECT_FALSE(store.acquire(window, "k")->allowed);
+  // Same name, other algorithm: the old state does not carry over.
+  auto d = store.acquire(bucket, "k");
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 4);
+  auto l = store.acquire(log, "k");
+  EXPECT_TRUE(l->allowed);
+  EXPECT_EQ(l->remaining, 2);
+  d = store.acquire(bucket, "k");
+  EXPECT_EQ(d->remaining, 4);
+  EXPECT_EQ(store.key_count(), 1U);
+}
+
+// ---- idle keys ----
+
+TEST(MemoryStoreIdle, IdleKeyIsDroppedWhenTouched) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  const Policy p = Policy::token_bucket(10, 2).value();  // one token back every 100 ms
+  EXPECT_TRUE(store.acquire(p, "k")->allowed);
+  EXPECT_EQ(store.key_count(), 1U);
+  clock.advance(Micros{99'999});
+  EXPECT_EQ(store.peek(p, "k")->remaining, 0);  // not yet refilled: kept
+  EXPECT_EQ(store.key_count(), 1U);
+  clock.advance(Micros{1});
+  auto d = store.peek(p, "k");
+  EXPECT_EQ(d->remaining, 1);
+  EXPECT_EQ(store.key_count(), 0U);  // back to full: the peek dropped it
+}
+
+TEST(MemoryStoreIdle, SweepDropsOnlyIdleKeys) {
+  ManualClock clock(kSecond);
+  MemoryStoreOptions o = manual(clock);
+  o.sweep_every = 0;  // only sweep() here
+  MemoryStore store(o);
+  const Policy short_window = Policy::fixed_window(5, kSecond).value();
+  const Policy long_window = Policy::fixed_window(5, Micros{3600 * kSecond.count()}).value();
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(store.acquire(short_window, "s" + std::to_string(i))->allowed);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(store.acquire(long_window, "l" + std::to_string(i))->allowed);
+  EXPECT_EQ(store.sweep(), 0U);
+  EXPECT_EQ(store.key_count(), 110U);
+  clock.advance(kSecond);  // the 1 s windows are over
+  EXPECT_EQ(store.sweep(), 100U);
+  EXPECT_EQ(store.key_count(), 10U);
+  EXPECT_EQ(store.peek(long_window, "l3")->remaining, 3);  // 1 used, 1 more asked
+  EXPECT_EQ(store.evictions(), 0U);
+}
+
+TEST(MemoryStoreIdle, IncrementalSweepDropsIdleKeysWithoutSweepCalls) {
+  ManualClock clock(kSecond);
+  MemoryStoreOptions o = manual(clock, 1'000, 1);
+  o.sweep_every = 4;
+  o.sweep_batch = 2;
+  MemoryStore store(o);
+  const Policy p = Policy::fixed_window(5, kSecond).value();
+  const Policy keep = Policy::fixed_window(5, Micros{3600 * kSecond.count()}).value();
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(store.acquire(p, "k" + std::to_string(i))->allowed);
+  ASSERT_TRUE(store.acquire(keep, "long")->allowed);
+  clock.advance(kSecond);
+  // 2 entries checked every 4 operations: 201 entries need at most ~402 operations.
+  for (int i = 0; i < 1000 && store.key_count() > 1; ++i) store.peek(p, "absent");
+  EXPECT_EQ(store.key_count(), 1U);
+  EXPECT_EQ(store.peek(keep, "long")->remaining, 3);
+}
+
+// ---- the key bound and LRU order ----
+
+TEST(MemoryStoreBound, EvictsLeastRecentlyUsedFirst) {
+  ManualClock clock(kSecond);
+  MemoryStoreOptions o = manual(clock, 8, 1);
+  o.sweep_every = 0;
+  MemoryStore store(o);
+  ASSERT_EQ(store.capacity(), 8U);
+  const Policy p = fixed(10);
+  for (int i = 0; i < 8; ++i) store.acquire(p, "k" + std::to_string(i));
+  for (int i : {3, 0, 2, 1}) store.acquire(p, "k" + std::to_string(i));  // used again
+  for (int i = 8; i < 12; ++i) store.acquire(p, "k" + std::to_string(i));
+  EXPECT_EQ(store.key_count(), 8U);
+  EXPECT_EQ(store.evictions(), 4U);
+  // peek reports what would remain after admitting it: 10 - used - 1.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(store.peek(p, "k" + std::to_string(i))->remaining, 7) << i;
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(store.peek(p, "k" + std::to_string(i))->remaining, 9) << i;
+  for (int i = 8; i < 12; ++i) EXPECT_EQ(store.peek(p, "k" + std::to_string(i))->remaining, 8) << i;
+}
+
+TEST(MemoryStoreBound, KeysUsedRecentlySurviveTheOldestGo) {
+  ManualClock clock(kSecond);
+  MemoryStoreOptions o = manual(clock, 1000, 1);
+  o.sweep_every = 0;
+  MemoryStore store(o);
+  const Policy p = fixed(10);
+  auto key = [](int i) { return "key-" + std::to_string(i); };
+  for (int i = 0; i < 1000; ++i) store.acquire(p, key(i));
+  // Used again right after insertion (still in the most recent quarter: the lazy LRU does not
+  // move them, and must still keep them).
+  for (int i = 990; i < 1000; ++i) store.acquire(p, key(i));
+  // Used again long after insertion, in scattered order.
+  for (int i = 0; i < 100; ++i) store.acquire(p, key((i * 37) % 100 + 500));
+  // 640 new keys: the 640 least recently used (0..499 and 600..739) must go, nothing else.
+  for (int i = 1000; i < 1640; ++i) store.acquire(p, key(i));
+  EXPECT_EQ(store.key_count(), 1000U);
+  EXPECT_EQ(store.evictions(), 640U);
+  auto held = [&](int i) { return store.peek(p, key(i))->remaining < 9; };  // fresh: 9
+  for (int i = 0; i < 500; ++i) EXPECT_FALSE(held(i)) << i;
+  for (int i = 500; i < 600; ++i) EXPECT_TRUE(held(i)) << i;
+  for (int i = 600; i < 740; ++i) EXPECT_FALSE(held(i)) << i;
+  for (int i = 740; i < 1640; ++i) EXPECT_TRUE(held(i)) << i;
+}
+
+TEST(MemoryStoreBound, IdleEntryMakesRoomWithoutCountingAnEviction) {
+  ManualClock clock(kSecond);
+  MemoryStoreOptions o = manual(clock, 2, 1);
+  o.sweep_every = 0;
+  MemoryStore store(o);
+  const Policy p = Policy::fixed_window(5, kSecond).value();
+  store.acquire(p, "a");
+  store.acquire(p, "b");
+  clock.advance(kSecond);  // both idle now
+  store.acquire(p, "c");
+  EXPECT_EQ(store.key_count(), 2U);
+  EXPECT_EQ(store.evictions(), 0U);
+  store.acquire(p, "d");
+  store.acquire(p, "e");  // "c" is live: this one is a real eviction
+  EXPECT_EQ(store.evictions(), 1U);
+}
+
+TEST(MemoryStoreBound, CapacityNeverExceedsMaxKeys) {
+  ManualClock clock;
+  for (size_t max_keys : {size_t{1}, size_t{3}, size_t{10}, size_t{100}, size_t{1000}}) {
+    for (size_t shards : {size_t{1}, size_t{3}, size_t{64}, size_t{1000}}) {
+      MemoryStore store(manual(clock, max_keys, shards));
+      EXPECT_LE(store.capacity(), max_keys) << max_keys << " " << shards;
+      EXPECT_GE(store.capacity(), max_keys / 2 + 1) << max_keys << " " << shards;
+      const Policy p = fixed(3);
+      for (size_t i = 0; i < 2 * max_keys + 10; ++i) store.acquire(p, std::to_string(i));
+      EXPECT_LE(store.key_count(), store.capacity());
+      EXPECT_GT(store.key_count(), 0U);
+    }
+  }
+}
+
+int64_t allocated_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>(m.uordblks + m.hblkhd);
+}
+
+// Allocator bytes per entry the memory figure in docs/benchmarks/core.md allows: a 64-byte
+// slot, its share of the hash table (8-byte cells, load 3/8 ... 3/4) and slab rounding.
+constexpr int64_t kBudgetBytesPerKey = 96;
+
+TEST(MemoryStoreBound, MillionInventedKeysStayWithinTheCapAndMemoryFigure) {
+  ManualClock clock(kSecond);
+  const int64_t before = allocated_bytes();
+  {
+    MemoryStore store(manual(clock, 100'000));
+    const Policy p = Policy::token_bucket(1, 10).value().with_name("tb").value();
+    std::string key = "k";
+    for (int i = 0; i < 1'000'000; ++i) {
+      key.resize(1);
+      key += std::to_string(i);
+      ASSERT_TRUE(store.acquire(p, key)->allowed);
+      if (i % 100'000 == 99'999) {
+        ASSERT_LE(store.key_count(), 100'000U) << i;
+      }
+    }
+    EXPECT_EQ(store.key_count(), store.capacity());
+    EXPECT_EQ(store.evictions(), 1'000'000U - store.capacity());
+    const int64_t used = allocated_bytes() - before;
+    EXPECT_LE(used, int64_t{100'000} * kBudgetBytesPerKey) << used / 100'000 << " bytes per key";
+    // The newest keys are held, the oldest are not.
+    EXPECT_EQ(store.peek(p, "k999999")->remaining, 8);
+    EXPECT_EQ(store.peek(p, "k0")->remaining, 9);
+  }
+  EXPECT_LE(allocated_bytes(), before + 64 * 1024);  // everything given back
+}
+
+}  // namespace
+}  // namespace ratelimit
