@@ -1,0 +1,253 @@
+// render.cc — Decision -> status, RateLimit headers and JSON body (see include/ratelimit/http.h
+// for the rules). Pure functions: no I/O, no shared state, no HTTP library.
+// Invariant: a denied answer (429) always carries Retry-After >= 1 and Retry-After == the t of
+// the RateLimit field, so no two headers in one answer disagree about when to come back.
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+#include "ratelimit/algorithms.h"
+#include "ratelimit/http.h"
+
+namespace ratelimit::http {
+namespace {
+
+void append_int(std::string& out, int64_t v) {
+  std::array<char, 24> buf{};
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  (void)ec;  // 24 chars always hold an int64
+  out.append(buf.data(), end);
+}
+
+std::string int_string(int64_t v) {
+  std::string s;
+  append_int(s, v);
+  return s;
+}
+
+// A structured-field sf-string: printable ASCII only, with '"' and '\' escaped. Policy names
+// are [A-Za-z0-9_.:-] already; anything else is replaced so the header stays parseable.
+void append_sf_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c >= 0x20 && c <= 0x7e) {
+      out.push_back(c);
+    } else {
+      out.push_back('?');
+    }
+  }
+  out.push_back('"');
+}
+
+bool ascii_iequal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Seconds a client should wait before retrying a denied request: never 0.
+int64_t retry_after_seconds(const Decision& d) { return std::max<int64_t>(1, ceil_seconds(d.retry_after)); }
+
+// t of the RateLimit field (also RateLimit-Reset).
+int64_t reset_seconds(const Decision& d) {
+  return d.allowed ? ceil_seconds(d.reset_after) : retry_after_seconds(d);
+}
+
+void add_policy_member(std::string& v, const PolicyInfo& p) {
+  append_sf_string(v, p.name);
+  v += ";q=";
+  append_int(v, p.quota);
+  v += ";w=";
+  append_int(v, ceil_seconds(p.window));
+}
+
+void render_exceeds_capacity(const Decision& d, const PolicyInfo& p, std::string policy_field,
+                             Response& out) {
+  out.status = 400;
+  out.fields.push_back({"RateLimit-Policy", std::move(policy_field)});
+  out.fields.push_back({"RateLimit-Limit", int_string(d.limit)});
+  out.fields.push_back({"Cache-Control", "no-store"});
+  std::string& b = out.body;
+  b = R"({"error":"cost_exceeds_capacity","message":)";
+  std::string msg = "the request's cost exceeds the capacity (";
+  append_int(msg, d.limit);
+  msg += ") of policy '";
+  msg.append(p.name);
+  msg += "': it can never be admitted";
+  append_json_string(b, msg);
+  b += R"(,"policy":)";
+  append_json_string(b, p.name);
+  b += R"(,"limit":)";
+  append_int(b, d.limit);
+  b += '}';
+}
+
+void render_one(const Decision& d, const PolicyInfo& p, std::string policy_field, Response& out) {
+  if (d.reason == DecisionReason::kExceedsCapacity) {
+    render_exceeds_capacity(d, p, std::move(policy_field), out);
+    return;
+  }
+  out.status = d.allowed ? 200 : 429;
+  const int64_t t = reset_seconds(d);
+  std::string rl;
+  append_sf_string(rl, p.name);
+  rl += ";r=";
+  append_int(rl, d.remaining);
+  rl += ";t=";
+  append_int(rl, t);
+  out.fields.push_back({"RateLimit-Policy", std::move(policy_field)});
+  out.fields.push_back({"RateLimit", std::move(rl)});
+  out.fields.push_back({"RateLimit-Limit", int_string(d.limit)});
+  out.fields.push_back({"RateLimit-Remaining", int_string(d.remaining)});
+  out.fields.push_back({"RateLimit-Reset", int_string(t)});
+  if (!d.allowed) {
+    out.fields.push_back({"Retry-After", int_string(retry_after_seconds(d))});
+    out.fields.push_back({"Cache-Control", "no-store"});
+  }
+  std::string& b = out.body;
+  b += d.allowed ? R"({"allowed":true,"policy":)" : R"({"allowed":false,"policy":)";
+  append_json_string(b, p.name);
+  b += R"(,"limit":)";
+  append_int(b, d.limit);
+  b += R"(,"remaining":)";
+  append_int(b, d.remaining);
+  b += R"(,"reset_ms":)";
+  append_int(b, ceil_millis(d.reset_after));
+  b += R"(,"retry_after_ms":)";
+  append_int(b, d.allowed ? 0 : ceil_millis(d.retry_after));
+  b += R"(,"delay_ms":)";
+  append_int(b, ceil_millis(d.delay));
+  b += '}';
+}
+
+}  // namespace
+
+const std::string* Response::field(std::string_view name) const {
+  for (const Field& f : fields) {
+    if (ascii_iequal(f.name, name)) return &f.value;
+  }
+  return nullptr;
+}
+
+int64_t ceil_seconds(Micros d) {
+  const int64_t us = d.count();
+  return us <= 0 ? 0 : (us - 1) / 1'000'000 + 1;
+}
+
+int64_t ceil_millis(Micros d) {
+  const int64_t us = d.count();
+  return us <= 0 ? 0 : (us - 1) / 1'000 + 1;
+}
+
+void render_decision(const Decision& decision, const PolicyInfo& policy, Response& out) {
+  out.clear();
+  std::string pf;
+  add_policy_member(pf, policy);
+  render_one(decision, policy, std::move(pf), out);
+}
+
+Response render_decision(const Decision& decision, const PolicyInfo& policy) {
+  Response r;
+  render_decision(decision, policy, r);
+  return r;
+}
+
+void render_decisions(std::span<const Decision> decisions, std::span<const PolicyInfo> policies,
+                      Response& out) {
+  out.clear();
+  std::string pf;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (i > 0) pf += ", ";
+    add_policy_member(pf, policies[i]);
+  }
+  const size_t k = algo::most_restrictive(decisions);
+  render_one(decisions[k], policies[k], std::move(pf), out);
+}
+
+void render_error(unsigned status, std::string_view error, std::string_view message,
+                  Response& out) {
+  out.clear();
+  out.status = status;
+  out.body = R"({"error":)";
+  append_json_string(out.body, error);
+  out.body += R"(,"message":)";
+  append_json_string(out.body, message);
+  out.body += '}';
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c == '"' || c == '\\') {
+        out.push_back('\\');
+        out.push_back(static_cast<char>(c));
+      } else if (c < 0x20 || c == 0x7f) {
+        out += "\\u00";
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 0xf]);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+      ++i;
+      continue;
+    }
+    // Multi-byte UTF-8: copy a well-formed sequence, replace anything else.
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1fu; }
+    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0fu; }
+    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07u; }
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t j = 1; ok && j < len; ++j) {
+      const auto cc = static_cast<unsigned char>(s[i + j]);
+      ok = (cc & 0xc0u) == 0x80u;
+      cp = (cp << 6) | (cc & 0x3fu);
+    }
+    // Reject overlong forms, surrogates and code points above U+10FFFF.
+    if (ok && ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+               (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))) {
+      ok = false;
+    }
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+    }
+  }
+  out.push_back('"');
+}
+
+std::string_view reason_phrase(unsigned status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+}  // namespace ratelimit::http

@@ -1,0 +1,443 @@
+// config.cc — YAML -> Config, with a precise "file:line: reason" for anything wrong.
+//
+// Why so strict: a rate limiter that silently ignores `limt: 10` runs without the limit its
+// operator believes in. Every map is checked against its known keys, every scalar is parsed by
+// hand (no yaml-cpp conversions, which accept "0x10" or "1e3" as integers and throw), and every
+// policy goes through the validating Policy constructors. yaml-cpp exceptions never leave this
+// file.
+#include "config.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+#include <boost/asio/ip/address.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "ratelimit/store.h"
+
+namespace ratelimit::server {
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(std::string_view file) : file_(file) {}
+
+  Status error(int line, std::string_view reason) const {
+    std::string m(file_);
+    m += ':';
+    m += std::to_string(line < 1 ? 1 : line);
+    m += ": ";
+    m += reason;
+    return Status::invalid_argument(std::move(m));
+  }
+  static int line_of(const YAML::Node& n) {
+    const YAML::Mark m = n.Mark();
+    return m.is_null() ? 0 : m.line + 1;
+  }
+  Status error(const YAML::Node& n, std::string_view reason) const {
+    return error(line_of(n), reason);
+  }
+
+  // A map whose keys must all be in `allowed`; also refuses a key given twice.
+  Status check_map(const YAML::Node& n, std::string_view what,
+                   std::initializer_list<std::string_view> allowed) const {
+    if (!n.IsMap()) return error(n, std::string(what) + " must be a mapping");
+    std::vector<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar()) return error(it->first, std::string(what) + ": keys must be plain names");
+      const std::string& k = it->first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        std::string m = "unknown key '" + k + "' in " + std::string(what) + " (allowed:";
+        for (auto a : allowed) { m += ' '; m += a; }
+        m += ')';
+        return error(it->first, m);
+      }
+      if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
+        return error(it->first, "key '" + k + "' given twice in " + std::string(what));
+      }
+      seen.push_back(k);
+    }
+    return {};
+  }
+
+  Result<std::string> string(const YAML::Node& n, std::string_view what) const {
+    if (!n.IsScalar()) return error(n, std::string(what) + " must be a string");
+    return n.Scalar();
+  }
+
+  Result<int64_t> integer(const YAML::Node& n, std::string_view what, int64_t lo,
+                          int64_t hi) const {
+    if (!n.IsScalar()) return error(n, std::string(what) + " must be an integer");
+    const std::string& s = n.Scalar();
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || s.empty()) {
+      return error(n, std::string(what) + " must be a whole number, got '" + s + "'");
+    }
+    if (v < lo || v > hi) {
+      return error(n, std::string(what) + " must be between " + std::to_string(lo) + " and " +
+                          std::to_string(hi) + ", got " + s);
+    }
+    return v;
+  }
+
+  Result<double> number(const YAML::Node& n, std::string_view what) const {
+    if (!n.IsScalar()) return error(n, std::string(what) + " must be a number");
+    const std::string& s = n.Scalar();
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || s.empty() || !std::isfinite(v)) {
+      return error(n, std::string(what) + " must be a number, got '" + s + "'");
+    }
+    return v;
+  }
+
+  Result<bool> boolean(const YAML::Node& n, std::string_view what) const {
+    if (n.IsScalar() && n.Scalar() == "true") return true;
+    if (n.IsScalar() && n.Scalar() == "false") return false;
+    return error(n, std::string(what) + " must be true or false");
+  }
+
+  Result<Micros> duration(const YAML::Node& n, std::string_view what) const {
+    if (!n.IsScalar()) return error(n, std::string(what) + " must be a duration like 500ms or 1m");
+    auto d = parse_duration(n.Scalar());
+    if (!d) return error(n, std::string(what) + ": " + d.status().message());
+    return *d;
+  }
+
+ private:
+  std::string_view file_;
+};
+
+#define RL_TRY_ASSIGN(lhs, expr)          \
+  do {                                     \
+    auto rl_r_ = (expr);                   \
+    if (!rl_r_) return rl_r_.status();     \
+    lhs = std::move(*rl_r_);               \
+  } while (0)
+#define RL_TRY(expr)                       \
+  do {                                     \
+    Status rl_s_ = (expr);                 \
+    if (!rl_s_.is_ok()) return rl_s_;      \
+  } while (0)
+
+Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
+  RL_TRY(p.check_map(n, "store", {"type", "max_keys", "shards", "url", "connections", "pool", "connect_timeout",
+                                  "command_timeout", "on_failure", "key_prefix"}));
+  if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
+  std::string type;
+  RL_TRY_ASSIGN(type, p.string(n["type"], "store.type"));
+  if (type == "memory") {
+    out.type = StoreType::kMemory;
+    for (const char* k : {"url", "connections", "pool", "connect_timeout", "command_timeout", "on_failure", "key_prefix"}) {
+      if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: redis");
+    }
+    if (n["max_keys"]) {
+      int64_t v = 0;
+      RL_TRY_ASSIGN(v, p.integer(n["max_keys"], "store.max_keys", 1, 1'000'000'000));
+      out.max_keys = static_cast<size_t>(v);
+    }
+    if (n["shards"]) {
+      int64_t v = 0;
+      RL_TRY_ASSIGN(v, p.integer(n["shards"], "store.shards", 1, 4096));
+      out.shards = static_cast<size_t>(v);
+    }
+  } else if (type == "redis") {
+    out.type = StoreType::kRedis;
+    for (const char* k : {"max_keys", "shards"}) {
+      if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: memory");
+    }
+    if (n["url"]) {
+      RL_TRY_ASSIGN(out.url, p.string(n["url"], "store.url"));
+      if (out.url.rfind("redis://", 0) != 0 && out.url.rfind("unix://", 0) != 0) {
+        return p.error(n["url"], "store.url must start with redis:// or unix://");
+      }
+    }
+    // `pool` is accepted as another name for `connections` (the pool size).
+    if (n["pool"] && n["connections"]) return p.error(n["pool"], "store: give either connections or pool, not both");
+    for (const char* k : {"connections", "pool"}) {
+      if (!n[k]) continue;
+      int64_t v = 0;
+      RL_TRY_ASSIGN(v, p.integer(n[k], std::string("store.") + k, 1, 256));
+      out.connections = static_cast<size_t>(v);
+    }
+    if (n["connect_timeout"]) RL_TRY_ASSIGN(out.connect_timeout, p.duration(n["connect_timeout"], "store.connect_timeout"));
+    if (n["command_timeout"]) RL_TRY_ASSIGN(out.command_timeout, p.duration(n["command_timeout"], "store.command_timeout"));
+    if (n["on_failure"]) {
+      std::string f;
+      RL_TRY_ASSIGN(f, p.string(n["on_failure"], "store.on_failure"));
+      if (f == "open") out.on_failure = FailurePolicy::kOpen;
+      else if (f == "closed") out.on_failure = FailurePolicy::kClosed;
+      else return p.error(n["on_failure"], "store.on_failure must be open or closed, got '" + f + "'");
+    }
+    if (n["key_prefix"]) {
+      RL_TRY_ASSIGN(out.key_prefix, p.string(n["key_prefix"], "store.key_prefix"));
+      if (out.key_prefix.size() > 128) return p.error(n["key_prefix"], "store.key_prefix is longer than 128 bytes");
+      if (out.key_prefix.find_first_of("{}") != std::string::npos) {
+        return p.error(n["key_prefix"], "store.key_prefix must not contain '{' or '}' (they would change the hash tag)");
+      }
+    }
+  } else {
+    return p.error(n["type"], "store.type must be memory or redis, got '" + type + "'");
+  }
+  return {};
+}
+
+Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, const YAML::Node& key,
+                                  const YAML::Node& n) {
+  const std::string what = "policy '" + name + "'";
+  if (Status s = validate_policy_name(name); !s.is_ok()) return p.error(key, s.message());
+  RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
+                               "count_denied"}));
+  if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
+  std::string algo_name;
+  RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
+  auto algo = parse_algorithm(algo_name);
+  if (!algo) {
+    return p.error(n["algorithm"], what + ": unknown algorithm '" + algo_name +
+                                       "' (fixed_window, sliding_window_log, "
+                                       "sliding_window_counter, token_bucket, leaky_bucket)");
+  }
+  Result<Policy> policy = Status::internal("unset");
+  const bool bucket = *algo == Algorithm::kTokenBucket || *algo == Algorithm::kLeakyBucket;
+  if (bucket) {
+    for (const char* k : {"limit", "window"}) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' is for window algorithms; a bucket takes rate and burst");
+    }
+    if (!n["rate"] || !n["burst"]) return p.error(n, what + ": " + algo_name + " needs 'rate' (per second) and 'burst'");
+    double rate = 0;
+    int64_t burst = 0;
+    RL_TRY_ASSIGN(rate, p.number(n["rate"], what + ".rate"));
+    RL_TRY_ASSIGN(burst, p.integer(n["burst"], what + ".burst", 1, kMaxLimit));
+    if (*algo == Algorithm::kTokenBucket) {
+      if (n["mode"]) return p.error(n["mode"], what + ": 'mode' applies only to leaky_bucket");
+      policy = Policy::token_bucket(rate, burst);
+    } else {
+      LeakyMode mode = LeakyMode::kPolice;
+      if (n["mode"]) {
+        std::string m;
+        RL_TRY_ASSIGN(m, p.string(n["mode"], what + ".mode"));
+        if (m == "police") mode = LeakyMode::kPolice;
+        else if (m == "shape") mode = LeakyMode::kShape;
+        else return p.error(n["mode"], what + ".mode must be police or shape, got '" + m + "'");
+      }
+      policy = Policy::leaky_bucket(rate, burst, mode);
+    }
+  } else {
+    for (const char* k : {"rate", "burst", "mode"}) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' is for bucket algorithms; " + algo_name + " takes limit and window");
+    }
+    if (!n["limit"] || !n["window"]) return p.error(n, what + ": " + algo_name + " needs 'limit' and 'window'");
+    int64_t limit = 0;
+    Micros window{0};
+    RL_TRY_ASSIGN(limit, p.integer(n["limit"], what + ".limit", 1, kMaxLimit));
+    RL_TRY_ASSIGN(window, p.duration(n["window"], what + ".window"));
+    if (*algo == Algorithm::kFixedWindow) policy = Policy::fixed_window(limit, window);
+    else if (*algo == Algorithm::kSlidingWindowLog) policy = Policy::sliding_window_log(limit, window);
+    else policy = Policy::sliding_window_counter(limit, window);
+  }
+  if (!policy) return p.error(n, what + ": " + policy.status().message());
+  auto named = policy->with_name(name);
+  if (!named) return p.error(key, named.status().message());
+  PolicyConfig pc{std::move(*named), false, Parser::line_of(key)};
+  if (n["shadow"]) RL_TRY_ASSIGN(pc.shadow, p.boolean(n["shadow"], what + ".shadow"));
+  if (n["count_denied"]) {
+    bool cd = false;
+    RL_TRY_ASSIGN(cd, p.boolean(n["count_denied"], what + ".count_denied"));
+    pc.policy = pc.policy.with_count_denied(cd);
+  }
+  return pc;
+}
+
+Status parse_limits(const Parser& p, const YAML::Node& n, LimitsConfig& out) {
+  RL_TRY(p.check_map(n, "limits", {"max_body_bytes", "max_header_bytes", "max_key_length",
+                                   "max_cost", "request_timeout", "idle_timeout",
+                                   "max_connections"}));
+  int64_t v = 0;
+  if (n["max_body_bytes"]) {
+    RL_TRY_ASSIGN(v, p.integer(n["max_body_bytes"], "limits.max_body_bytes", 64, 1 << 20));
+    out.max_body_bytes = static_cast<size_t>(v);
+  }
+  if (n["max_header_bytes"]) {
+    RL_TRY_ASSIGN(v, p.integer(n["max_header_bytes"], "limits.max_header_bytes", 512, 1 << 20));
+    out.max_header_bytes = static_cast<size_t>(v);
+  }
+  if (n["max_key_length"]) {
+    RL_TRY_ASSIGN(v, p.integer(n["max_key_length"], "limits.max_key_length", 1, static_cast<int64_t>(kMaxKeyLength)));
+    out.max_key_length = static_cast<size_t>(v);
+  }
+  if (n["max_cost"]) RL_TRY_ASSIGN(out.max_cost, p.integer(n["max_cost"], "limits.max_cost", 1, kMaxCost));
+  if (n["request_timeout"]) RL_TRY_ASSIGN(out.request_timeout, p.duration(n["request_timeout"], "limits.request_timeout"));
+  if (n["idle_timeout"]) RL_TRY_ASSIGN(out.idle_timeout, p.duration(n["idle_timeout"], "limits.idle_timeout"));
+  if (n["max_connections"]) {
+    RL_TRY_ASSIGN(v, p.integer(n["max_connections"], "limits.max_connections", 1, 1'000'000));
+    out.max_connections = static_cast<size_t>(v);
+  }
+  return {};
+}
+
+// HTTP field-name token characters (RFC 9110 tchar).
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_view filename) {
+  if (!root || root.IsNull()) return p.error(1, "the configuration is empty (at least 'policies' is needed)");
+  RL_TRY(p.check_map(root, "the configuration", {"listen", "threads", "store", "policies",
+                                                 "admin_token", "limits", "forward_auth"}));
+  Config c;
+  c.source = std::string(filename);
+  if (root["listen"]) {
+    std::string l;
+    RL_TRY_ASSIGN(l, p.string(root["listen"], "listen"));
+    auto a = parse_listen(l);
+    if (!a) return p.error(root["listen"], "listen: " + a.status().message());
+    c.listen = *a;
+  }
+  if (root["threads"]) {
+    int64_t t = 0;
+    RL_TRY_ASSIGN(t, p.integer(root["threads"], "threads", 0, 256));
+    c.threads = static_cast<unsigned>(t);
+  }
+  if (root["store"]) RL_TRY(parse_store(p, root["store"], c.store));
+  if (!root["policies"]) return p.error(root, "'policies' is required (at least one policy)");
+  const YAML::Node pols = root["policies"];
+  if (!pols.IsMap() || pols.size() == 0) return p.error(pols, "'policies' must be a mapping of name -> policy, with at least one entry");
+  for (auto it = pols.begin(); it != pols.end(); ++it) {
+    if (!it->first.IsScalar()) return p.error(it->first, "policy names must be plain strings");
+    const std::string name = it->first.Scalar();
+    if (c.policies.count(name)) return p.error(it->first, "policy '" + name + "' defined twice");
+    PolicyConfig pc{Policy::fixed_window(1, Micros{1'000'000}).value(), false, 0};
+    RL_TRY_ASSIGN(pc, parse_policy(p, name, it->first, it->second));
+    c.policies.emplace(name, std::move(pc));
+  }
+  if (root["admin_token"]) {
+    std::string t;
+    RL_TRY_ASSIGN(t, p.string(root["admin_token"], "admin_token"));
+    // The token itself never appears in a message.
+    if (t.size() < 16) return p.error(root["admin_token"], "admin_token must be at least 16 characters");
+    if (t.size() > 1024) return p.error(root["admin_token"], "admin_token must be at most 1024 characters");
+    for (char ch : t) {
+      if (ch <= 0x20 || ch >= 0x7f) return p.error(root["admin_token"], "admin_token must be printable ASCII without spaces");
+    }
+    c.admin_token = std::move(t);
+  }
+  if (root["limits"]) RL_TRY(parse_limits(p, root["limits"], c.limits));
+  if (root["forward_auth"]) {
+    const YAML::Node fa = root["forward_auth"];
+    RL_TRY(p.check_map(fa, "forward_auth", {"key_header"}));
+    if (fa["key_header"]) {
+      RL_TRY_ASSIGN(c.forward_auth_key_header, p.string(fa["key_header"], "forward_auth.key_header"));
+      if (!c.forward_auth_key_header.empty() && !is_token(c.forward_auth_key_header)) {
+        return p.error(fa["key_header"], "forward_auth.key_header must be an HTTP header name");
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<ListenAddress> parse_listen(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Status::invalid_argument("'" + std::string(text) + "': " + std::string(why) +
+                                    " (expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080)");
+  };
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return bad("malformed IPv6 address");
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return bad("missing port");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  ListenAddress a;
+  a.host = host == "localhost" ? "127.0.0.1" : std::string(host);
+  boost::system::error_code ec;
+  (void)boost::asio::ip::make_address(a.host, ec);
+  if (ec || host.empty()) return bad("host must be a literal IP address or localhost");
+  unsigned v = 0;
+  auto [ptr, err] = std::from_chars(port.data(), port.data() + port.size(), v);
+  if (err != std::errc() || ptr != port.data() + port.size() || port.empty() || v > 65535) {
+    return bad("port must be 0 ... 65535");
+  }
+  a.port = static_cast<uint16_t>(v);
+  return a;
+}
+
+Result<Config> parse_config(std::string_view yaml, std::string_view filename) {
+  Parser p(filename);
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml));
+    return parse_root(p, root, filename);
+  } catch (const YAML::Exception& e) {
+    return p.error(e.mark.is_null() ? 1 : e.mark.line + 1, "YAML syntax: " + e.msg);
+  } catch (const std::exception& e) {
+    return p.error(1, std::string("cannot parse: ") + e.what());
+  }
+}
+
+Result<Config> load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::invalid_argument(path + ": cannot open the configuration file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::invalid_argument(path + ": cannot read the configuration file");
+  std::string text = ss.str();
+  if (text.size() > (1u << 20)) return Status::invalid_argument(path + ": larger than 1 MiB");
+  return parse_config(text, path);
+}
+
+Status apply_overrides(Config& config, const Overrides& o) {
+  if (o.listen) {
+    auto a = parse_listen(*o.listen);
+    if (!a) return Status::invalid_argument("--listen " + a.status().message());
+    config.listen = *a;
+  }
+  if (o.store) {
+    if (*o.store == "memory") {
+      config.store = StoreConfig{};
+    } else if (o.store->rfind("redis://", 0) == 0 || o.store->rfind("unix://", 0) == 0) {
+      // Keep the file's redis tuning (pool, timeouts, on_failure) when it has one.
+      if (config.store.type != StoreType::kRedis) config.store = StoreConfig{};
+      config.store.type = StoreType::kRedis;
+      config.store.url = *o.store;
+    } else {
+      return Status::invalid_argument("--store must be 'memory' or a redis://host:port/db URL, got '" + *o.store + "'");
+    }
+  }
+  if (o.threads) {
+    if (*o.threads > 256) return Status::invalid_argument("--threads must be 0 ... 256");
+    config.threads = *o.threads;
+  }
+  return {};
+}
+
+Status check_reloadable(const Config& current, const Config& next) {
+  std::string what;
+  if (!(current.listen == next.listen)) what += " listen";
+  if (current.threads != next.threads) what += " threads";
+  if (!(current.store == next.store)) what += " store";
+  if (what.empty()) return {};
+  return Status::invalid_argument("changed setting(s) need a restart:" + what +
+                                  " (the running configuration stays)");
+}
+
+}  // namespace ratelimit::server

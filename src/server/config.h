@@ -1,0 +1,112 @@
+// config.h — ratelimitd's configuration: the YAML file's schema as a value, its loader and the
+// command-line overrides.
+//
+// Why a plain immutable value: the server shares one snapshot (shared_ptr<const Config>) with
+// every I/O thread; a reload builds a whole new snapshot off to the side, validates it, and
+// only then swaps it in, so nothing ever half-applies.
+// Invariants of a Config returned by parse_config/load_config: every field is in range, every
+// policy is a valid Policy named after its YAML key, at least one policy exists.
+// Errors are "file:line: reason" (kInvalidArgument); unknown keys are errors, so a typo is
+// never silently ignored.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "ratelimit/policy.h"
+#include "ratelimit/redis_store.h"
+#include "ratelimit/status.h"
+
+namespace ratelimit::server {
+
+enum class StoreType : uint8_t { kMemory, kRedis };
+
+struct StoreConfig {
+  StoreType type = StoreType::kMemory;
+  // memory
+  size_t max_keys = 1'000'000;
+  size_t shards = 64;
+  // redis
+  std::string url = "redis://127.0.0.1:6379/0";
+  size_t connections = 0;  // pool size; 0 = the Redis store's default (2 per core, <= 16)
+  Micros connect_timeout{1'000'000};
+  Micros command_timeout{250'000};
+  FailurePolicy on_failure = FailurePolicy::kOpen;
+  std::string key_prefix = "rl:";
+
+  friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
+};
+
+struct PolicyConfig {
+  Policy policy;        // named after its YAML key
+  bool shadow = false;  // decide and count, but always admit (dark launch)
+  int line = 0;         // where it was defined, for messages
+};
+
+struct LimitsConfig {
+  size_t max_body_bytes = 8 * 1024;
+  size_t max_header_bytes = 8 * 1024;
+  size_t max_key_length = 256;  // <= kMaxKeyLength
+  int64_t max_cost = 1'000'000;  // <= kMaxCost
+  Micros request_timeout{10'000'000};  // first byte to last byte of one request
+  Micros idle_timeout{60'000'000};     // a kept-alive connection waiting for its next request
+  size_t max_connections = 10'000;
+};
+
+struct ListenAddress {
+  std::string host = "127.0.0.1";  // a literal IPv4/IPv6 address
+  uint16_t port = 8080;
+  friend bool operator==(const ListenAddress&, const ListenAddress&) = default;
+};
+
+// Heterogeneous lookup so a policy can be found by string_view without allocating.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct Config {
+  std::string source;  // the file it came from ("" when built in code)
+  ListenAddress listen;
+  unsigned threads = 0;  // 0 = one per core
+  StoreConfig store;
+  std::unordered_map<std::string, PolicyConfig, StringHash, std::equal_to<>> policies;
+  std::optional<std::string> admin_token;  // absent: /v1/reset is disabled
+  LimitsConfig limits;
+  std::string forward_auth_key_header;  // "" = first X-Forwarded-For address, else the peer
+
+  const PolicyConfig* find_policy(std::string_view name) const {
+    auto it = policies.find(name);
+    return it == policies.end() ? nullptr : &it->second;
+  }
+};
+
+// Command-line values that replace the file's (they also apply to every reload).
+struct Overrides {
+  std::optional<std::string> listen;  // "host:port"
+  std::optional<std::string> store;   // "memory" or "redis://..."
+  std::optional<unsigned> threads;
+};
+
+// Parses YAML text. `filename` only labels messages. Errors: "filename:line: reason".
+Result<Config> parse_config(std::string_view yaml, std::string_view filename);
+// Reads and parses a file. Errors: unreadable file, or as parse_config.
+Result<Config> load_config(const std::string& path);
+// Applies overrides to a parsed config. Errors name the flag ("--listen: ...").
+Status apply_overrides(Config& config, const Overrides& overrides);
+
+// "host:port", "[v6]:port"; host must be a literal address or "localhost".
+Result<ListenAddress> parse_listen(std::string_view text);
+
+// Why a reload that changes these is refused: the listening socket, the I/O threads and the
+// store (with all its counts) live as long as the process. Returns OK when `next` may replace
+// `current`, else a message naming what would need a restart.
+Status check_reloadable(const Config& current, const Config& next);
+
+}  // namespace ratelimit::server

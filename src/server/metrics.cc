@@ -1,0 +1,189 @@
+// metrics.cc — the one declaration of every ratelimitd metric (kFamilies) and the Prometheus
+// text rendering. Hot-path updates are relaxed atomics; rendering reads them without a lock.
+#include "metrics.h"
+
+#include <cstdio>
+
+namespace ratelimit::server {
+namespace {
+
+struct Family {
+  const char* name;
+  const char* type;
+  const char* help;
+};
+
+// Every metric ratelimitd exports (store-specific gauges are declared beside their reader in
+// server.cc and documented in docs/readme/server.md).
+constexpr Family kRequests{"ratelimitd_http_requests_total", "counter",
+                           "HTTP requests answered, by endpoint and status code."};
+constexpr Family kDecisions{"ratelimitd_decisions_total", "counter",
+                            "Rate-limit decisions by policy and outcome (allowed, denied, "
+                            "shadow_denied, failed_open, failed_closed)."};
+constexpr Family kStoreErrors{"ratelimitd_store_errors_total", "counter",
+                              "Store calls that returned an error instead of a decision."};
+constexpr Family kLatency{"ratelimitd_decision_duration_seconds", "histogram",
+                          "Time spent in the store per decision (acquire, peek, forward-auth)."};
+constexpr Family kConnections{"ratelimitd_connections_open", "gauge", "Client connections open now."};
+constexpr Family kRejected{"ratelimitd_connections_rejected_total", "counter",
+                           "Connections closed at accept because limits.max_connections was reached."};
+constexpr Family kGeneration{"ratelimitd_config_generation", "gauge",
+                             "Configuration generation in use: 1 at start, +1 per successful reload."};
+constexpr Family kReloads{"ratelimitd_config_reloads_total", "counter",
+                          "Configuration reloads (SIGHUP) by result (ok, error)."};
+constexpr Family kLastReload{"ratelimitd_config_last_reload_success", "gauge",
+                             "1 if the last reload succeeded (or none was attempted), 0 if it failed."};
+constexpr Family kLastReloadTime{"ratelimitd_config_last_reload_timestamp_seconds", "gauge",
+                                 "Unix time of the last reload attempt (0: none)."};
+
+constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
+                                                        "healthz", "metrics", "other"};
+constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
+                                                      "failed_open", "failed_closed"};
+constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};
+// Upper bounds in nanoseconds, and as Prometheus `le` labels.
+constexpr uint64_t kBoundsNs[19] = {1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000,
+                                    250'000, 500'000, 1'000'000, 2'500'000, 5'000'000,
+                                    10'000'000, 25'000'000, 50'000'000, 100'000'000,
+                                    250'000'000, 500'000'000, 1'000'000'000};
+constexpr const char* kBoundLabels[19] = {"1e-06", "2.5e-06", "5e-06", "1e-05", "2.5e-05",
+                                          "5e-05", "0.0001", "0.00025", "0.0005", "0.001",
+                                          "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+                                          "0.25", "0.5", "1"};
+
+void header(std::string& out, const Family& f) {
+  out += "# HELP ";
+  out += f.name;
+  out += ' ';
+  out += f.help;
+  out += "\n# TYPE ";
+  out += f.name;
+  out += ' ';
+  out += f.type;
+  out += '\n';
+}
+
+void sample(std::string& out, const char* name, std::string_view labels, uint64_t v) {
+  out += name;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  out += std::to_string(v);
+  out += '\n';
+}
+
+}  // namespace
+
+Metrics::Metrics() = default;
+
+size_t Metrics::status_slot(unsigned status) {
+  for (size_t i = 0; i < 12; ++i) {
+    if (kStatuses[i] == status) return i;
+  }
+  return 10;  // anything unexpected is counted as 500
+}
+
+void Metrics::count_request(Endpoint e, unsigned status) {
+  requests_[static_cast<size_t>(e)][status_slot(status)].fetch_add(1, std::memory_order_relaxed);
+}
+
+PolicyCounters* Metrics::policy(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = policies_.find(name);
+  if (it == policies_.end()) {
+    it = policies_.emplace(std::string(name), std::make_unique<PolicyCounters>()).first;
+  }
+  return it->second.get();
+}
+
+void Metrics::observe_decision(std::chrono::nanoseconds latency) {
+  const auto ns = static_cast<uint64_t>(latency.count() < 0 ? 0 : latency.count());
+  size_t b = 0;
+  while (b < kBuckets && ns > kBoundsNs[b]) ++b;
+  latency_buckets_[b].fetch_add(1, std::memory_order_relaxed);
+  latency_count_.fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void Metrics::record_reload(bool ok, int64_t unix_seconds) {
+  (ok ? reloads_ok_ : reloads_failed_).fetch_add(1, std::memory_order_relaxed);
+  last_reload_ok_.store(ok ? 1 : 0, std::memory_order_relaxed);
+  last_reload_time_.store(unix_seconds, std::memory_order_relaxed);
+}
+
+void Metrics::set_extra(std::function<void(std::string&)> extra) {
+  std::lock_guard lock(mu_);
+  extra_ = std::move(extra);
+}
+
+std::string Metrics::render() const {
+  std::string out;
+  out.reserve(8192);
+  header(out, kRequests);
+  for (size_t e = 0; e < kEndpointCount; ++e) {
+    for (size_t s = 0; s < 12; ++s) {
+      const uint64_t v = requests_[e][s].load(std::memory_order_relaxed);
+      if (v == 0) continue;
+      std::string labels = "endpoint=\"";
+      labels += kEndpointNames[e];
+      labels += "\",status=\"";
+      labels += std::to_string(kStatuses[s]);
+      labels += '"';
+      sample(out, kRequests.name, labels, v);
+    }
+  }
+  std::function<void(std::string&)> extra;
+  {
+    std::lock_guard lock(mu_);
+    header(out, kDecisions);
+    for (const auto& [name, c] : policies_) {
+      for (size_t o = 0; o < kOutcomeCount; ++o) {
+        // Policy names are [A-Za-z0-9_.:-]: nothing to escape in a label value.
+        std::string labels = "policy=\"" + name + "\",outcome=\"" + kOutcomeNames[o] + '"';
+        sample(out, kDecisions.name, labels, c->outcomes[o].load(std::memory_order_relaxed));
+      }
+    }
+    extra = extra_;
+  }
+  header(out, kStoreErrors);
+  sample(out, kStoreErrors.name, "", store_errors_.load(std::memory_order_relaxed));
+
+  header(out, kLatency);
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < kBuckets; ++b) {
+    cumulative += latency_buckets_[b].load(std::memory_order_relaxed);
+    sample(out, "ratelimitd_decision_duration_seconds_bucket",
+           std::string("le=\"") + kBoundLabels[b] + '"', cumulative);
+  }
+  const uint64_t count = latency_count_.load(std::memory_order_relaxed);
+  sample(out, "ratelimitd_decision_duration_seconds_bucket", "le=\"+Inf\"", count);
+  char sum[64];
+  std::snprintf(sum, sizeof sum, "%.9f",
+                static_cast<double>(latency_sum_ns_.load(std::memory_order_relaxed)) / 1e9);
+  out += "ratelimitd_decision_duration_seconds_sum ";
+  out += sum;
+  out += '\n';
+  sample(out, "ratelimitd_decision_duration_seconds_count", "", count);
+
+  header(out, kConnections);
+  const int64_t open = open_connections_.load(std::memory_order_relaxed);
+  sample(out, kConnections.name, "", static_cast<uint64_t>(open < 0 ? 0 : open));
+  header(out, kRejected);
+  sample(out, kRejected.name, "", rejected_connections_.load(std::memory_order_relaxed));
+  header(out, kGeneration);
+  sample(out, kGeneration.name, "", generation_.load(std::memory_order_relaxed));
+  header(out, kReloads);
+  sample(out, kReloads.name, "result=\"ok\"", reloads_ok_.load(std::memory_order_relaxed));
+  sample(out, kReloads.name, "result=\"error\"", reloads_failed_.load(std::memory_order_relaxed));
+  header(out, kLastReload);
+  sample(out, kLastReload.name, "", static_cast<uint64_t>(last_reload_ok_.load(std::memory_order_relaxed)));
+  header(out, kLastReloadTime);
+  sample(out, kLastReloadTime.name, "", static_cast<uint64_t>(last_reload_time_.load(std::memory_order_relaxed)));
+  if (extra) extra(out);
+  return out;
+}
+
+}  // namespace ratelimit::server

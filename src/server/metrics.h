@@ -1,0 +1,85 @@
+// metrics.h — ratelimitd's counters, gauges and the decision-latency histogram, rendered in
+// the Prometheus text format for GET /metrics.
+//
+// Why one place: every metric name, type and help text is declared in the table at the top of
+// metrics.cc, and nowhere else, so the /metrics page and the docs cannot drift apart.
+// Invariants: counters only grow; per-policy counters are created on first use and never freed
+// (a policy removed by a reload keeps its totals, as Prometheus counters must), so a pointer
+// to them stays valid for the life of the Metrics object.
+// Thread-safety: every method may be called from any thread; the hot-path methods are relaxed
+// atomic increments with no lock.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace ratelimit::server {
+
+enum class Endpoint : uint8_t { kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kMetrics, kOther };
+inline constexpr size_t kEndpointCount = 7;
+
+enum class Outcome : uint8_t { kAllowed, kDenied, kShadowDenied, kFailedOpen, kFailedClosed };
+inline constexpr size_t kOutcomeCount = 5;
+
+struct PolicyCounters {
+  std::array<std::atomic<uint64_t>, kOutcomeCount> outcomes{};
+  void count(Outcome o) { outcomes[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  void count_request(Endpoint e, unsigned status);
+  // Stable pointer; created on first use.
+  PolicyCounters* policy(std::string_view name);
+  void count_store_error() { store_errors_.fetch_add(1, std::memory_order_relaxed); }
+  void observe_decision(std::chrono::nanoseconds latency);
+
+  void connection_opened() { open_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
+  void connection_rejected() { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
+
+  // Configuration generation (1 = the file loaded at start) and the last reload's result.
+  void set_config_generation(uint64_t g) { generation_.store(g, std::memory_order_relaxed); }
+  void record_reload(bool ok, int64_t unix_seconds);
+
+  // Gauges read at render time (memory-store keys, Redis counters), so they cost nothing on
+  // the hot path. The callback appends complete metric families to `out`.
+  void set_extra(std::function<void(std::string& out)> extra);
+
+  std::string render() const;
+
+ private:
+  static size_t status_slot(unsigned status);
+
+  std::array<std::array<std::atomic<uint64_t>, 12>, kEndpointCount> requests_{};
+  std::atomic<uint64_t> store_errors_{0};
+  std::atomic<int64_t> open_connections_{0};
+  std::atomic<uint64_t> rejected_connections_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> reloads_ok_{0};
+  std::atomic<uint64_t> reloads_failed_{0};
+  std::atomic<int> last_reload_ok_{1};
+  std::atomic<int64_t> last_reload_time_{0};
+
+  static constexpr size_t kBuckets = 19;
+  std::array<std::atomic<uint64_t>, kBuckets + 1> latency_buckets_{};  // last = +Inf only
+  std::atomic<uint64_t> latency_count_{0};
+  std::atomic<uint64_t> latency_sum_ns_{0};
+
+  mutable std::mutex mu_;  // guards policies_ (insertion and iteration) and extra_
+  std::map<std::string, std::unique_ptr<PolicyCounters>, std::less<>> policies_;
+  std::function<void(std::string&)> extra_;
+};
+
+}  // namespace ratelimit::server

@@ -1,0 +1,238 @@
+// request.cc — JSON bodies and forward-auth queries -> DecisionRequest (see request.h).
+//
+// Boost.JSON parses into a monotonic arena on the stack, so a typical body costs no heap
+// allocation; depth is capped and invalid UTF-8 is refused by the parser itself.
+#include "request.h"
+
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+namespace ratelimit::server {
+namespace {
+
+namespace json = boost::json;
+
+bool fail(RequestError& err, std::string_view code, std::string message) {
+  err.status = 400;
+  err.error = code;
+  err.message = std::move(message);
+  return false;
+}
+
+std::string_view kind_name(json::kind k) {
+  switch (k) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_: return "a number";
+    case json::kind::string: return "a string";
+    case json::kind::array: return "an array";
+    case json::kind::object: return "an object";
+  }
+  return "a value";
+}
+
+// Policy names: the shape validate_policy_name accepts. Checked here so an error message can
+// quote the name safely (it is printable ASCII).
+bool check_policy_name(std::string_view name, RequestError& err) {
+  if (validate_policy_name(name).is_ok()) return true;
+  if (name.size() > kMaxPolicyNameLength || name.empty()) {
+    return fail(err, "unknown_policy", "policy names are 1 to 64 characters of [A-Za-z0-9_.:-]");
+  }
+  return fail(err, "unknown_policy", "policy names are made of [A-Za-z0-9_.:-]");
+}
+
+}  // namespace
+
+bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err) {
+  if (key.empty()) return fail(err, "invalid_key", "key must not be empty");
+  if (key.size() > bounds.max_key_length) {
+    return fail(err, "invalid_key", "key is " + std::to_string(key.size()) +
+                                        " bytes; the limit is " +
+                                        std::to_string(bounds.max_key_length));
+  }
+  return true;
+}
+
+bool parse_request_body(std::string_view body, BodyKind kind, const RequestBounds& bounds,
+                        DecisionRequest& out, RequestError& err) {
+  out.policy_count = 0;
+  out.multi = false;
+  out.cost = 1;
+  out.key.clear();
+
+  alignas(std::max_align_t) unsigned char arena[2048];
+  json::monotonic_resource mr(arena, sizeof arena);
+  json::parse_options opts;
+  opts.max_depth = 4;
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec, &mr, opts);
+  if (ec) {
+    if (body.empty()) return fail(err, "invalid_json", "the request body is empty; expected a JSON object");
+    return fail(err, "invalid_json", "the body is not valid JSON: " + ec.message());
+  }
+  if (!v.is_object()) {
+    return fail(err, "invalid_request", "the body must be a JSON object, got " + std::string(kind_name(v.kind())));
+  }
+  const json::object& obj = v.get_object();
+  const json::value* key = nullptr;
+  const json::value* policy = nullptr;
+  const json::value* policies = nullptr;
+  const json::value* cost = nullptr;
+  for (const auto& kv : obj) {
+    const std::string_view k = kv.key();
+    const json::value** slot = nullptr;
+    if (k == "key") slot = &key;
+    else if (k == "policy") slot = &policy;
+    else if (k == "policies" && kind == BodyKind::kDecision) slot = &policies;
+    else if (k == "cost" && kind == BodyKind::kDecision) slot = &cost;
+    if (slot == nullptr) {
+      std::string m = "unknown field ";
+      m += k.size() <= 64 ? "'" + std::string(k) + "'" : std::string("(a long name)");
+      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost)" : " (allowed: key, policy)";
+      return fail(err, "invalid_request", std::move(m));
+    }
+    if (*slot != nullptr) return fail(err, "invalid_request", "field '" + std::string(k) + "' given twice");
+    *slot = &kv.value();
+  }
+
+  if (key == nullptr) return fail(err, "invalid_request", "missing field 'key'");
+  if (!key->is_string()) {
+    return fail(err, "invalid_request", "'key' must be a string, got " + std::string(kind_name(key->kind())));
+  }
+  const json::string& ks = key->get_string();
+  if (!check_key(std::string_view(ks.data(), ks.size()), bounds, err)) return false;
+
+  if (policy != nullptr && policies != nullptr) {
+    return fail(err, "invalid_request", "give either 'policy' or 'policies', not both");
+  }
+  if (policy == nullptr && policies == nullptr) {
+    return fail(err, "invalid_request", kind == BodyKind::kDecision ? "missing field 'policy' (or 'policies')" : "missing field 'policy'");
+  }
+  if (policy != nullptr) {
+    if (!policy->is_string()) {
+      return fail(err, "invalid_request", "'policy' must be a string, got " + std::string(kind_name(policy->kind())));
+    }
+    const json::string& ps = policy->get_string();
+    if (!check_policy_name(std::string_view(ps.data(), ps.size()), err)) return false;
+    out.policies[0].assign(ps.data(), ps.size());
+    out.policy_count = 1;
+  } else {
+    if (!policies->is_array()) {
+      return fail(err, "invalid_request", "'policies' must be an array of policy names, got " + std::string(kind_name(policies->kind())));
+    }
+    const json::array& arr = policies->get_array();
+    if (arr.empty() || arr.size() > kMaxPoliciesPerCall) {
+      return fail(err, "invalid_request", "'policies' must name 1 to " + std::to_string(kMaxPoliciesPerCall) + " policies");
+    }
+    for (const json::value& e : arr) {
+      if (!e.is_string()) {
+        return fail(err, "invalid_request", "'policies' must hold strings, got " + std::string(kind_name(e.kind())));
+      }
+      const std::string_view name(e.get_string().data(), e.get_string().size());
+      if (!check_policy_name(name, err)) return false;
+      for (size_t i = 0; i < out.policy_count; ++i) {
+        if (out.policies[i] == name) {
+          return fail(err, "invalid_request", "policy '" + std::string(name) + "' is listed twice in 'policies'");
+        }
+      }
+      out.policies[out.policy_count++].assign(name);
+    }
+    out.multi = true;
+  }
+
+  if (cost != nullptr) {
+    int64_t c = 0;
+    if (cost->is_int64()) {
+      c = cost->get_int64();
+    } else if (cost->is_uint64()) {
+      c = INT64_MAX;  // above any bound
+    } else {
+      return fail(err, "invalid_cost", "'cost' must be a whole number, got " + std::string(kind_name(cost->kind())) +
+                                           (cost->is_double() ? " with a fraction or exponent" : ""));
+    }
+    if (c < 1 || c > bounds.max_cost) {
+      return fail(err, "invalid_cost", "'cost' must be between 1 and " + std::to_string(bounds.max_cost));
+    }
+    out.cost = c;
+  }
+  out.key.assign(ks.data(), ks.size());
+  return true;
+}
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes (and maps '+' to ' ') into `out`; false on a malformed escape.
+bool url_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err) {
+  out.policy_count = 0;
+  out.multi = false;
+  out.cost = 1;
+  std::string name;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (part.empty()) continue;
+    const size_t eq = part.find('=');
+    const std::string_view k = part.substr(0, eq);
+    const std::string_view v = eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1);
+    if (k != "policy") {
+      return fail(err, "invalid_request", k.size() <= 64 ? "unknown query parameter '" + std::string(k) + "' (allowed: policy)"
+                                                          : std::string("unknown query parameter (allowed: policy)"));
+    }
+    if (v.size() > 3 * kMaxPolicyNameLength || !url_decode(v, name)) {
+      return fail(err, "unknown_policy", "malformed policy name in the query");
+    }
+    if (!check_policy_name(name, err)) return false;
+    if (out.policy_count == kMaxPoliciesPerCall) {
+      return fail(err, "invalid_request", "at most " + std::to_string(kMaxPoliciesPerCall) + " policies");
+    }
+    for (size_t i = 0; i < out.policy_count; ++i) {
+      if (out.policies[i] == name) return fail(err, "invalid_request", "policy '" + name + "' is listed twice");
+    }
+    out.policies[out.policy_count++] = name;
+  }
+  if (out.policy_count == 0) return fail(err, "invalid_request", "missing query parameter 'policy' (e.g. ?policy=api)");
+  out.multi = out.policy_count > 1;
+  return true;
+}
+
+std::string_view first_forwarded_for(std::string_view xff) {
+  const size_t comma = xff.find(',');
+  std::string_view first = xff.substr(0, comma);
+  while (!first.empty() && (first.front() == ' ' || first.front() == '\t')) first.remove_prefix(1);
+  while (!first.empty() && (first.back() == ' ' || first.back() == '\t')) first.remove_suffix(1);
+  return first;
+}
+
+}  // namespace ratelimit::server

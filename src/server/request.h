@@ -1,0 +1,64 @@
+// request.h — the untrusted-input side of ratelimitd's API: JSON request bodies and the
+// forward-auth query string, parsed into plain values with an HTTP-ready error on any fault.
+//
+// Why separate and pure: this is what an attacker controls, so it is small, allocation-light,
+// has no server state, and is exercised directly by unit tests and by the libFuzzer target
+// (tests/fuzz). Bounds: JSON nesting depth 4, key length and cost range from the config,
+// at most kMaxPoliciesPerCall policies, no unknown fields (a typo such as "polcy" is an error,
+// never silently ignored).
+// Thread-safety: stateless functions; the output objects belong to the caller.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ratelimit/store.h"
+
+namespace ratelimit::server {
+
+struct RequestBounds {
+  size_t max_key_length = 256;
+  int64_t max_cost = 1'000'000;
+};
+
+// Why a request was refused: HTTP status, a stable machine-readable code, a human message.
+struct RequestError {
+  unsigned status = 400;
+  std::string_view error;  // "invalid_json", "invalid_request", "invalid_key", "invalid_cost", ...
+  std::string message;
+};
+
+// {"key", "policy" | "policies", "cost"} (acquire, peek) or {"key", "policy"} (reset).
+// Reusable: parse functions overwrite every field, keeping string capacity.
+struct DecisionRequest {
+  std::string key;
+  std::array<std::string, kMaxPoliciesPerCall> policies;
+  size_t policy_count = 0;
+  bool multi = false;  // "policies": [...] was used (all or nothing)
+  int64_t cost = 1;
+};
+
+enum class BodyKind : uint8_t {
+  kDecision,  // key, policy or policies, optional cost
+  kReset,     // key, policy
+};
+
+// Parses a request body. On failure returns false and fills `err` (status 400). Policy names
+// are checked for shape only; whether they exist is the caller's business.
+bool parse_request_body(std::string_view body, BodyKind kind, const RequestBounds& bounds,
+                        DecisionRequest& out, RequestError& err);
+
+// Parses the query of GET /v1/forward-auth: one or more `policy=NAME` (percent-encoded;
+// several = all or nothing). `out.key` is left untouched; cost is 1.
+bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
+
+// The forward-auth key from an X-Forwarded-For value: its first element, trimmed. Empty when
+// there is none.
+std::string_view first_forwarded_for(std::string_view xff);
+
+// Checks a key against the bounds (1 ... max_key_length bytes).
+bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err);
+
+}  // namespace ratelimit::server

@@ -1,0 +1,594 @@
+// server.cc — the Beast/Asio side of ratelimitd: acceptor, connections, I/O threads, timeouts,
+// signals (graceful shutdown, reload).
+//
+// Threading model: one io_context per I/O thread ("worker"), each running single-threaded, so
+// a connection's handlers never race and need no strand; the acceptor and the signal handling
+// run on the main thread's own io_context and hand each accepted socket to the next worker.
+// With the memory store a request is parsed, decided and answered on its worker thread with no
+// lock other than the store's shard lock.
+//
+// Parsing: a basic_parser subclass keeps only what the endpoints need (target, body, three
+// headers) in per-connection buffers that are reused, so a kept-alive connection serving small
+// requests does not allocate per request. Responses are serialised by hand into a reused
+// buffer (status line, RateLimit fields, Content-Length).
+//
+// Timeouts: each connection records a deadline (idle_timeout while waiting for a request,
+// request_timeout from its first byte to the end of the response); a per-worker sweep every
+// 250 ms closes connections past their deadline, so a slow or silent client (slowloris) cannot
+// hold a connection, at the cost of one integer store per request rather than a timer.
+//
+// Shutdown (SIGTERM/SIGINT): stop accepting; idle connections are closed; each connection with
+// a request in flight finishes it, answers with "Connection: close" and closes; when every
+// worker is done the process exits 0. A grace period (request_timeout + 2 s) bounds it.
+#include "server.h"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+
+#include "log.h"
+#include "ratelimit/memory_store.h"
+#include "service.h"
+#include "store_factory.h"
+
+namespace ratelimit::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+// The parts of a request the endpoints read. Reused across requests of a connection.
+struct RequestHead {
+  Method method = Method::kOther;
+  unsigned version = 11;
+  std::string target;
+  std::string body;
+  std::string authorization, forwarded_for, key_header;
+  bool has_authorization = false, has_forwarded_for = false, has_key_header = false;
+  bool expect_continue = false;
+
+  void clear() {
+    method = Method::kOther;
+    target.clear();
+    body.clear();
+    authorization.clear();
+    forwarded_for.clear();
+    key_header.clear();
+    has_authorization = has_forwarded_for = has_key_header = expect_continue = false;
+  }
+};
+
+class RequestParser final : public bhttp::basic_parser<true> {
+ public:
+  RequestParser(RequestHead& head, std::string_view key_header_name)
+      : head_(head), key_header_name_(key_header_name) {}
+
+ private:
+  void on_request_impl(bhttp::verb method, beast::string_view, beast::string_view target,
+                       int version, error_code&) override {
+    switch (method) {
+      case bhttp::verb::get: head_.method = Method::kGet; break;
+      case bhttp::verb::head: head_.method = Method::kHead; break;
+      case bhttp::verb::post: head_.method = Method::kPost; break;
+      default: head_.method = Method::kOther; break;
+    }
+    head_.version = static_cast<unsigned>(version);
+    head_.target.assign(target.data(), target.size());
+  }
+  void on_response_impl(int, beast::string_view, int, error_code& ec) override {
+    ec = bhttp::error::bad_method;  // never called for a request parser
+  }
+  void on_field_impl(bhttp::field f, beast::string_view name, beast::string_view value,
+                     error_code&) override {
+    // The first occurrence wins; later duplicates are ignored.
+    if (!key_header_name_.empty() && !head_.has_key_header &&
+        beast::iequals(name, beast::string_view(key_header_name_.data(), key_header_name_.size()))) {
+      head_.key_header.assign(value.data(), value.size());
+      head_.has_key_header = true;
+    }
+    if (f == bhttp::field::authorization && !head_.has_authorization) {
+      head_.authorization.assign(value.data(), value.size());
+      head_.has_authorization = true;
+    } else if (!head_.has_forwarded_for && beast::iequals(name, "x-forwarded-for")) {
+      head_.forwarded_for.assign(value.data(), value.size());
+      head_.has_forwarded_for = true;
+    } else if (f == bhttp::field::expect && beast::iequals(value, "100-continue")) {
+      head_.expect_continue = true;
+    }
+  }
+  void on_header_impl(error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
+    if (length) head_.body.reserve(static_cast<size_t>(*length));
+  }
+  size_t on_body_impl(beast::string_view body, error_code&) override {
+    head_.body.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code&) override {
+    head_.body.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_finish_impl(error_code&) override {}
+
+  RequestHead& head_;
+  std::string_view key_header_name_;
+};
+
+// "Date" header value, recomputed at most once per second per thread.
+std::string_view http_date() {
+  thread_local std::time_t cached_at = 0;
+  thread_local char buf[64] = {};
+  const std::time_t now = std::time(nullptr);
+  if (now != cached_at) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    cached_at = now;
+  }
+  return buf;
+}
+
+class Connection;
+
+struct Shared {
+  Service* service = nullptr;
+  Metrics* metrics = nullptr;
+};
+
+class Worker {
+ public:
+  explicit Worker(Shared shared) : shared_(shared) {}
+
+  void start() {
+    arm_sweep();
+    thread_ = std::thread([this] { ioc_.run(); });
+  }
+  void drain();
+  void stop() { ioc_.stop(); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  asio::io_context& ioc() { return ioc_; }
+  Shared& shared() { return shared_; }
+  Service::ThreadContext& tc() { return tc_; }
+  bool draining() const { return draining_; }
+  std::unordered_set<Connection*>& connections() { return connections_; }
+
+ private:
+  void arm_sweep();
+
+  Shared shared_;
+  Service::ThreadContext tc_;
+  bool draining_ = false;
+  // Declared before ioc_ so it outlives the handlers (and connections) the io_context
+  // destroys when it is torn down.
+  std::unordered_set<Connection*> connections_;
+  asio::io_context ioc_{1};
+  asio::steady_timer sweep_{ioc_};
+  std::thread thread_;
+};
+
+class Connection final : public std::enable_shared_from_this<Connection>, public Waiter {
+ public:
+  Connection(Worker& worker, tcp::socket socket) : w_(worker), sock_(std::move(socket)) {
+    w_.connections().insert(this);
+  }
+  ~Connection() override {
+    w_.connections().erase(this);
+    w_.shared().metrics->connection_closed();
+  }
+
+  void start() {
+    error_code ec;
+    sock_.set_option(tcp::no_delay(true), ec);
+    wait_for_request();
+  }
+
+  // Called by the worker's sweep.
+  void check_deadline(SteadyClock::time_point now) {
+    if (state_ == State::kHandling || state_ == State::kClosed) return;
+    if (now >= deadline_) close();
+  }
+  // Called when the server starts draining: an idle connection is closed now, a busy one after
+  // its current answer.
+  void on_drain() {
+    if (state_ == State::kIdle) close();
+  }
+
+  void resume() override {
+    asio::post(sock_.get_executor(), [self = shared_from_this()] { self->send_response(); });
+  }
+
+ private:
+  enum class State : uint8_t { kIdle, kReading, kHandling, kWriting, kClosed };
+
+  const Config& config() { return *w_.shared().service->snapshot(w_.tc()).config; }
+
+  void close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    error_code ec;
+    sock_.shutdown(tcp::socket::shutdown_both, ec);
+    sock_.close(ec);
+  }
+
+  void wait_for_request() {
+    if (state_ == State::kClosed) return;
+    if (w_.draining()) {
+      close();
+      return;
+    }
+    if (buf_.size() > 0) {  // a pipelined request is already buffered
+      read_request();
+      return;
+    }
+    state_ = State::kIdle;
+    deadline_ = SteadyClock::now() + config().limits.idle_timeout;
+    sock_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+      if (ec || self->state_ == State::kClosed) {
+        self->close();
+        return;
+      }
+      self->buf_.commit(n);
+      self->read_request();
+    });
+  }
+
+  void read_request() {
+    const Config& cfg = config();
+    state_ = State::kReading;
+    deadline_ = SteadyClock::now() + cfg.limits.request_timeout;
+    head_.clear();
+    key_header_name_ = cfg.forward_auth_key_header;
+    parser_.emplace(head_, key_header_name_);
+    parser_->header_limit(static_cast<std::uint32_t>(cfg.limits.max_header_bytes));
+    parser_->body_limit(cfg.limits.max_body_bytes);
+    bhttp::async_read_header(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+      self->on_header(ec);
+    });
+  }
+
+  void on_header(error_code ec) {
+    if (ec) return on_read_error(ec);
+    if (parser_->is_done()) return on_request();
+    if (head_.expect_continue) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(sock_, asio::buffer(kContinue.data(), kContinue.size()),
+                        [self = shared_from_this()](error_code wec, size_t) {
+                          if (wec) return self->close();
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+      if (ec) return self->on_read_error(ec);
+      self->on_request();
+    });
+  }
+
+  void on_read_error(error_code ec) {
+    if (state_ == State::kClosed) return;
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+        ec == bhttp::error::partial_message) {
+      close();
+      return;
+    }
+    // The request cannot be understood: answer and close (the stream position is lost).
+    keep_alive_ = false;
+    head_only_ = false;
+    endpoint_ = Endpoint::kOther;
+    if (ec == bhttp::error::body_limit) {
+      http::render_error(413, "body_too_large",
+                         "the request body exceeds limits.max_body_bytes (" +
+                             std::to_string(config().limits.max_body_bytes) + ")",
+                         resp_);
+    } else if (ec == bhttp::error::header_limit) {
+      http::render_error(431, "headers_too_large",
+                         "the request header exceeds limits.max_header_bytes (" +
+                             std::to_string(config().limits.max_header_bytes) + ")",
+                         resp_);
+    } else {
+      http::render_error(400, "bad_http", "malformed HTTP request: " + ec.message(), resp_);
+    }
+    send_response();
+  }
+
+  void on_request() {
+    state_ = State::kHandling;
+    keep_alive_ = parser_->keep_alive();
+    head_only_ = head_.method == Method::kHead;
+    RequestView view;
+    view.method = head_.method;
+    view.target = head_.target;
+    view.body = head_.body;
+    view.authorization = head_.has_authorization ? &head_.authorization : nullptr;
+    view.forwarded_for = head_.has_forwarded_for ? &head_.forwarded_for : nullptr;
+    view.key_header = head_.has_key_header ? &head_.key_header : nullptr;
+    if (peer_.empty()) {
+      error_code ec;
+      const auto ep = sock_.remote_endpoint(ec);
+      peer_ = ec ? "unknown" : ep.address().to_string();
+    }
+    view.peer = peer_;
+    endpoint_ = Endpoint::kOther;
+    std::shared_ptr<Waiter> self = shared_from_this();
+    if (w_.shared().service->handle(view, w_.tc(), resp_, self, endpoint_)) send_response();
+  }
+
+  void send_response() {
+    if (state_ == State::kClosed) return;
+    w_.shared().metrics->count_request(endpoint_, resp_.status);
+    if (w_.draining()) keep_alive_ = false;
+    out_.clear();
+    out_ += head_.version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+    out_ += std::to_string(resp_.status);
+    out_ += ' ';
+    out_ += http::reason_phrase(resp_.status);
+    out_ += "\r\nDate: ";
+    out_ += http_date();
+    for (const http::Field& f : resp_.fields) {
+      out_ += "\r\n";
+      out_ += f.name;
+      out_ += ": ";
+      out_ += f.value;
+    }
+    out_ += "\r\nContent-Type: ";
+    out_ += resp_.content_type;
+    out_ += "\r\nContent-Length: ";
+    out_ += std::to_string(resp_.body.size());
+    if (!keep_alive_) out_ += "\r\nConnection: close";
+    else if (head_.version == 10) out_ += "\r\nConnection: keep-alive";
+    out_ += "\r\n\r\n";
+    if (!head_only_) out_ += resp_.body;
+    state_ = State::kWriting;
+    deadline_ = SteadyClock::now() + config().limits.request_timeout;
+    asio::async_write(sock_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
+      if (ec || !self->keep_alive_) return self->close();
+      self->wait_for_request();
+    });
+  }
+
+  Worker& w_;
+  tcp::socket sock_;
+  beast::flat_buffer buf_{64 * 1024};
+  RequestHead head_;
+  std::string key_header_name_;
+  std::optional<RequestParser> parser_;
+  http::Response resp_;
+  std::string out_;
+  std::string peer_;
+  State state_ = State::kIdle;
+  SteadyClock::time_point deadline_{};
+  bool keep_alive_ = true;
+  bool head_only_ = false;
+  Endpoint endpoint_ = Endpoint::kOther;
+};
+
+void Worker::arm_sweep() {
+  sweep_.expires_after(std::chrono::milliseconds(250));
+  sweep_.async_wait([this](error_code ec) {
+    if (ec) return;
+    const auto now = SteadyClock::now();
+    // Copy: check_deadline() only closes sockets (handlers run later), but keep the loop
+    // independent of that.
+    std::vector<Connection*> conns(connections_.begin(), connections_.end());
+    for (Connection* c : conns) c->check_deadline(now);
+    if (draining_ && connections_.empty()) return;  // lets run() return
+    arm_sweep();
+  });
+}
+
+void Worker::drain() {
+  asio::post(ioc_, [this] {
+    draining_ = true;
+    std::vector<Connection*> conns(connections_.begin(), connections_.end());
+    for (Connection* c : conns) c->on_drain();
+  });
+}
+
+class Listener {
+ public:
+  Listener(asio::io_context& ioc, std::vector<std::unique_ptr<Worker>>& workers, Shared shared)
+      : acceptor_(ioc), retry_(ioc), workers_(workers), shared_(shared) {}
+
+  Status open(const ListenAddress& addr) {
+    error_code ec;
+    const auto ip = asio::ip::make_address(addr.host, ec);
+    if (ec) return Status::invalid_argument("listen: bad address " + addr.host);
+    const tcp::endpoint ep(ip, addr.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::unavailable("cannot listen on " + addr.host + ":" + std::to_string(addr.port) + ": " + ec.message());
+    return {};
+  }
+  tcp::endpoint local_endpoint() const {
+    error_code ec;
+    return acceptor_.local_endpoint(ec);
+  }
+  void start() { accept(); }
+  void close() {
+    error_code ec;
+    acceptor_.close(ec);
+    retry_.cancel();
+  }
+
+ private:
+  void accept() {
+    Worker& w = *workers_[next_++ % workers_.size()];
+    acceptor_.async_accept(w.ioc(), [this, &w](error_code ec, tcp::socket sock) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+      if (ec) {
+        // EMFILE and friends: back off briefly instead of spinning.
+        log_line("warn", "accept failed: " + ec.message());
+        retry_.expires_after(std::chrono::milliseconds(100));
+        retry_.async_wait([this](error_code tec) {
+          if (!tec) accept();
+        });
+        return;
+      }
+      const auto cap = static_cast<int64_t>(shared_.service->config()->limits.max_connections);
+      if (shared_.metrics->open_connections() >= cap) {
+        shared_.metrics->connection_rejected();
+        error_code cec;
+        sock.close(cec);
+      } else {
+        shared_.metrics->connection_opened();
+        asio::post(w.ioc(), [&w, s = std::move(sock)]() mutable {
+          std::make_shared<Connection>(w, std::move(s))->start();
+        });
+      }
+      accept();
+    });
+  }
+
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_;
+  std::vector<std::unique_ptr<Worker>>& workers_;
+  Shared shared_;
+  size_t next_ = 0;
+};
+
+std::string store_description(const StoreConfig& s) {
+  if (s.type == StoreType::kMemory) return "memory (max_keys " + std::to_string(s.max_keys) + ")";
+  // The URL may carry a password: show only what follows '@'.
+  const size_t at = s.url.rfind('@');
+  return "redis " + (at == std::string::npos ? s.url : "redis://…@" + s.url.substr(at + 1));
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& options) {
+  std::signal(SIGPIPE, SIG_IGN);
+  auto loaded = load_config(options.config_path);
+  if (!loaded) {
+    std::fprintf(stderr, "ratelimitd: %s\n", loaded.status().message().c_str());
+    return kExitConfig;
+  }
+  if (Status s = apply_overrides(*loaded, options.overrides); !s.is_ok()) {
+    std::fprintf(stderr, "ratelimitd: %s\n", s.message().c_str());
+    return kExitConfig;
+  }
+  auto config = std::make_shared<const Config>(std::move(*loaded));
+  if (options.check_only) {
+    std::fprintf(stderr, "ratelimitd: %s: OK (%zu policies)\n", options.config_path.c_str(),
+                 config->policies.size());
+    return kExitOk;
+  }
+
+  // Declared first so they are destroyed last: the store's last completions may still post
+  // to the workers' io_contexts while it is torn down.
+  std::vector<std::unique_ptr<Worker>> workers;
+  Metrics metrics;
+  auto opened = open_store(config->store, metrics);
+  if (!opened) {
+    log_line("error", "cannot open the store: " + opened.status().message());
+    return opened.status().code() == StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;
+  }
+  Service service(opened->store, opened->memory, metrics, config);
+  Shared shared{&service, &metrics};
+
+  unsigned threads = config->threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(shared));
+
+  asio::io_context control(1);
+  Listener listener(control, workers, shared);
+  if (Status s = listener.open(config->listen); !s.is_ok()) {
+    log_line("error", s.message());
+    return kExitRuntime;
+  }
+  const auto ep = listener.local_endpoint();
+  std::string where = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+  where += ":" + std::to_string(ep.port());
+
+  asio::signal_set signals(control, SIGINT, SIGTERM, SIGHUP);
+  asio::steady_timer grace(control);
+  bool stopping = false;
+  std::function<void()> wait_signal = [&] {
+    signals.async_wait([&](error_code ec, int sig) {
+      if (ec) return;
+      if (sig == SIGHUP) {
+        log_line("info", "SIGHUP: reloading " + options.config_path);
+        Status s = service.reload(options.config_path, options.overrides);
+        if (s.is_ok()) {
+          auto c = service.config();
+          log_line("info", "reload ok: generation " + std::to_string(service.generation()) +
+                               ", " + std::to_string(c->policies.size()) + " policies");
+        } else {
+          log_line("error", "reload failed, keeping the running configuration: " + s.message());
+        }
+        wait_signal();
+        return;
+      }
+      if (stopping) {  // a second signal: stop now
+        log_line("warn", "second signal: stopping without waiting for requests in flight");
+        for (auto& w : workers) w->stop();
+        return;
+      }
+      stopping = true;
+      log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
+      listener.close();
+      for (auto& w : workers) w->drain();
+      const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(config->limits.request_timeout) + std::chrono::seconds(2);
+      grace.expires_after(limit);
+      grace.async_wait([&](error_code tec) {
+        if (tec) return;
+        log_line("warn", "grace period over: stopping the remaining connections");
+        for (auto& w : workers) w->stop();
+      });
+      wait_signal();
+    });
+  };
+  wait_signal();
+
+  for (auto& w : workers) w->start();
+  listener.start();
+  log_line("info", "ratelimitd listening on " + where + " (" + std::to_string(threads) +
+                       " threads, store " + store_description(config->store) + ", " +
+                       std::to_string(config->policies.size()) + " policies, admin " +
+                       (config->admin_token ? "enabled" : "disabled") + ")");
+
+  // The control loop ends once every worker has finished draining.
+  std::thread joiner([&] {
+    for (auto& w : workers) w->join();
+    asio::post(control, [&] {
+      error_code ec;
+      grace.cancel();
+      signals.cancel(ec);
+      listener.close();
+    });
+  });
+  control.run();
+  joiner.join();
+  log_line("info", "ratelimitd stopped");
+  return kExitOk;
+}
+
+}  // namespace ratelimit::server

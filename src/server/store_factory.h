@@ -1,0 +1,30 @@
+// store_factory.h — builds the Store a configuration asks for (memory or Redis) and hooks its
+// own gauges (memory-store keys, Redis counters) into /metrics.
+// Why apart: the server code stays the same whichever store is configured; only this file
+// knows the concrete store types.
+#pragma once
+
+#include <memory>
+
+#include "config.h"
+#include "metrics.h"
+#include "ratelimit/store.h"
+
+namespace ratelimit {
+class MemoryStore;
+}
+
+namespace ratelimit::server {
+
+struct OpenedStore {
+  std::shared_ptr<Store> store;
+  MemoryStore* memory = nullptr;  // == store.get() when the store is the in-process one
+};
+
+// Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /
+// kDeadlineExceeded when Redis cannot be reached at start. `metrics` must outlive the store.
+Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics);
+// The Redis case of open_store (redis_factory.cc).
+Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics);
+
+}  // namespace ratelimit::server

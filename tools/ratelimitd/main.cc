@@ -1,0 +1,44 @@
+// main.cc — ratelimitd: flags in, run_server() out. Everything else lives in src/server.
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "server.h"
+
+int main(int argc, char** argv) {
+  ratelimit::server::ServerOptions options;
+  CLI::App app{
+      "ratelimitd — HTTP rate-limit service.\n"
+      "Endpoints: POST /v1/acquire, /v1/peek, /v1/reset; GET /v1/forward-auth?policy=NAME, "
+      "/healthz, /metrics.\n"
+      "Signals: SIGHUP reloads the configuration file (a bad file is logged and the running "
+      "configuration stays); SIGTERM/SIGINT drain connections and exit 0.\n"
+      "Exit codes: 0 ok, 1 runtime failure (cannot listen, store unreachable), 2 invalid "
+      "configuration or flags."};
+  app.add_option("-c,--config", options.config_path, "YAML configuration file (required)")
+      ->required();
+  std::string listen, store;
+  unsigned threads = 0;
+  auto* listen_opt = app.add_option(
+      "-l,--listen", listen,
+      "host:port to listen on, overriding the file's 'listen' (port 0 = any free port; the "
+      "bound address is logged)");
+  auto* store_opt = app.add_option(
+      "-s,--store", store,
+      "'memory' or a redis://[user:password@]host:port/db URL, overriding the file's 'store'");
+  auto* threads_opt = app.add_option(
+      "-t,--threads", threads, "I/O threads, overriding the file's 'threads' (0 = one per core)");
+  app.add_flag("--check", options.check_only,
+               "validate the configuration (and overrides), print the result, and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : ratelimit::server::kExitConfig;
+  }
+  if (*listen_opt) options.overrides.listen = listen;
+  if (*store_opt) options.overrides.store = store;
+  if (*threads_opt) options.overrides.threads = threads;
+  return ratelimit::server::run_server(options);
+}
