@@ -94,7 +94,8 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
       m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost)" : " (allowed: key, policy)";
       return fail(err, "invalid_request", std::move(m));
     }
-    if (*slot != nullptr) return fail(err, "invalid_request", "field '" + std::string(k) + "' given twice");
+    // Boost.JSON has already folded duplicate names (the last value wins), so each name is
+    // seen once here.
     *slot = &kv.value();
   }
 

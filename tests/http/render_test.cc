@@ -1,0 +1,183 @@
+// render_test.cc — the HTTP rendering rules of include/ratelimit/http.h, pinned down with
+// hand-built Decisions (no clock, no server): statuses, the exact header values, rounding of
+// every duration, the exceeds-capacity answer, several policies, JSON escaping.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ratelimit/http.h"
+
+namespace ratelimit::http {
+namespace {
+
+Decision allowed(int64_t limit, int64_t remaining, int64_t reset_us) {
+  Decision d;
+  d.allowed = true;
+  d.reason = DecisionReason::kWithinLimit;
+  d.limit = limit;
+  d.remaining = remaining;
+  d.reset_after = Micros{reset_us};
+  return d;
+}
+
+Decision denied(int64_t limit, int64_t reset_us, int64_t retry_us) {
+  Decision d;
+  d.allowed = false;
+  d.reason = DecisionReason::kOverLimit;
+  d.limit = limit;
+  d.remaining = 0;
+  d.reset_after = Micros{reset_us};
+  d.retry_after = Micros{retry_us};
+  return d;
+}
+
+std::string field(const Response& r, std::string_view name) {
+  const std::string* v = r.field(name);
+  return v ? *v : std::string("<absent>");
+}
+
+TEST(Rounding, CeilSecondsAndMillis) {
+  EXPECT_EQ(ceil_seconds(Micros{0}), 0);
+  EXPECT_EQ(ceil_seconds(Micros{1}), 1);
+  EXPECT_EQ(ceil_seconds(Micros{1'000'000}), 1);
+  EXPECT_EQ(ceil_seconds(Micros{1'000'001}), 2);
+  EXPECT_EQ(ceil_seconds(Micros{-5}), 0);
+  EXPECT_EQ(ceil_millis(Micros{1}), 1);
+  EXPECT_EQ(ceil_millis(Micros{1'000}), 1);
+  EXPECT_EQ(ceil_millis(Micros{1'001}), 2);
+  EXPECT_EQ(ceil_millis(Micros{0}), 0);
+}
+
+TEST(RenderDecision, AllowedHasRateLimitFieldsAndNoRetryAfter) {
+  const Response r = render_decision(allowed(10, 9, 60'000'000), {"api", 10, Micros{60'000'000}});
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"api\";q=10;w=60");
+  EXPECT_EQ(field(r, "RateLimit"), "\"api\";r=9;t=60");
+  EXPECT_EQ(field(r, "RateLimit-Limit"), "10");
+  EXPECT_EQ(field(r, "RateLimit-Remaining"), "9");
+  EXPECT_EQ(field(r, "RateLimit-Reset"), "60");
+  EXPECT_EQ(r.field("Retry-After"), nullptr);
+  EXPECT_EQ(r.field("Cache-Control"), nullptr);
+  EXPECT_EQ(r.body,
+            R"({"allowed":true,"policy":"api","limit":10,"remaining":9,"reset_ms":60000,)"
+            R"("retry_after_ms":0,"delay_ms":0})");
+  EXPECT_EQ(r.content_type, "application/json");
+}
+
+TEST(RenderDecision, DeniedRoundsRetryAfterUpAndMatchesT) {
+  // 41.000001 s to wait -> 42 s everywhere a whole second is given.
+  const Response r = render_decision(denied(10, 59'000'000, 41'000'001), {"api", 10, Micros{60'000'000}});
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(field(r, "Retry-After"), "42");
+  EXPECT_EQ(field(r, "RateLimit"), "\"api\";r=0;t=42");
+  EXPECT_EQ(field(r, "RateLimit-Reset"), "42");
+  EXPECT_EQ(field(r, "Cache-Control"), "no-store");
+  EXPECT_EQ(r.body,
+            R"({"allowed":false,"policy":"api","limit":10,"remaining":0,"reset_ms":59000,)"
+            R"("retry_after_ms":41001,"delay_ms":0})");
+}
+
+TEST(RenderDecision, RetryAfterIsNeverZeroForADenial) {
+  const Response tiny = render_decision(denied(5, 1, 1), {"p", 5, Micros{1'000'000}});
+  EXPECT_EQ(field(tiny, "Retry-After"), "1");
+  EXPECT_EQ(field(tiny, "RateLimit"), "\"p\";r=0;t=1");
+  // A fail-closed denial carries no wait at all: still 1.
+  Decision closed = denied(5, 0, 0);
+  closed.reason = DecisionReason::kStoreFailedClosed;
+  const Response c = render_decision(closed, {"p", 5, Micros{1'000'000}});
+  EXPECT_EQ(c.status, 429u);
+  EXPECT_EQ(field(c, "Retry-After"), "1");
+  EXPECT_EQ(field(c, "RateLimit-Reset"), "1");
+}
+
+TEST(RenderDecision, ExactSecondIsNotRoundedFurther) {
+  const Response r = render_decision(denied(1, 3'000'000, 3'000'000), {"p", 1, Micros{3'000'000}});
+  EXPECT_EQ(field(r, "Retry-After"), "3");
+  EXPECT_EQ(field(r, "RateLimit-Reset"), "3");
+}
+
+TEST(RenderDecision, BucketWindowIsDrainTimeRoundedUp) {
+  // rate 3/s, burst 10: a full bucket drains in 3.333.. s -> w=4.
+  const Response r = render_decision(allowed(10, 9, 333'334), {"b", 10, Micros{3'333'334}});
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"b\";q=10;w=4");
+  EXPECT_EQ(field(r, "RateLimit-Reset"), "1");
+  // A 500 ms window is advertised as w=1 (the field is in whole seconds).
+  const Response h = render_decision(allowed(5, 4, 400'000), {"h", 5, Micros{500'000}});
+  EXPECT_EQ(field(h, "RateLimit-Policy"), "\"h\";q=5;w=1");
+}
+
+TEST(RenderDecision, ShapingDelayIsReportedInMillisRoundedUp) {
+  Decision d = allowed(10, 8, 400'000);
+  d.delay = Micros{199'001};
+  const Response r = render_decision(d, {"shaped", 10, Micros{2'000'000}});
+  EXPECT_NE(r.body.find(R"("delay_ms":200})"), std::string::npos) << r.body;
+}
+
+TEST(RenderDecision, ExceedsCapacityIs400WithoutRetryAfter) {
+  Decision d;
+  d.allowed = false;
+  d.reason = DecisionReason::kExceedsCapacity;
+  d.limit = 20;
+  const Response r = render_decision(d, {"uploads", 20, Micros{2'000'000}});
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_EQ(r.field("Retry-After"), nullptr);
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"uploads\";q=20;w=2");
+  EXPECT_EQ(field(r, "RateLimit-Limit"), "20");
+  EXPECT_NE(r.body.find(R"("error":"cost_exceeds_capacity")"), std::string::npos);
+  EXPECT_NE(r.body.find(R"("policy":"uploads","limit":20})"), std::string::npos);
+}
+
+TEST(RenderDecisions, ReportsTheMostRestrictiveAndListsEveryPolicy) {
+  const std::vector<Decision> ds = {allowed(5, 4, 1'000'000), denied(100, 3'600'000'000, 1'800'000'000)};
+  const std::vector<PolicyInfo> ps = {{"per_second", 5, Micros{1'000'000}},
+                                      {"per_hour", 100, Micros{3'600'000'000}}};
+  Response r;
+  render_decisions(ds, ps, r);
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"per_second\";q=5;w=1, \"per_hour\";q=100;w=3600");
+  EXPECT_EQ(field(r, "RateLimit"), "\"per_hour\";r=0;t=1800");
+  EXPECT_EQ(field(r, "Retry-After"), "1800");
+  EXPECT_NE(r.body.find(R"("policy":"per_hour")"), std::string::npos);
+}
+
+TEST(RenderDecisions, AllAdmittedReportsFewestRemaining) {
+  const std::vector<Decision> ds = {allowed(5, 4, 1'000'000), allowed(100, 2, 3'000'000)};
+  const std::vector<PolicyInfo> ps = {{"a", 5, Micros{1'000'000}}, {"b", 100, Micros{60'000'000}}};
+  Response r;
+  render_decisions(ds, ps, r);
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(field(r, "RateLimit"), "\"b\";r=2;t=3");
+}
+
+TEST(RenderResponse, ReuseClearsPreviousFields) {
+  Response r;
+  render_decision(denied(1, 1'000'000, 1'000'000), {"p", 1, Micros{1'000'000}}, r);
+  render_decision(allowed(1, 0, 1'000'000), {"p", 1, Micros{1'000'000}}, r);
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.field("Retry-After"), nullptr);
+  EXPECT_EQ(r.fields.size(), 5u);
+}
+
+TEST(RenderError, JsonShapeAndEscaping) {
+  Response r;
+  render_error(400, "invalid_json", "bad \"quote\" \\ and \x01 ctrl", r);
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_EQ(r.body, R"({"error":"invalid_json","message":"bad \"quote\" \\ and \u0001 ctrl"})");
+}
+
+TEST(AppendJsonString, KeepsValidUtf8AndReplacesInvalidBytes) {
+  std::string out;
+  append_json_string(out, "caf\xc3\xa9 \xff \xe2\x82");
+  EXPECT_EQ(out, "\"caf\xc3\xa9 \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\"");
+  out.clear();
+  append_json_string(out, "\xed\xa0\x80");  // a UTF-16 surrogate encoded in UTF-8: invalid
+  EXPECT_EQ(out, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
+}
+
+TEST(StructuredFields, NamesAreQuotedSafely) {
+  const Response r = render_decision(allowed(1, 0, 1), {"we\"ird\\", 1, Micros{1'000'000}});
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"we\\\"ird\\\\\";q=1;w=1");
+}
+
+}  // namespace
+}  // namespace ratelimit::http

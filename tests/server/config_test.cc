@@ -1,0 +1,210 @@
+// config_test.cc — the YAML loader: what must load (DESIGN.md's example, examples/ratelimit.yaml)
+// and what must be refused with "file:line: reason" (unknown keys, wrong types, bad ranges,
+// duplicate names), plus command-line overrides and what a reload may change.
+#include <gtest/gtest.h>
+
+#include "config.h"
+
+namespace ratelimit::server {
+namespace {
+
+Status fails(std::string_view yaml) {
+  auto c = parse_config(yaml, "cfg.yaml");
+  EXPECT_FALSE(c.ok()) << "expected a refusal for:\n" << yaml;
+  return c.ok() ? Status() : c.status();
+}
+
+void expect_error(std::string_view yaml, std::string_view prefix, std::string_view words) {
+  const Status s = fails(yaml);
+  EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << s.message();
+  EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+}
+
+TEST(Config, DesignExampleLoads) {
+  const char* yaml = R"(listen: 127.0.0.1:8080
+store: { type: memory }            # or { type: redis, url: redis://127.0.0.1:6379/0, on_failure: open }
+policies:
+  api:     { algorithm: sliding_window_log, limit: 10, window: 60s }
+  uploads: { algorithm: token_bucket, rate: 10, burst: 20 }
+)";
+  auto c = parse_config(yaml, "design.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->listen.host, "127.0.0.1");
+  EXPECT_EQ(c->listen.port, 8080);
+  EXPECT_EQ(c->store.type, StoreType::kMemory);
+  ASSERT_EQ(c->policies.size(), 2u);
+  const PolicyConfig* api = c->find_policy("api");
+  ASSERT_NE(api, nullptr);
+  EXPECT_EQ(api->policy.algorithm(), Algorithm::kSlidingWindowLog);
+  EXPECT_EQ(api->policy.limit(), 10);
+  EXPECT_EQ(api->policy.window(), Micros{60'000'000});
+  EXPECT_EQ(api->policy.name(), "api");
+  const PolicyConfig* up = c->find_policy("uploads");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->policy.algorithm(), Algorithm::kTokenBucket);
+  EXPECT_EQ(up->policy.limit(), 20);
+  EXPECT_DOUBLE_EQ(up->policy.rate(), 10.0);
+  EXPECT_FALSE(c->admin_token.has_value());
+}
+
+TEST(Config, ExampleFileLoads) {
+  auto c = load_config(std::string(RATELIMIT_SOURCE_DIR) + "/examples/ratelimit.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->listen.port, 8080);
+  EXPECT_TRUE(c->find_policy("new_limit")->shadow);
+  EXPECT_TRUE(c->find_policy("login")->policy.count_denied());
+  EXPECT_EQ(c->find_policy("shaped")->policy.leaky_mode(), LeakyMode::kShape);
+}
+
+TEST(Config, EverySettingIsRead) {
+  auto c = parse_config(R"(listen: "[::1]:9000"
+threads: 3
+store: { type: redis, url: "redis://10.0.0.1:6380/2", pool: 8, connect_timeout: 2s,
+         command_timeout: 100ms, on_failure: closed, key_prefix: "x:" }
+policies:
+  a: { algorithm: leaky_bucket, rate: 0.5, burst: 3, mode: police, shadow: true }
+admin_token: "0123456789abcdef0123"
+limits: { max_body_bytes: 1024, max_header_bytes: 2048, max_key_length: 64, max_cost: 50,
+          request_timeout: 3s, idle_timeout: 5s, max_connections: 7 }
+forward_auth: { key_header: X-User-Id }
+)", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->listen.host, "::1");
+  EXPECT_EQ(c->listen.port, 9000);
+  EXPECT_EQ(c->threads, 3u);
+  EXPECT_EQ(c->store.type, StoreType::kRedis);
+  EXPECT_EQ(c->store.url, "redis://10.0.0.1:6380/2");
+  EXPECT_EQ(c->store.connections, 8u);
+  EXPECT_EQ(c->store.connect_timeout, Micros{2'000'000});
+  EXPECT_EQ(c->store.command_timeout, Micros{100'000});
+  EXPECT_EQ(c->store.on_failure, FailurePolicy::kClosed);
+  EXPECT_EQ(c->store.key_prefix, "x:");
+  EXPECT_TRUE(c->find_policy("a")->shadow);
+  EXPECT_EQ(*c->admin_token, "0123456789abcdef0123");
+  EXPECT_EQ(c->limits.max_body_bytes, 1024u);
+  EXPECT_EQ(c->limits.max_header_bytes, 2048u);
+  EXPECT_EQ(c->limits.max_key_length, 64u);
+  EXPECT_EQ(c->limits.max_cost, 50);
+  EXPECT_EQ(c->limits.request_timeout, Micros{3'000'000});
+  EXPECT_EQ(c->limits.idle_timeout, Micros{5'000'000});
+  EXPECT_EQ(c->limits.max_connections, 7u);
+  EXPECT_EQ(c->forward_auth_key_header, "X-User-Id");
+}
+
+TEST(Config, UnknownKeysAreRefusedWithTheirLine) {
+  expect_error("listen: 127.0.0.1:1\nlisen: 1\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:2: ", "unknown key 'lisen'");
+  expect_error("policies:\n  a:\n    algorithm: fixed_window\n    limt: 1\n    window: 1s\n",
+               "cfg.yaml:4: ", "unknown key 'limt'");
+  expect_error("store: {type: memory, max_key: 5}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:1: ", "unknown key 'max_key'");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nlimits:\n  max_bodybytes: 5\n",
+               "cfg.yaml:3: ", "unknown key 'max_bodybytes'");
+}
+
+TEST(Config, WrongTypesAndRangesAreRefused) {
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 10.5, window: 1s}\n", "cfg.yaml:2: ", "whole number");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 0, window: 1s}\n", "cfg.yaml:2: ", "between 1 and");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: ten, window: 1s}\n", "cfg.yaml:2: ", "'ten'");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 60}\n", "cfg.yaml:2: ", "missing unit");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 5 s}\n", "cfg.yaml:2: ", "window");
+  expect_error("policies:\n  a: {algorithm: token_bucket, rate: fast, burst: 5}\n", "cfg.yaml:2: ", "must be a number");
+  expect_error("policies:\n  a: {algorithm: token_bucket, rate: 0, burst: 5}\n", "cfg.yaml:2: ", "rate");
+  expect_error("policies:\n  a: {algorithm: token_bucket, rate: .nan, burst: 5}\n", "cfg.yaml:2: ", "number");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s, shadow: yes}\n", "cfg.yaml:2: ", "true or false");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nthreads: -1\n", "cfg.yaml:3: ", "threads");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlisten: 127.0.0.1\n", "cfg.yaml:3: ", "missing port");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlisten: example.com:80\n", "cfg.yaml:3: ", "literal IP");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlimits: {max_key_length: 513}\n", "cfg.yaml:3: ", "max_key_length");
+}
+
+TEST(Config, AlgorithmParametersMustMatch) {
+  expect_error("policies:\n  a: {algorithm: fixed_window, rate: 5, burst: 1}\n", "cfg.yaml:2: ", "'rate' is for bucket");
+  expect_error("policies:\n  a: {algorithm: token_bucket, limit: 5, window: 1s}\n", "cfg.yaml:2: ", "'limit' is for window");
+  expect_error("policies:\n  a: {algorithm: token_bucket, rate: 5, burst: 1, mode: shape}\n", "cfg.yaml:2: ", "only to leaky_bucket");
+  expect_error("policies:\n  a: {algorithm: leaky_bucket, rate: 5, burst: 1, mode: queue}\n", "cfg.yaml:2: ", "police or shape");
+  expect_error("policies:\n  a: {algorithm: gcra, rate: 5, burst: 1}\n", "cfg.yaml:2: ", "unknown algorithm 'gcra'");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5}\n", "cfg.yaml:2: ", "needs 'limit' and 'window'");
+  expect_error("policies:\n  a: {limit: 5, window: 1s}\n", "cfg.yaml:2: ", "'algorithm' is required");
+}
+
+TEST(Config, StructuralErrors) {
+  expect_error("", "cfg.yaml:1: ", "empty");
+  expect_error("listen: 127.0.0.1:80\n", "cfg.yaml:1: ", "'policies' is required");
+  expect_error("policies: {}\n", "cfg.yaml:1: ", "at least one");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\n  a: {algorithm: fixed_window, limit: 6, window: 1s}\n",
+               "cfg.yaml:3: ", "defined twice");
+  expect_error("policies:\n  \"bad name!\": {algorithm: fixed_window, limit: 5, window: 1s}\n", "cfg.yaml:2: ", "name");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s\n", "cfg.yaml:", "YAML syntax");
+  expect_error("- just\n- a list\n", "cfg.yaml:1: ", "must be a mapping");
+  expect_error("store: {type: dynamo}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "memory or redis");
+  expect_error("store: {type: memory, url: redis://x:1}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "only to type: redis");
+  expect_error("store: {type: redis, url: http://x:1}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "redis://");
+  expect_error("store: {type: redis, on_failure: maybe}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "open or closed");
+  expect_error("store: {type: redis, pool: 2, connections: 2}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "not both");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nforward_auth: {key_header: \"X User\"}\n", "cfg.yaml:2: ", "header name");
+}
+
+TEST(Config, AdminTokenIsCheckedButNeverEchoed) {
+  const Status s = fails("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nadmin_token: hunter2\n");
+  EXPECT_NE(s.message().find("at least 16"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("hunter2"), std::string::npos) << s.message();
+  const Status sp = fails("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nadmin_token: \"abc def ghi jkl mno\"\n");
+  EXPECT_EQ(sp.message().find("abc def"), std::string::npos) << sp.message();
+}
+
+TEST(Config, MissingFileIsReported) {
+  auto c = load_config("/nonexistent/ratelimit.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/nonexistent/ratelimit.yaml: cannot open"), std::string::npos);
+}
+
+TEST(Overrides, ReplaceTheFileValues) {
+  auto c = parse_config("listen: 127.0.0.1:1\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "c.yaml");
+  ASSERT_TRUE(c.ok());
+  Overrides o;
+  o.listen = "0.0.0.0:9999";
+  o.store = "redis://127.0.0.1:7000/1";
+  o.threads = 4;
+  ASSERT_TRUE(apply_overrides(*c, o).is_ok());
+  EXPECT_EQ(c->listen.host, "0.0.0.0");
+  EXPECT_EQ(c->listen.port, 9999);
+  EXPECT_EQ(c->store.type, StoreType::kRedis);
+  EXPECT_EQ(c->store.url, "redis://127.0.0.1:7000/1");
+  EXPECT_EQ(c->threads, 4u);
+  o = Overrides{};
+  o.store = "memory";
+  ASSERT_TRUE(apply_overrides(*c, o).is_ok());
+  EXPECT_EQ(c->store.type, StoreType::kMemory);
+
+  Overrides bad;
+  bad.listen = "nowhere";
+  EXPECT_NE(apply_overrides(*c, bad).message().find("--listen"), std::string::npos);
+  Overrides bad_store;
+  bad_store.store = "mysql://x";
+  EXPECT_NE(apply_overrides(*c, bad_store).message().find("--store"), std::string::npos);
+}
+
+TEST(ParseListen, Forms) {
+  EXPECT_EQ(parse_listen("localhost:80")->host, "127.0.0.1");
+  EXPECT_EQ(parse_listen("[::1]:0")->port, 0);
+  EXPECT_FALSE(parse_listen("127.0.0.1:65536").ok());
+  EXPECT_FALSE(parse_listen("127.0.0.1:").ok());
+  EXPECT_FALSE(parse_listen("[::1:80").ok());
+  EXPECT_FALSE(parse_listen(":80").ok());
+}
+
+TEST(Reload, OnlyPoliciesAndLimitsMayChange) {
+  auto a = parse_config("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "a.yaml");
+  auto b = parse_config("policies: {b: {algorithm: token_bucket, rate: 1, burst: 1}}\nlimits: {max_cost: 5}\nadmin_token: 0123456789abcdefXYZ\n", "b.yaml");
+  auto c = parse_config("listen: 127.0.0.1:1234\nstore: {type: memory, max_keys: 5}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "c.yaml");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_TRUE(check_reloadable(*a, *b).is_ok());
+  const Status s = check_reloadable(*a, *c);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("listen"), std::string::npos);
+  EXPECT_NE(s.message().find("store"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ratelimit::server

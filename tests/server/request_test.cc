@@ -1,0 +1,128 @@
+// request_test.cc — parsing untrusted request bodies and forward-auth queries: every accepted
+// shape, and a precise 400 for every malformed one.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "request.h"
+
+namespace ratelimit::server {
+namespace {
+
+const RequestBounds kBounds{16, 100};
+
+std::string refusal(std::string_view body, BodyKind kind = BodyKind::kDecision) {
+  DecisionRequest r;
+  RequestError e;
+  EXPECT_FALSE(parse_request_body(body, kind, kBounds, r, e)) << body;
+  EXPECT_EQ(e.status, 400u);
+  return std::string(e.error) + ": " + e.message;
+}
+
+TEST(RequestBody, SinglePolicyDefaultsCostToOne) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"({"key":"user:42","policy":"api"})", BodyKind::kDecision, kBounds, r, e)) << e.message;
+  EXPECT_EQ(r.key, "user:42");
+  EXPECT_EQ(r.policy_count, 1u);
+  EXPECT_EQ(r.policies[0], "api");
+  EXPECT_FALSE(r.multi);
+  EXPECT_EQ(r.cost, 1);
+}
+
+TEST(RequestBody, SeveralPoliciesAndCost) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"( {"cost": 7, "policies": ["per_second", "per_hour"], "key": "k"} )",
+                                 BodyKind::kDecision, kBounds, r, e)) << e.message;
+  EXPECT_TRUE(r.multi);
+  EXPECT_EQ(r.policy_count, 2u);
+  EXPECT_EQ(r.policies[1], "per_hour");
+  EXPECT_EQ(r.cost, 7);
+  // A one-element list is still the all-or-nothing form.
+  ASSERT_TRUE(parse_request_body(R"({"key":"k","policies":["a"]})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_TRUE(r.multi);
+  EXPECT_EQ(r.cost, 1);  // reset from the previous parse
+}
+
+TEST(RequestBody, KeysMayHoldAnyUtf8) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"({"key":"caf\u00e9 {x}","policy":"a"})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_EQ(r.key, "caf\xc3\xa9 {x}");
+}
+
+TEST(RequestBody, MalformedInputIsRefusedPrecisely) {
+  EXPECT_EQ(refusal("").rfind("invalid_json: ", 0), 0u);
+  EXPECT_EQ(refusal("{").rfind("invalid_json: ", 0), 0u);
+  EXPECT_EQ(refusal(R"({"key":"a","policy":"p"} x)").rfind("invalid_json", 0), 0u);
+  EXPECT_EQ(refusal("\"\xff\"").rfind("invalid_json", 0), 0u);  // invalid UTF-8
+  EXPECT_EQ(refusal(R"([1,2])"), "invalid_request: the body must be a JSON object, got an array");
+  EXPECT_EQ(refusal(R"({"policy":"p"})"), "invalid_request: missing field 'key'");
+  EXPECT_EQ(refusal(R"({"key":5,"policy":"p"})"), "invalid_request: 'key' must be a string, got a number");
+  EXPECT_EQ(refusal(R"({"key":"","policy":"p"})"), "invalid_key: key must not be empty");
+  EXPECT_EQ(refusal(R"({"key":"0123456789abcdefg","policy":"p"})"), "invalid_key: key is 17 bytes; the limit is 16");
+  EXPECT_EQ(refusal(R"({"key":"k"})"), "invalid_request: missing field 'policy' (or 'policies')");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"a","policies":["b"]})"), "invalid_request: give either 'policy' or 'policies', not both");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":["a"]})"), "invalid_request: 'policy' must be a string, got an array");
+  EXPECT_EQ(refusal(R"({"key":"k","policies":"a"})"), "invalid_request: 'policies' must be an array of policy names, got a string");
+  EXPECT_EQ(refusal(R"({"key":"k","policies":[]})"), "invalid_request: 'policies' must name 1 to 16 policies");
+  EXPECT_EQ(refusal(R"({"key":"k","policies":["a","a"]})"), "invalid_request: policy 'a' is listed twice in 'policies'");
+  EXPECT_EQ(refusal(R"({"key":"k","policies":["a",1]})"), "invalid_request: 'policies' must hold strings, got a number");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"no spaces"})").rfind("unknown_policy", 0), 0u);
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":0})"), "invalid_cost: 'cost' must be between 1 and 100");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":-3})"), "invalid_cost: 'cost' must be between 1 and 100");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":101})"), "invalid_cost: 'cost' must be between 1 and 100");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":18446744073709551615})"), "invalid_cost: 'cost' must be between 1 and 100");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":1.5})"), "invalid_cost: 'cost' must be a whole number, got a number with a fraction or exponent");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":"1"})"), "invalid_cost: 'cost' must be a whole number, got a string");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":null})"), "invalid_cost: 'cost' must be a whole number, got null");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost)");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","x":[[[[[1]]]]]})").rfind("invalid_json", 0), 0u);  // too deep
+}
+
+TEST(RequestBody, DuplicateFieldsKeepTheLastValue) {
+  // Boost.JSON (1.81) keeps the last of duplicate names; documented in docs/readme/server.md.
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"({"key":"k","key":"j","policy":"p"})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_EQ(r.key, "j");
+}
+
+TEST(RequestBody, ResetTakesOnlyKeyAndPolicy) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"({"key":"k","policy":"a"})", BodyKind::kReset, kBounds, r, e));
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"a","cost":1})", BodyKind::kReset),
+            "invalid_request: unknown field 'cost' (allowed: key, policy)");
+  EXPECT_EQ(refusal(R"({"key":"k","policies":["a"]})", BodyKind::kReset).rfind("invalid_request: unknown field 'policies'", 0), 0u);
+}
+
+TEST(ForwardAuthQuery, OneOrSeveralPolicies) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_forward_auth_query("policy=api", r, e));
+  EXPECT_EQ(r.policy_count, 1u);
+  EXPECT_FALSE(r.multi);
+  ASSERT_TRUE(parse_forward_auth_query("policy=a%3Ab&policy=c", r, e));
+  EXPECT_EQ(r.policies[0], "a:b");
+  EXPECT_EQ(r.policies[1], "c");
+  EXPECT_TRUE(r.multi);
+  EXPECT_FALSE(parse_forward_auth_query("", r, e));
+  EXPECT_EQ(e.message, "missing query parameter 'policy' (e.g. ?policy=api)");
+  EXPECT_FALSE(parse_forward_auth_query("policy=a&cost=5", r, e));
+  EXPECT_EQ(e.message, "unknown query parameter 'cost' (allowed: policy)");
+  EXPECT_FALSE(parse_forward_auth_query("policy=%zz", r, e));
+  EXPECT_FALSE(parse_forward_auth_query("policy=%4", r, e));
+  EXPECT_FALSE(parse_forward_auth_query("policy=a&policy=a", r, e));
+}
+
+TEST(ForwardedFor, FirstElementTrimmed) {
+  EXPECT_EQ(first_forwarded_for(" 203.0.113.7 , 10.0.0.1"), "203.0.113.7");
+  EXPECT_EQ(first_forwarded_for("2001:db8::1"), "2001:db8::1");
+  EXPECT_EQ(first_forwarded_for(" , 10.0.0.1"), "");
+  EXPECT_EQ(first_forwarded_for(""), "");
+}
+
+}  // namespace
+}  // namespace ratelimit::server
