@@ -1,0 +1,157 @@
+// replay.h — the replay engine: feeds a time-ordered request stream through all five
+// algorithms, one independent state per client key and algorithm, and tallies a report.
+//
+// Why: this is ratelimit-sim's core. It holds no rate-limit math of its own: every decision is
+// algo::decide() from the library (include/ratelimit/algorithms.h) on per-key AlgorithmState,
+// exactly as the memory store makes it, with a manual clock (the request's own time).
+// Invariants:
+//   - Requests are added in non-decreasing time order (add() refuses a step back).
+//   - Every key's token bucket holds `token_fill` tokens at the run's start time (the pattern's
+//     origin, or the first request of a trace) and refills from there; other states start
+//     fresh. Because of this, dropping an idle key (algo::idle_at_us <= now: its state equals a
+//     fresh one) and re-creating it later gives the same decisions, so memory stays bounded by
+//     the keys active at once, not by the keys ever seen.
+//   - Counts are of requests (a request of cost 5 is one request, admitted or denied whole).
+//   - "Peak admitted" is the largest number of admitted requests, over all keys together, in
+//     any half-open interval [s, s + P) where P is the peak window (default: the policy's own
+//     window(); for the buckets that is burst / rate, the time to drain a full bucket).
+// Not thread-safe: one Replay per thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ratelimit/algorithms.h"
+#include "ratelimit/policy.h"
+#include "ratelimit/status.h"
+
+namespace ratelimit::sim {
+
+inline constexpr size_t kAlgorithms = 5;
+
+// The parameters of the five policies. Defaults: the published comparison's.
+struct PolicyParams {
+  int64_t window_limit = 10;             // fixed window, sliding log, sliding counter
+  Micros window{1'000'000};              // their window
+  double token_rate = 10;                // tokens per second
+  int64_t token_burst = 20;
+  double leaky_rate = 10;                // units per second
+  int64_t leaky_burst = 20;
+  LeakyMode leaky_mode = LeakyMode::kPolice;
+};
+
+// The five policies in report order: fixed_window, sliding_window_log, sliding_window_counter,
+// token_bucket, leaky_bucket. Error (naming the flag) if any parameter is out of range.
+Result<std::array<Policy, kAlgorithms>> make_policies(const PolicyParams& params);
+
+// "10 per 1s", "10/s burst 20", "10/s burst 20 shape".
+std::string describe_policy(const Policy& policy);
+
+struct ReplayOptions {
+  explicit ReplayOptions(std::array<Policy, kAlgorithms> p) : policies(std::move(p)) {}
+  std::array<Policy, kAlgorithms> policies;
+  // Tokens in every key's token bucket at the start (0 ... burst); nullopt = full.
+  std::optional<double> token_fill;
+  // Start of the run (the time token_fill refers to); nullopt = the first request's time.
+  std::optional<int64_t> start_us;
+  // Peak window for every algorithm; nullopt = each policy's window().
+  std::optional<Micros> peak_window;
+  // Chart: individual requests are kept while the run has at most this many (beyond it the
+  // chart shows per-interval counts only).
+  size_t max_chart_requests = 20'000;
+  // Leaky bucket departures listed individually (count, first and last are always kept).
+  size_t max_departures = 100'000;
+};
+
+// Per-interval admitted/denied counts over the whole run, in at most kMaxBins intervals whose
+// width doubles as the run grows (constant memory for any trace length).
+struct RateBins {
+  static constexpr size_t kMaxBins = 2048;
+  int64_t origin_us = 0;
+  int64_t width_us = 1'000;  // 1 ms to start with
+  std::vector<int64_t> admitted;
+  std::vector<int64_t> denied;
+  void add(int64_t t_us, bool allowed);
+};
+
+struct ChartLane {
+  std::vector<int64_t> admitted_us;   // when complete
+  std::vector<int64_t> denied_us;     // when complete
+  std::vector<int64_t> departures_us; // leaky bucket, when complete
+  RateBins bins;
+};
+
+struct ChartData {
+  bool complete = true;  // every request is in the lanes' lists (else only bins)
+  std::array<ChartLane, kAlgorithms> lanes;
+};
+
+struct AlgorithmResult {
+  explicit AlgorithmResult(Policy p) : policy(std::move(p)) {}
+  Policy policy;
+  int64_t requests = 0;
+  int64_t admitted = 0;
+  int64_t denied = 0;
+  int64_t clients_limited = 0;  // distinct keys denied at least once
+  int64_t peak_admitted = 0;
+  Micros peak_window{0};
+  int64_t marked_requests = 0;  // pattern C: the attack requests
+  int64_t marked_admitted = 0;
+  // Leaky bucket only: admitted request k departs at t_k + reset_after (Decision of its
+  // admission: the time for the virtual queue to drain the level after adding it).
+  int64_t departures = 0;
+  int64_t first_departure_us = 0;
+  int64_t last_departure_us = 0;
+  std::vector<int64_t> departure_list_us;  // up to max_departures, in admission order
+};
+
+struct Report {
+  std::string title;          // "pattern C", "trace access.log"
+  std::string description;    // what the stream is
+  int64_t requests = 0;
+  int64_t first_us = 0;       // first and last request time (0 if none)
+  int64_t last_us = 0;
+  int64_t start_us = 0;       // run start (token fill reference)
+  std::optional<double> token_fill;  // nullopt = full
+  int64_t skipped_lines = 0;  // trace lines skipped by --skip-bad
+  std::vector<std::string> warnings;  // the first few skipped lines, with their reasons
+  int64_t peak_live_keys = 0;
+  std::vector<AlgorithmResult> algorithms;  // report order (see make_policies)
+  ChartData chart;
+};
+
+class Replay {
+ public:
+  // Error if token_fill is outside 0 ... burst or not finite, or the peak window is not
+  // positive.
+  static Result<Replay> create(ReplayOptions options);
+
+  Replay(Replay&&) noexcept;
+  Replay& operator=(Replay&&) noexcept;
+  ~Replay();
+
+  // One request. Error (and nothing recorded) if t_us < the previous request's time, t_us is
+  // outside 0 ... kMaxTimestampUs, the key is empty, or cost is outside 1 ... kMaxCost.
+  Status add(int64_t t_us, std::string_view key, int64_t cost = 1, bool marked = false);
+
+  // Keys currently holding state (for tests of the expiry bound).
+  size_t live_keys() const;
+
+  // The tallies so far. The chart's departures and the report's totals are complete.
+  Report report() const;
+
+ private:
+  struct Impl;
+  explicit Replay(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ratelimit::sim

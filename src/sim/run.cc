@@ -1,0 +1,291 @@
+// run.cc — orchestration of a ratelimit-sim run (see run.h): patterns or a streamed trace
+// into the replay engine, then the outputs.
+#include "run.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "timestamps.h"
+
+namespace ratelimit::sim {
+namespace {
+
+constexpr int64_t kProgressEveryLines = 1 << 16;
+constexpr int kMaxReportedBadLines = 5;  // with --skip-bad, the first few are shown as warnings
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+std::optional<double> fill_for(const TokenFill& fill, bool pattern_starts_empty) {
+  switch (fill.mode) {
+    case TokenFill::Mode::kPatternDefault:
+      return pattern_starts_empty ? std::optional<double>(0.0) : std::nullopt;
+    case TokenFill::Mode::kFull: return std::nullopt;
+    case TokenFill::Mode::kTokens: return fill.tokens;
+  }
+  return std::nullopt;
+}
+
+ReplayOptions replay_options(const RunOptions& o, const std::array<Policy, kAlgorithms>& policies,
+                             std::optional<double> fill, std::optional<int64_t> start) {
+  ReplayOptions r(policies);
+  r.token_fill = fill;
+  r.start_us = start;
+  r.peak_window = o.peak_window;
+  return r;
+}
+
+Status at_line(const LineReader& reader, const Status& s) {
+  return Status::invalid_argument(reader.path() + ":" + std::to_string(reader.line_number()) +
+                                  ": " + s.message());
+}
+
+Status backwards(const LineReader& reader, int64_t t, int64_t prev) {
+  return Status::invalid_argument(
+      reader.path() + ":" + std::to_string(reader.line_number()) + ": time " +
+      format_seconds(t) + " s is before the previous request's " + format_seconds(prev) +
+      " s; the trace must be sorted by time (pass --unsorted=sort to sort it in memory)");
+}
+
+struct SortedRequest {
+  int64_t t_us;
+  uint32_t key;
+  uint32_t cost;  // <= kMaxCost < 2^32
+};
+
+Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorithms>& policies,
+                         const ProgressFn& progress) {
+  const std::string& path = *o.trace_path;
+  auto reader_or = LineReader::open(path);
+  if (!reader_or) return reader_or.status();
+  LineReader reader = std::move(*reader_or);
+  auto replay_or = Replay::create(replay_options(o, policies, fill_for(o.token_fill, false),
+                                                 std::nullopt));
+  if (!replay_or) return replay_or.status();
+  Replay replay = std::move(*replay_or);
+
+  TraceFormat format = o.trace_format;
+  std::optional<LineParser> parser;
+  if (format != TraceFormat::kAuto) parser.emplace(format);
+  bool first_content = true;
+  int64_t skipped = 0;
+  bool have_prev = false;
+  int64_t prev = 0;
+  std::vector<std::string> warnings;
+  // Sort mode only: every request, with keys interned.
+  std::vector<SortedRequest> buffered;
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> key_ids;
+  std::vector<const std::string*> key_names;
+
+  std::string_view line;
+  for (;;) {
+    auto more = reader.next(line);
+    if (!more) return more.status();
+    if (!*more) break;
+    if (progress && reader.line_number() % kProgressEveryLines == 0) {
+      progress(reader.line_number(), reader.bytes_read(), reader.size_bytes());
+    }
+    if (is_blank_or_comment(line)) continue;
+    if (!parser) {
+      format = detect_trace_format(line);
+      parser.emplace(format);
+    }
+    TraceRecord rec;
+    auto kind = parser->parse(line, first_content, rec);
+    first_content = false;
+    if (!kind) {
+      Status err = at_line(reader, kind.status());
+      if (o.trace_format == TraceFormat::kAuto) {
+        err = Status::invalid_argument(err.message() + " (read as " + trace_format_name(format) +
+                                       ", detected from the first line; see --trace-format)");
+      }
+      if (!o.skip_bad) {
+        return Status::invalid_argument(err.message() + " (pass --skip-bad to skip such lines)");
+      }
+      if (skipped < kMaxReportedBadLines) warnings.push_back("skipped " + err.message());
+      ++skipped;
+      continue;
+    }
+    if (*kind == LineKind::kSkip) continue;
+    if (o.unsorted == Unsorted::kSort) {
+      auto it = key_ids.find(rec.key);
+      if (it == key_ids.end()) {
+        if (key_ids.size() >= UINT32_MAX) {
+          return Status::invalid_argument("more than 2^32 distinct keys: cannot sort in memory");
+        }
+        it = key_ids.emplace(std::string(rec.key), static_cast<uint32_t>(key_ids.size())).first;
+        key_names.push_back(&it->first);
+      }
+      buffered.push_back({rec.t_us, it->second, static_cast<uint32_t>(rec.cost)});
+      continue;
+    }
+    if (have_prev && rec.t_us < prev) return backwards(reader, rec.t_us, prev);
+    have_prev = true;
+    prev = rec.t_us;
+    if (auto s = replay.add(rec.t_us, rec.key, rec.cost); !s.is_ok()) return at_line(reader, s);
+  }
+  if (o.unsorted == Unsorted::kSort) {
+    std::stable_sort(buffered.begin(), buffered.end(),
+                     [](const SortedRequest& a, const SortedRequest& b) { return a.t_us < b.t_us; });
+    int64_t n = 0;
+    for (const SortedRequest& r : buffered) {
+      if (auto s = replay.add(r.t_us, *key_names[r.key], r.cost); !s.is_ok()) return s;
+      if (progress && ++n % kProgressEveryLines == 0) {
+        progress(reader.line_number(), reader.bytes_read(), reader.size_bytes());
+      }
+    }
+  }
+  Report report = replay.report();
+  if (report.requests == 0) {
+    return Status::invalid_argument("trace '" + path + "' holds no requests" +
+                                    (skipped > 0 ? " (every line was malformed)" : ""));
+  }
+  report.title = "trace " + path;
+  report.description = std::string(trace_format_name(format)) + ", " +
+                       std::to_string(reader.line_number()) + " lines";
+  report.skipped_lines = skipped;
+  report.warnings = std::move(warnings);
+  return Report(std::move(report));
+}
+
+// Prints "\rratelimit-sim: N lines (P%)" on a terminal once a run has taken over a second.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::ostream& err) : err_(err), start_(Clock::now()) {}
+  void operator()(int64_t lines, uint64_t bytes, uint64_t total) {
+    const auto now = Clock::now();
+    if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(200)) {
+      return;
+    }
+    last_ = now;
+    printed_ = true;
+    err_ << "\rratelimit-sim: " << lines << " lines";
+    if (total > 0) {
+      err_ << " (" << std::min<uint64_t>(100, bytes * 100 / total) << "%)";
+    }
+    err_ << "   " << std::flush;
+  }
+  void finish() {
+    if (printed_) err_ << "\n";
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::ostream& err_;
+  Clock::time_point start_;
+  Clock::time_point last_{};
+  bool printed_ = false;
+};
+
+Status validate(const RunOptions& o) {
+  if (o.rate_window.count() <= 0) return Status::invalid_argument("--rate-window must be positive");
+  if (!o.trace_path && o.patterns.empty()) {
+    return Status::invalid_argument("nothing to run: give --pattern or --trace");
+  }
+  if (o.svg_path && !o.trace_path && o.patterns.size() != 1) {
+    return Status::invalid_argument(
+        "--svg draws one run: choose a single pattern with --pattern A, B or C, or --trace");
+  }
+  if (o.token_fill.mode == TokenFill::Mode::kTokens) {
+    if (!std::isfinite(o.token_fill.tokens) || o.token_fill.tokens < 0) {
+      return Status::invalid_argument("--token-fill must be full, empty or a number of tokens >= 0");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<TokenFill> parse_token_fill(std::string_view text) {
+  if (text == "full") return TokenFill{TokenFill::Mode::kFull, 0};
+  if (text == "empty") return TokenFill{TokenFill::Mode::kTokens, 0};
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v) || v < 0) {
+    return Status::invalid_argument("--token-fill: expected full, empty or a number of tokens, got '" +
+                                    std::string(text) + "'");
+  }
+  return TokenFill{TokenFill::Mode::kTokens, v};
+}
+
+Result<Unsorted> parse_unsorted(std::string_view text) {
+  if (text == "reject") return Unsorted::kReject;
+  if (text == "sort") return Unsorted::kSort;
+  return Status::invalid_argument("--unsorted: expected reject or sort, got '" + std::string(text) +
+                                  "'");
+}
+
+Result<std::vector<Report>> simulate(const RunOptions& o, const ProgressFn& progress) {
+  if (auto s = validate(o); !s.is_ok()) return s;
+  auto policies = make_policies(o.policy);
+  if (!policies) return policies.status();
+  std::vector<Report> reports;
+  if (o.trace_path) {
+    auto r = run_trace(o, *policies, progress);
+    if (!r) return r.status();
+    reports.push_back(std::move(*r));
+    return reports;
+  }
+  for (char name : o.patterns) {
+    auto pattern = make_pattern(name, o.pattern);
+    if (!pattern) return pattern.status();
+    auto replay = Replay::create(
+        replay_options(o, *policies, fill_for(o.token_fill, pattern->token_starts_empty), 0));
+    if (!replay) return replay.status();
+    for (const PatternRequest& req : pattern->requests) {
+      if (auto s = replay->add(req.t_us, "client", 1, req.marked); !s.is_ok()) return s;
+    }
+    Report report = replay->report();
+    report.title = std::string("pattern ") + pattern->name;
+    report.description = pattern->description;
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+int run(const RunOptions& o, std::ostream& out, std::ostream& err) {
+  ProgressPrinter printer(err);
+  ProgressFn progress;
+  if (o.show_progress) {
+    progress = [&printer](int64_t lines, uint64_t bytes, uint64_t total) {
+      printer(lines, bytes, total);
+    };
+  }
+  auto reports = simulate(o, progress);
+  printer.finish();
+  if (!reports) {
+    err << "ratelimit-sim: " << reports.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const Report& r : *reports) {
+    for (const std::string& w : r.warnings) err << "ratelimit-sim: warning: " << w << "\n";
+    if (r.skipped_lines > static_cast<int64_t>(r.warnings.size())) {
+      err << "ratelimit-sim: warning: " << r.skipped_lines << " malformed lines skipped in all\n";
+    }
+  }
+  if (o.svg_path) {
+    std::ofstream svg(*o.svg_path, std::ios::binary | std::ios::trunc);
+    svg << render_svg(reports->front(), o.rate_window);
+    svg.close();
+    if (!svg) {
+      err << "ratelimit-sim: cannot write the SVG to '" << *o.svg_path << "'\n";
+      return kExitUsage;
+    }
+  }
+  switch (o.format) {
+    case OutputFormat::kTable: out << render_table(*reports); break;
+    case OutputFormat::kJson: out << render_json(*reports); break;
+    case OutputFormat::kCsv: out << render_csv(*reports); break;
+  }
+  out.flush();
+  return kExitOk;
+}
+
+}  // namespace ratelimit::sim

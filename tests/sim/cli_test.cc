@@ -1,0 +1,127 @@
+// cli_test.cc — the ratelimit-sim binary: outputs on stdout, and for every kind of bad flag
+// or input a one-line message on stderr and exit code 2 (never a crash).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sim_test_util.h"
+
+namespace ratelimit::sim {
+namespace {
+
+using testing::read_file;
+using testing::run_command;
+using testing::ScratchDir;
+using testing::write_file;
+
+struct Outcome {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Outcome sim(const ScratchDir& dir, const std::string& args, const std::string& stdin_text = "") {
+  std::string cmd;
+  if (!stdin_text.empty()) {
+    write_file(dir.file("stdin"), stdin_text);
+    cmd = "< " + dir.file("stdin") + " ";
+  }
+  cmd += std::string(SIM_BINARY) + " " + args + " > " + dir.file("out") + " 2> " + dir.file("err");
+  Outcome o;
+  o.code = run_command(cmd);
+  o.out = read_file(dir.file("out"));
+  o.err = read_file(dir.file("err"));
+  return o;
+}
+
+TEST(Cli, HelpAndDefaultRun) {
+  ScratchDir dir;
+  Outcome help = sim(dir, "--help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--trace"), std::string::npos);
+  Outcome all = sim(dir, "");
+  EXPECT_EQ(all.code, 0) << all.err;
+  for (const char* p : {"pattern A:", "pattern B:", "pattern C:"}) {
+    EXPECT_NE(all.out.find(p), std::string::npos) << p;
+  }
+  EXPECT_TRUE(all.err.empty()) << all.err;
+}
+
+TEST(Cli, JsonCsvSvgAndStdinTrace) {
+  ScratchDir dir;
+  Outcome json = sim(dir, "-p C --format json --svg " + dir.file("c.svg"));
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["runs"][0]["algorithms"][2]["attack_admitted"].get<int64_t>(), 11);
+  EXPECT_EQ(read_file(dir.file("c.svg")).rfind("<?xml", 0), 0U);
+  Outcome csv = sim(dir, "-p B -f csv --leaky-mode shape");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_NE(csv.out.find("pattern B,leaky_bucket,10/s burst 20 shape,30,21,9,1,21,2000000,0,0,21,"
+                         "5100000,7100000"),
+            std::string::npos)
+      << csv.out;
+  Outcome piped = sim(dir, "--trace - -f csv --limit 2", "0.1,a\n0.2,a\n0.3,a\n0.4,b\n");
+  ASSERT_EQ(piped.code, 0) << piped.err;
+  EXPECT_NE(piped.out.find("trace -,fixed_window,2 per 1s,4,3,1,1,3,"), std::string::npos)
+      << piped.out;
+  Outcome params = sim(dir, "-p C --limit 20 --window 2s --token-fill full -f json");
+  ASSERT_EQ(params.code, 0) << params.err;
+  const auto k = nlohmann::json::parse(params.out);
+  EXPECT_EQ(k["runs"][0]["algorithms"][0]["window_us"].get<int64_t>(), 2'000'000);
+  EXPECT_EQ(k["runs"][0]["token_fill"], "full");
+}
+
+TEST(Cli, BadFlagsAndInputsExitTwoWithAMessage) {
+  ScratchDir dir;
+  write_file(dir.file("bad.csv"), "1,a\nx,a\n");
+  write_file(dir.file("back.csv"), "2,a\n1,a\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--limit 0", "--limit"},
+      {"--limit -5", "--limit"},
+      {"--window 0s", "--window"},
+      {"--window soon", "--window"},
+      {"--token-rate 0", "--token-rate"},
+      {"--token-rate nan", "--token-rate"},
+      {"--leaky-burst 0", "--leaky-burst"},
+      {"--leaky-mode gentle", "--leaky-mode"},
+      {"--token-fill 30", "--token-fill"},
+      {"--token-fill lots", "--token-fill"},
+      {"--pattern D", "--pattern"},
+      {"--poisson-rate 0 -p A", "--poisson-rate"},
+      {"--burst-size 0 -p B", "--burst-size"},
+      {"--format xml", "--format"},
+      {"--trace-format json --trace x", "--trace-format"},
+      {"--unsorted maybe", "--unsorted"},
+      {"--peak-window 0", "--peak-window"},
+      {"--rate-window -1", "--rate-window"},
+      {"--no-such-flag", "no-such-flag"},
+      {"--limit ten", "--limit"},
+      {"--trace " + dir.file("missing.csv"), "cannot open trace"},
+      {"--trace " + dir.file(""), "directory"},
+      {"--trace " + dir.file("bad.csv"), "bad.csv:2: invalid time 'x'"},
+      {"--trace " + dir.file("back.csv"), "back.csv:2: time 1 s is before"},
+      {"--trace " + dir.file("bad.csv") + " --pattern A", "excludes"},
+      {"--svg " + dir.file("all.svg"), "--svg draws one run"},
+      {"-p C --svg " + dir.file("no/such/dir/c.svg"), "cannot write the SVG"},
+  };
+  for (const auto& [args, message] : cases) {
+    Outcome o = sim(dir, args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(message), std::string::npos) << args << " -> " << o.err;
+    EXPECT_EQ(o.err.rfind("ratelimit-sim: ", 0), 0U) << args << " -> " << o.err;
+    EXPECT_TRUE(o.out.empty()) << args;
+  }
+}
+
+TEST(Cli, SkipBadGoesOnAndWarns) {
+  ScratchDir dir;
+  write_file(dir.file("bad.csv"), "1,a\nx,a\n2,a\n");
+  Outcome o = sim(dir, "--trace " + dir.file("bad.csv") + " --skip-bad");
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("skipped 1 malformed line (--skip-bad)"), std::string::npos) << o.out;
+  EXPECT_NE(o.err.find("warning: skipped"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("bad.csv:2:"), std::string::npos) << o.err;
+}
+
+}  // namespace
+}  // namespace ratelimit::sim

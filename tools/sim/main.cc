@@ -1,0 +1,177 @@
+// main.cc — ratelimit-sim: replays traffic (built-in patterns A, B, C or a trace file) through
+// all five rate-limit algorithms and reports what each admits (table, JSON, CSV, SVG).
+//
+// Thin shell: flags -> sim::RunOptions -> sim::run (src/sim/run.h). Every bad flag or input
+// ends with a one-line message on stderr and exit code 2; --help exits 0.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
+#include <iostream>
+
+#include "run.h"
+#include "timestamps.h"
+
+namespace {
+
+using ratelimit::Micros;
+using ratelimit::Result;
+using ratelimit::Status;
+namespace sim = ratelimit::sim;
+
+// "1s", "500ms" (see ratelimit::parse_duration), or a plain number of seconds ("1", "0.5").
+Result<Micros> parse_duration_flag(const std::string& flag, const std::string& text) {
+  double seconds = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec == std::errc() && ptr == text.data() + text.size()) {
+    if (!sim::seconds_in_range(seconds) || seconds <= 0) {
+      return Status::invalid_argument(flag + " must be a positive duration, got '" + text + "'");
+    }
+    return Micros{sim::seconds_to_us(seconds)};
+  }
+  auto d = ratelimit::parse_duration(text);
+  if (!d) return Status::invalid_argument(flag + ": " + d.status().message());
+  return *d;
+}
+
+int fail(const std::string& message) {
+  std::cerr << "ratelimit-sim: " << message << "\n";
+  return sim::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ratelimit-sim: replay traffic through the five rate-limit algorithms of libratelimit\n"
+      "(fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket)\n"
+      "with a manual clock and report what each admits."};
+  app.set_help_flag("-h,--help", "Show this help and exit");
+  sim::RunOptions o;
+
+  std::string pattern = "all";
+  std::string trace;
+  std::string trace_format = "auto";
+  std::string unsorted = "reject";
+  std::string window = "1s";
+  std::string leaky_mode = "police";
+  std::string token_fill = "default";
+  std::string peak_window;
+  std::string rate_window = "1s";
+  std::string format = "table";
+  std::string svg;
+
+  auto* pattern_opt = app.add_option("-p,--pattern", pattern,
+                                     "Built-in pattern: A (Poisson), B (burst), C (window-boundary "
+                                     "attack) or all")
+                          ->capture_default_str();
+  auto* trace_opt = app.add_option("-t,--trace", trace,
+                                   "Replay this file instead: CSV timestamp[,key[,cost]] or an "
+                                   "nginx/Apache combined access log ('-' = stdin)");
+  trace_opt->excludes(pattern_opt);
+  app.add_option("--trace-format", trace_format, "auto, csv or combined")->capture_default_str();
+  app.add_flag("--skip-bad", o.skip_bad, "Skip malformed trace lines (counted) instead of stopping");
+  app.add_option("--unsorted", unsorted,
+                 "Timestamps going backwards: reject (stop with the line number) or sort (read "
+                 "the trace into memory, ~16 bytes a line plus each distinct key, and sort it)")
+      ->capture_default_str();
+
+  app.add_option("--limit", o.policy.window_limit,
+                 "Requests per window: fixed_window, sliding_window_log, sliding_window_counter")
+      ->capture_default_str();
+  app.add_option("--window", window, "Their window (1s, 500ms, 1m or seconds)")->capture_default_str();
+  app.add_option("--token-rate", o.policy.token_rate, "token_bucket refill rate per second")
+      ->capture_default_str();
+  app.add_option("--token-burst", o.policy.token_burst, "token_bucket capacity")
+      ->capture_default_str();
+  app.add_option("--token-fill", token_fill,
+                 "Tokens in each token bucket at the start: full, empty or a number (default: "
+                 "empty for pattern C, full otherwise)")
+      ->capture_default_str();
+  app.add_option("--leaky-rate", o.policy.leaky_rate, "leaky_bucket leak rate per second")
+      ->capture_default_str();
+  app.add_option("--leaky-burst", o.policy.leaky_burst, "leaky_bucket capacity")
+      ->capture_default_str();
+  app.add_option("--leaky-mode", leaky_mode, "leaky_bucket mode: police or shape")
+      ->capture_default_str();
+
+  app.add_option("--seed", o.pattern.seed, "Pattern A: Python random.Random seed")
+      ->capture_default_str();
+  app.add_option("--poisson-rate", o.pattern.poisson_rate, "Pattern A: requests per second")
+      ->capture_default_str();
+  app.add_option("--poisson-duration", o.pattern.poisson_duration_s, "Pattern A: seconds")
+      ->capture_default_str();
+  app.add_option("--burst-size", o.pattern.burst_size, "Pattern B: requests in the burst")
+      ->capture_default_str();
+  app.add_option("--burst-start", o.pattern.burst_start_s, "Pattern B: first request (seconds)")
+      ->capture_default_str();
+  app.add_option("--burst-span", o.pattern.burst_span_s,
+                 "Pattern B: request i arrives at start + i * span / size (seconds)")
+      ->capture_default_str();
+
+  app.add_option("--peak-window", peak_window,
+                 "Window for 'peak admitted' for every algorithm (default: each policy's own; "
+                 "for buckets burst/rate)");
+  app.add_option("-f,--format", format, "Output: table, json or csv")->capture_default_str();
+  app.add_option("--svg", svg, "Also write an SVG chart of the run to this file");
+  app.add_option("--rate-window", rate_window,
+                 "Chart: sliding window of the admitted-rate line")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(std::string(e.what()) + " (see --help)");
+  }
+
+  if (!trace.empty()) {
+    o.trace_path = trace;
+  } else if (pattern == "all" || pattern == "ALL") {
+    o.patterns = {'A', 'B', 'C'};
+  } else if (pattern.size() == 1) {
+    o.patterns = {static_cast<char>(std::toupper(static_cast<unsigned char>(pattern[0])))};
+    if (o.patterns[0] < 'A' || o.patterns[0] > 'C') {
+      return fail("--pattern: expected A, B, C or all, got '" + pattern + "'");
+    }
+  } else {
+    return fail("--pattern: expected A, B, C or all, got '" + pattern + "'");
+  }
+  auto tf = sim::parse_trace_format(trace_format);
+  if (!tf) return fail("--trace-format: " + tf.status().message());
+  o.trace_format = *tf;
+  auto us = sim::parse_unsorted(unsorted);
+  if (!us) return fail(us.status().message());
+  o.unsorted = *us;
+  auto w = parse_duration_flag("--window", window);
+  if (!w) return fail(w.status().message());
+  o.policy.window = *w;
+  if (leaky_mode == "police") {
+    o.policy.leaky_mode = ratelimit::LeakyMode::kPolice;
+  } else if (leaky_mode == "shape") {
+    o.policy.leaky_mode = ratelimit::LeakyMode::kShape;
+  } else {
+    return fail("--leaky-mode: expected police or shape, got '" + leaky_mode + "'");
+  }
+  if (token_fill != "default") {
+    auto fill = sim::parse_token_fill(token_fill);
+    if (!fill) return fail(fill.status().message());
+    o.token_fill = *fill;
+  }
+  if (!peak_window.empty()) {
+    auto p = parse_duration_flag("--peak-window", peak_window);
+    if (!p) return fail(p.status().message());
+    o.peak_window = *p;
+  }
+  auto rw = parse_duration_flag("--rate-window", rate_window);
+  if (!rw) return fail(rw.status().message());
+  o.rate_window = *rw;
+  auto f = sim::parse_output_format(format);
+  if (!f) return fail("--format: " + f.status().message());
+  o.format = *f;
+  if (!svg.empty()) o.svg_path = svg;
+  o.show_progress = isatty(STDERR_FILENO) != 0;
+
+  return sim::run(o, std::cout, std::cerr);
+}
