@@ -13,7 +13,8 @@
 //   - peek changes nothing and answers what acquire answers; a denied acquire changes nothing
 //     (outside count-denied mode);
 //   - idle_at_us: from then on the state decides exactly like a fresh one;
-//   - state stays bounded (count-denied mode included).
+//   - state stays bounded (count-denied mode included);
+//   - a clock stepping back decides as at the state's latest time; state never moves back.
 // Deterministic: fixed seeds; a failure prints the seed, the policy and the step.
 #include <gtest/gtest.h>
 
@@ -55,18 +56,38 @@ class Gen {
   std::mt19937_64 rng_;
 };
 
+// The largest n in [1, hi] such that valid(n), for a monotone predicate with valid(1) true.
+template <typename Valid>
+int64_t largest_valid(int64_t hi, Valid valid) {
+  int64_t lo = 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (valid(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 Policy random_policy(Algorithm a, Gen& g) {
   const bool count_denied = g.chance(0.3);
+  const bool extreme = g.chance(0.15);  // the edges of the valid parameter ranges
   if (a == Algorithm::kTokenBucket || a == Algorithm::kLeakyBucket) {
     const double rates[] = {3.0, 0.7, 1e-3, 1.0, 2.5, 1000.0, 1e6, 7.0 / 3.0, 0.1};
+    const double extreme_rates[] = {kMaxRate, kMinRate, 5e8, 3e-6, 0.999999};
     const int64_t bursts[] = {1, 2, 3, 5, 10, 64, 1000};
-    double rate = g.chance(0.6) ? g.pick(rates) : g.log_uniform(1e-3, 1e7);
+    const LeakyMode mode = g.chance(0.5) ? LeakyMode::kShape : LeakyMode::kPolice;
+    auto make = [&](double r, int64_t b) {
+      return a == Algorithm::kTokenBucket ? Policy::token_bucket(r, b)
+                                          : Policy::leaky_bucket(r, b, mode);
+    };
+    double rate = extreme ? g.pick(extreme_rates)
+                          : (g.chance(0.6) ? g.pick(rates) : g.log_uniform(1e-3, 1e7));
     int64_t burst = g.chance(0.7) ? g.pick(bursts) : g.between(1, 5000);
-    Result<Policy> p = a == Algorithm::kTokenBucket
-                           ? Policy::token_bucket(rate, burst)
-                           : Policy::leaky_bucket(rate, burst,
-                                                  g.chance(0.5) ? LeakyMode::kShape
-                                                                : LeakyMode::kPolice);
+    if (extreme) {
+      const int64_t most = largest_valid(kMaxLimit, [&](int64_t b) { return make(rate, b).ok(); });
+      burst = g.chance(0.5) ? most : g.between(1, most);
+    }
+    Result<Policy> p = make(rate, burst);
     EXPECT_TRUE(p.ok()) << p.status().to_string();
     return p->with_count_denied(count_denied);
   }
@@ -74,6 +95,16 @@ Policy random_policy(Algorithm a, Gen& g) {
   const int64_t windows[] = {1000, 1001, 1024, 999983, 1000000, 60000000};
   int64_t limit = g.chance(0.7) ? g.pick(limits) : g.between(1, 1000);
   int64_t window = g.chance(0.7) ? g.pick(windows) : g.between(1000, 10'000'000);
+  if (extreme) {
+    const int64_t extreme_windows[] = {kMaxWindow.count(), 86'400'000'000, 1000, 1001};
+    window = g.pick(extreme_windows);
+    // The log's state grows with the limit: keep it small enough to stay quick.
+    const int64_t cap = a == Algorithm::kSlidingWindowLog ? 2000 : kMaxLimit;
+    const int64_t most = largest_valid(cap, [&](int64_t l) {
+      return Policy::fixed_window(l, Micros{window}).ok();
+    });
+    limit = g.chance(0.5) ? most : g.between(1, most);
+  }
   return testing::window_policy(a, limit, window).with_count_denied(count_denied);
 }
 
@@ -111,7 +142,9 @@ struct Checker {
     expect_decision_invariants(policy, cost, d);
     check_retry(post, now, cost, d);
     check_reset(post, now, d);
-    if (d.remaining <= 300 || g.chance(0.05)) check_remaining(post, now, d);
+    if (d.remaining <= 300 || (d.remaining <= 20'000 && g.chance(0.05))) {
+      check_remaining(post, now, d);
+    }
     check_idle(post, now);
     EXPECT_EQ(state_excess(policy, post), 0) << "state exceeds its bound";
   }
@@ -178,6 +211,30 @@ struct Checker {
   }
 };
 
+// The latest time a state has seen (window start, newest log entry, last refill or leak).
+int64_t state_time(const AlgorithmState& s) {
+  if (auto* f = std::get_if<algo::FixedWindowState>(&s)) return f->window_start_us;
+  if (auto* c = std::get_if<algo::SlidingWindowCounterState>(&s)) return c->window_start_us;
+  if (auto* t = std::get_if<algo::TokenBucketState>(&s)) return t->last_us;
+  if (auto* l = std::get_if<algo::LeakyBucketState>(&s)) return l->last_us;
+  auto& log = std::get<algo::SlidingWindowLogState>(s);
+  return log.head < log.entries.size() ? log.entries.back().at_us : 0;
+}
+
+// A clock that steps back to before the state's latest time decides exactly as at that time,
+// and an acquire there never moves the state's time backwards.
+void check_clock_step_back(const Policy& p, const AlgorithmState& s, Gen& g) {
+  const int64_t latest = state_time(s);
+  if (latest <= 0 || !g.chance(0.2)) return;
+  const int64_t back = std::max<int64_t>(0, latest - g.between(1, p.window().count()));
+  const int64_t cost = g.between(1, p.limit());
+  EXPECT_EQ(peek_at(p, s, back, cost), peek_at(p, s, latest, cost))
+      << "a time before the state's latest (" << latest << ") reopened the past at " << back;
+  AlgorithmState copy = s;
+  algo::decide(p, copy, back, cost, Op::kAcquire);
+  EXPECT_GE(state_time(copy), latest) << "state moved back in time";
+}
+
 class PropertyTest : public ::testing::TestWithParam<Algorithm> {};
 
 TEST_P(PropertyTest, RandomSequencesKeepEveryContract) {
@@ -219,7 +276,7 @@ TEST_P(PropertyTest, RandomSequencesKeepEveryContract) {
       switch (g.between(0, 9)) {
         case 0: case 1: cost = g.between(1, L); break;
         case 2: cost = L; break;
-        case 3: cost = L + g.between(1, 3); break;
+        case 3: cost = std::min(kMaxCost, L + g.between(1, 3)); break;
         default: break;
       }
       const Op op = g.chance(0.25) ? Op::kPeek : Op::kAcquire;
@@ -246,6 +303,7 @@ TEST_P(PropertyTest, RandomSequencesKeepEveryContract) {
       }
       const AlgorithmState& post = op == Op::kAcquire ? state : (d.allowed ? acquired : before);
       checker.check(post, now, cost, d);
+      check_clock_step_back(policy, post, g);
       if (::testing::Test::HasFailure()) return;  // one readable failure, not thousands
       last = d;
     }
