@@ -12,8 +12,10 @@
 //     (see units.h), computed in doubles that are exact below 2^53 so Lua gets the same bits.
 //   - A value-initialised state (`State{}`) is a key never seen before: windows empty, token
 //     bucket full (nothing taken), leaky bucket empty.
-//   - Op::kPeek never changes state. A denied request never changes state, except in the
-//     policy's count-denied mode (see Policy::with_count_denied).
+//   - Op::kPeek never changes what any decision observes; it may still write (the sliding
+//     log drops expired entries), so callers serialise peeks like acquires. A denied request
+//     never changes state, except in the policy's count-denied mode (see
+//     Policy::with_count_denied).
 //   - Every function is deterministic and allocation-free except the sliding log, whose state
 //     holds at most policy.limit() entries.
 // Not thread-safe by themselves: callers serialise access to one state (the memory store

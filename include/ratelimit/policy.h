@@ -60,7 +60,7 @@ class Policy {
 
   // A copy under another name. The name namespaces the policy's keys in a store, so two
   // policies with different names never share state. Default name: a canonical description
-  // of the parameters ("token_bucket_r10_b20"). Error if the name is not valid (see top).
+  // of the parameters ("token_bucket:r10:b20"). Error if the name is not valid (see top).
   Result<Policy> with_name(std::string name) const;
 
   // A copy in "count denied attempts" mode (login throttling: every attempt counts, admitted
