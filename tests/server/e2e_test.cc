@@ -1,0 +1,530 @@
+// e2e_test.cc — the real ratelimitd binary, memory store, over HTTP on a free loopback port:
+// statuses and headers exactly, rounding, all-or-nothing under concurrency, forward-auth,
+// shadow mode, admin auth, reload (good, bad, not reloadable), every bad-input case (and that
+// none consumes), timeouts, connection cap, graceful shutdown, exact counting under
+// concurrency, config errors and exit codes.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <thread>
+
+#include "daemon.h"
+
+namespace ratelimit::testing {
+namespace {
+
+namespace json = boost::json;
+
+const char* kBase = R"(policies:
+  api:        { algorithm: sliding_window_log, limit: 10, window: 60s }
+  one:        { algorithm: fixed_window, limit: 1, window: 60s }
+  slow:       { algorithm: token_bucket, rate: 0.4, burst: 1 }
+  uploads:    { algorithm: token_bucket, rate: 10, burst: 20 }
+  thirds:     { algorithm: token_bucket, rate: 3, burst: 10 }
+  shaped:     { algorithm: leaky_bucket, rate: 10, burst: 5, mode: shape }
+  a10:        { algorithm: fixed_window, limit: 10, window: 60s }
+  b15:        { algorithm: sliding_window_log, limit: 15, window: 60s }
+  dark:       { algorithm: fixed_window, limit: 1, window: 60s, shadow: true }
+  fa:         { algorithm: fixed_window, limit: 2, window: 60s }
+)";
+
+int64_t num(const json::value& v, const char* k) { return v.at(k).as_int64(); }
+
+class E2E : public ::testing::Test {
+ protected:
+  void start(const std::string& yaml = kBase, const std::vector<std::string>& extra = {}) {
+    ASSERT_TRUE(d.start(yaml, extra)) << d.log();
+  }
+  uint16_t port() const { return d.port(); }
+  Reply acquire(const std::string& body) { return http_post(port(), "/v1/acquire", body); }
+  Reply peek(const std::string& key, const std::string& policy) {
+    return http_post(port(), "/v1/peek", R"({"key":")" + key + R"(","policy":")" + policy + R"("})");
+  }
+  Daemon d;
+};
+
+TEST_F(E2E, AcquireAllowedThenDeniedWithExactHeaders) {
+  start();
+  const Reply first = acquire(R"({"key":"u1","policy":"one"})");
+  ASSERT_EQ(first.status, 200u) << first.body;
+  EXPECT_EQ(first.header("RateLimit-Policy"), "\"one\";q=1;w=60");
+  EXPECT_EQ(first.header("RateLimit-Limit"), "1");
+  EXPECT_EQ(first.header("RateLimit-Remaining"), "0");
+  EXPECT_FALSE(first.has("Retry-After"));
+  const json::value b1 = first.json();
+  EXPECT_EQ(b1.at("allowed").as_bool(), true);
+  EXPECT_EQ(b1.at("policy").as_string(), "one");
+  EXPECT_EQ(num(b1, "limit"), 1);
+  EXPECT_EQ(num(b1, "remaining"), 0);
+  EXPECT_EQ(num(b1, "retry_after_ms"), 0);
+  EXPECT_EQ(num(b1, "delay_ms"), 0);
+  // The fixed window ends at the next whole minute: reset is ceil(reset_ms / 1000).
+  const int64_t reset_ms = num(b1, "reset_ms");
+  EXPECT_GT(reset_ms, 0);
+  EXPECT_LE(reset_ms, 60000);
+  EXPECT_EQ(first.header("RateLimit-Reset"), std::to_string((reset_ms + 999) / 1000));
+  EXPECT_EQ(first.header("RateLimit"), "\"one\";r=0;t=" + std::to_string((reset_ms + 999) / 1000));
+
+  const Reply second = acquire(R"({"key":"u1","policy":"one"})");
+  ASSERT_EQ(second.status, 429u);
+  const json::value b2 = second.json();
+  EXPECT_EQ(b2.at("allowed").as_bool(), false);
+  const int64_t retry_ms = num(b2, "retry_after_ms");
+  ASSERT_GT(retry_ms, 0);
+  const std::string retry_s = std::to_string((retry_ms + 999) / 1000);
+  EXPECT_EQ(second.header("Retry-After"), retry_s);
+  EXPECT_EQ(second.header("RateLimit-Reset"), retry_s);
+  EXPECT_EQ(second.header("RateLimit"), "\"one\";r=0;t=" + retry_s);
+  EXPECT_EQ(second.header("Cache-Control"), "no-store");
+  EXPECT_EQ(second.header("Content-Type"), "application/json");
+}
+
+TEST_F(E2E, RetryAfterAndResetRoundUpToWholeSeconds) {
+  start();
+  // rate 0.4/s, burst 1: after one request the bucket is full again in 2.5 s.
+  const Reply a = acquire(R"({"key":"r","policy":"slow"})");
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.header("RateLimit-Reset"), "3");
+  EXPECT_EQ(a.header("RateLimit-Policy"), "\"slow\";q=1;w=3");
+  const Reply b = acquire(R"({"key":"r","policy":"slow"})");
+  ASSERT_EQ(b.status, 429u);
+  EXPECT_EQ(b.header("Retry-After"), "3");  // 2.5 s minus a few ms, rounded up
+  EXPECT_EQ(b.header("RateLimit"), "\"slow\";r=0;t=3");
+  const int64_t retry_ms = num(b.json(), "retry_after_ms");
+  EXPECT_GT(retry_ms, 2000);
+  EXPECT_LE(retry_ms, 2500);
+  // w for a bucket = burst / rate rounded up: 10 / 3 = 3.33 -> 4.
+  EXPECT_EQ(acquire(R"({"key":"r","policy":"thirds"})").header("RateLimit-Policy"), "\"thirds\";q=10;w=4");
+}
+
+TEST_F(E2E, ShapingLeakyBucketReportsDelay) {
+  start();
+  const Reply a = acquire(R"({"key":"s","policy":"shaped"})");
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(num(a.json(), "delay_ms"), 0);
+  const Reply b = acquire(R"({"key":"s","policy":"shaped"})");
+  ASSERT_EQ(b.status, 200u);
+  const int64_t delay = num(b.json(), "delay_ms");  // one unit ahead at 10/s: ~100 ms
+  EXPECT_GT(delay, 50);
+  EXPECT_LE(delay, 100);
+}
+
+TEST_F(E2E, CostAboveCapacityIs400AndConsumesNothing) {
+  start();
+  const Reply r = acquire(R"({"key":"c","policy":"uploads","cost":21})");
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_EQ(r.json().at("error").as_string(), "cost_exceeds_capacity");
+  EXPECT_FALSE(r.has("Retry-After"));
+  EXPECT_EQ(r.header("RateLimit-Limit"), "20");
+  // A peek answers as an acquire would: 19 left after one more unit, i.e. nothing was taken.
+  EXPECT_EQ(num(peek("c", "uploads").json(), "remaining"), 19);
+  EXPECT_EQ(acquire(R"({"key":"c","policy":"uploads","cost":20})").status, 200u);
+}
+
+TEST_F(E2E, PeekConsumesNothing) {
+  start();
+  // limit 1: a peek says "admitted, 0 left after it", again and again.
+  for (int i = 0; i < 3; ++i) {
+    const Reply p = peek("pk", "one");
+    EXPECT_EQ(p.status, 200u);
+    EXPECT_EQ(num(p.json(), "remaining"), 0);
+  }
+  EXPECT_EQ(acquire(R"({"key":"pk","policy":"one"})").status, 200u);
+  EXPECT_EQ(peek("pk", "one").status, 429u);
+}
+
+TEST_F(E2E, SeveralPoliciesReportTheMostRestrictive) {
+  start();
+  const Reply r = acquire(R"({"key":"m","policies":["a10","b15"],"cost":9})");
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.header("RateLimit-Policy"), "\"a10\";q=10;w=60, \"b15\";q=15;w=60");
+  EXPECT_EQ(r.json().at("policy").as_string(), "a10");
+  EXPECT_EQ(r.header("RateLimit-Remaining"), "1");
+  // a10 has 1 left: cost 2 is denied by a10 and b15 (6 left) must not consume.
+  const Reply d2 = acquire(R"({"key":"m","policies":["a10","b15"],"cost":2})");
+  ASSERT_EQ(d2.status, 429u);
+  EXPECT_EQ(d2.json().at("policy").as_string(), "a10");
+  EXPECT_EQ(num(peek("m", "b15").json(), "remaining"), 5);  // 6 left, minus the peeked unit
+}
+
+TEST_F(E2E, SeveralPoliciesAreAllOrNothingUnderConcurrency) {
+  start();
+  // 30 clients ask for [a10, b15] and 30 for [b15] alone, all at once, on one key. If the pair
+  // were not atomic, a10 could be consumed by a request that b15 then denies.
+  std::atomic<int> pair_ok{0}, single_ok{0}, errors{0};
+  std::barrier sync(60);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 60; ++i) {
+    ts.emplace_back([&, i] {
+      Client c(port());
+      sync.arrive_and_wait();
+      const bool pair = i % 2 == 0;
+      const Reply r = c.post("/v1/acquire", pair ? R"({"key":"atom","policies":["a10","b15"]})"
+                                                 : R"({"key":"atom","policy":"b15"})");
+      if (r.status == 200) (pair ? pair_ok : single_ok)++;
+      else if (r.status != 429) errors++;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(pair_ok + single_ok, 15);  // b15 is used up exactly
+  EXPECT_LE(pair_ok.load(), 10);
+  // a10 was consumed exactly by the admitted pairs, never by a denied one.
+  const Reply p = peek("atom", "a10");
+  if (pair_ok == 10) {
+    EXPECT_EQ(p.status, 429u);
+  } else {
+    EXPECT_EQ(num(p.json(), "remaining"), 10 - pair_ok.load() - 1);
+  }
+}
+
+TEST_F(E2E, ExactlyTenOf200ConcurrentAcquiresAt50InFlight) {
+  start("policies:\n  ten: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
+  std::atomic<int> ok{0}, denied{0}, other{0};
+  std::barrier sync(50);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 50; ++t) {
+    ts.emplace_back([&] {
+      Client c(port());
+      sync.arrive_and_wait();
+      for (int i = 0; i < 4; ++i) {
+        const Reply r = c.post("/v1/acquire", R"({"key":"exact","policy":"ten"})");
+        if (r.status == 200) ok++;
+        else if (r.status == 429) denied++;
+        else other++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 10);
+  EXPECT_EQ(denied.load(), 190);
+  EXPECT_EQ(other.load(), 0);
+}
+
+TEST_F(E2E, ForwardAuthKeysOnForwardedForThenPeer) {
+  start();
+  Client c(port());
+  const std::vector<std::pair<std::string, std::string>> xff = {{"X-Forwarded-For", "203.0.113.9, 10.0.0.1"}};
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa", {}, xff).status, 200u);
+  const Reply second = c.request("GET", "/v1/forward-auth?policy=fa", {}, xff);
+  EXPECT_EQ(second.status, 200u);
+  EXPECT_EQ(second.header("RateLimit"), "\"fa\";r=0;t=" + second.header("RateLimit-Reset"));
+  const Reply third = c.request("GET", "/v1/forward-auth?policy=fa", {}, xff);
+  EXPECT_EQ(third.status, 429u);
+  EXPECT_NE(third.header("Retry-After"), "<absent>");
+  EXPECT_EQ(third.header("Cache-Control"), "no-store");
+  EXPECT_EQ(third.json().at("allowed").as_bool(), false);
+  // The key was the first X-Forwarded-For address ...
+  EXPECT_EQ(peek("203.0.113.9", "fa").status, 429u);
+  // ... and without the header it is the peer address.
+  EXPECT_EQ(c.get("/v1/forward-auth?policy=fa").status, 200u);
+  EXPECT_EQ(num(peek("127.0.0.1", "fa").json(), "remaining"), 0);  // 1 left, minus the peek
+  // Other methods are accepted (proxies differ); bad queries are 400.
+  EXPECT_EQ(c.request("POST", "/v1/forward-auth?policy=fa").status, 200u);
+  EXPECT_EQ(c.get("/v1/forward-auth").status, 400u);
+  EXPECT_EQ(c.get("/v1/forward-auth?policy=nope").status, 400u);
+  EXPECT_EQ(c.get("/v1/forward-auth?policy=fa&x=1").status, 400u);
+}
+
+TEST_F(E2E, ForwardAuthWithConfiguredKeyHeader) {
+  start(std::string(kBase) + "forward_auth: { key_header: X-User-Id }\n");
+  Client c(port());
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=one", {}, {{"x-user-id", "alice"}}).status, 200u);
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=one", {}, {{"X-User-Id", "alice"}}).status, 429u);
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=one", {}, {{"X-User-Id", "bob"}}).status, 200u);
+  const Reply missing = c.request("GET", "/v1/forward-auth?policy=one", {}, {{"X-Forwarded-For", "1.2.3.4"}});
+  EXPECT_EQ(missing.status, 400u);
+  EXPECT_EQ(missing.json().at("error").as_string(), "missing_key");
+}
+
+TEST_F(E2E, ShadowPolicyAdmitsButCountsDenials) {
+  start();
+  EXPECT_EQ(acquire(R"({"key":"sh","policy":"dark"})").status, 200u);
+  const Reply r = acquire(R"({"key":"sh","policy":"dark"})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.json().at("allowed").as_bool(), true);
+  EXPECT_FALSE(r.has("Retry-After"));
+  const std::string m = http_get(port(), "/metrics").body;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"dark\",outcome=\"shadow_denied\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"dark\",outcome=\"allowed\"} 1\n"), std::string::npos);
+}
+
+TEST_F(E2E, ShadowPolicyNeverBlocksTheEnforcedOnes) {
+  start();
+  EXPECT_EQ(acquire(R"({"key":"sx","policy":"dark"})").status, 200u);  // dark is now over
+  const Reply r = acquire(R"({"key":"sx","policies":["a10","dark"]})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(num(peek("sx", "a10").json(), "remaining"), 8);  // one taken, one peeked
+}
+
+TEST_F(E2E, ResetIsDisabledWithoutAToken) {
+  start();
+  const Reply r = http_post(port(), "/v1/reset", R"({"key":"k","policy":"one"})");
+  EXPECT_EQ(r.status, 403u);
+  EXPECT_EQ(r.json().at("error").as_string(), "admin_disabled");
+}
+
+TEST_F(E2E, ResetNeedsTheBearerTokenAndNeverLogsIt) {
+  const std::string token = "s3cr3t-t0ken-XYZ-0123456789";
+  start(std::string(kBase) + "admin_token: \"" + token + "\"\n");
+  ASSERT_EQ(acquire(R"({"key":"rk","policy":"one"})").status, 200u);
+  ASSERT_EQ(acquire(R"({"key":"rk","policy":"one"})").status, 429u);
+  Client c(port());
+  const std::string body = R"({"key":"rk","policy":"one"})";
+  const Reply none = c.request("POST", "/v1/reset", body);
+  EXPECT_EQ(none.status, 401u);
+  EXPECT_EQ(none.header("WWW-Authenticate"), "Bearer realm=\"ratelimitd\"");
+  EXPECT_EQ(c.request("POST", "/v1/reset", body, {{"Authorization", "Bearer wrong"}}).status, 401u);
+  EXPECT_EQ(c.request("POST", "/v1/reset", body, {{"Authorization", "Bearer " + token + "x"}}).status, 401u);
+  EXPECT_EQ(c.request("POST", "/v1/reset", body, {{"Authorization", "Basic " + token}}).status, 401u);
+  EXPECT_EQ(acquire(R"({"key":"rk","policy":"one"})").status, 429u);  // nothing reset yet
+  const Reply ok = c.request("POST", "/v1/reset", body, {{"Authorization", "bearer " + token}});
+  EXPECT_EQ(ok.status, 200u);
+  EXPECT_EQ(ok.body, R"({"reset":true,"policy":"one"})");
+  EXPECT_EQ(acquire(R"({"key":"rk","policy":"one"})").status, 200u);
+  EXPECT_EQ(c.request("POST", "/v1/reset", R"({"key":"rk","policy":"zzz"})", {{"Authorization", "Bearer " + token}}).status, 400u);
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok", std::chrono::seconds(5)));
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)), 0);
+  EXPECT_EQ(d.log().find(token), std::string::npos) << d.log();
+}
+
+TEST_F(E2E, BadInputNeverConsumesAndNeverCrashes) {
+  start(std::string(kBase) + "limits: { max_body_bytes: 256, max_header_bytes: 1024, max_key_length: 32, max_cost: 50 }\n");
+  struct Case {
+    std::string body;
+    unsigned status;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"", 400, "invalid_json"},
+      {"{", 400, "invalid_json"},
+      {"nul", 400, "invalid_json"},
+      {"[]", 400, "invalid_request"},
+      {R"({"policy":"one"})", 400, "invalid_request"},
+      {R"({"key":1,"policy":"one"})", 400, "invalid_request"},
+      {R"({"key":"","policy":"one"})", 400, "invalid_key"},
+      {R"({"key":")" + std::string(33, 'k') + R"(","policy":"one"})", 400, "invalid_key"},
+      {R"({"key":"bad","policy":"nope"})", 400, "unknown_policy"},
+      {R"({"key":"bad","policies":["one","nope"]})", 400, "unknown_policy"},
+      {R"({"key":"bad","policy":"one","policies":["one"]})", 400, "invalid_request"},
+      {R"({"key":"bad","policy":"one","cost":0})", 400, "invalid_cost"},
+      {R"({"key":"bad","policy":"one","cost":-1})", 400, "invalid_cost"},
+      {R"({"key":"bad","policy":"one","cost":51})", 400, "invalid_cost"},
+      {R"({"key":"bad","policy":"one","cost":1.0})", 400, "invalid_cost"},
+      {R"({"key":"bad","policy":"one","cost":"1"})", 400, "invalid_cost"},
+      {R"({"key":"bad","policy":"one","cost":1e400})", 400, "invalid_cost"},
+      {R"({"key":"bad","policy":"one","extra":true})", 400, "invalid_request"},
+      {R"({"key":"bad","policy":"one","x":[[[[[[]]]]]]})", 400, "invalid_json"},
+      {R"({"key":"bad","policy":"one","pad":")" + std::string(300, 'x') + R"("})", 413, "body_too_large"},
+  };
+  for (const Case& c : cases) {
+    const Reply r = acquire(c.body);
+    EXPECT_EQ(r.status, c.status) << c.body << " -> " << r.body;
+    EXPECT_EQ(r.header("Content-Type"), "application/json") << c.body;
+    const json::value v = r.json();
+    ASSERT_TRUE(v.is_object()) << c.body << " -> " << r.body;
+    EXPECT_EQ(v.at("error").as_string(), c.error) << c.body << " -> " << r.body;
+    EXPECT_TRUE(v.at("message").is_string());
+  }
+  // Wrong path, wrong method.
+  EXPECT_EQ(http_get(port(), "/v2/acquire").status, 404u);
+  const Reply m = http_get(port(), "/v1/acquire");
+  EXPECT_EQ(m.status, 405u);
+  EXPECT_EQ(m.header("Allow"), "POST");
+  EXPECT_EQ(http_post(port(), "/healthz", "{}").status, 405u);
+  {
+    Client c(port());  // oversized header block
+    EXPECT_EQ(c.request("GET", "/healthz", {}, {{"X-Pad", std::string(2000, 'p')}}).status, 431u);
+  }
+  {
+    Client c(port());  // not HTTP at all
+    ASSERT_TRUE(c.send_raw("HELLO THERE\r\n\r\n"));
+    const Reply r = c.read_reply();
+    EXPECT_EQ(r.status, 400u);
+    EXPECT_FALSE(r.keep_alive);
+  }
+  {
+    Client c(port());  // a chunked body over the limit
+    ASSERT_TRUE(c.send_raw("POST /v1/acquire HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n200\r\n" +
+                           std::string(0x200, 'x') + "\r\n0\r\n\r\n"));
+    EXPECT_EQ(c.read_reply().status, 413u);
+  }
+  // Nothing was consumed, and the server is fine.
+  const Reply untouched = peek("bad", "one");
+  EXPECT_EQ(untouched.status, 200u);
+  EXPECT_EQ(num(untouched.json(), "remaining"), 0);
+  EXPECT_EQ(http_get(port(), "/healthz").status, 200u);
+}
+
+TEST_F(E2E, KeepAlivePipeliningAndExpectContinue) {
+  start();
+  Client c(port());
+  const std::string body = R"({"key":"pl","policy":"a10"})";
+  const std::string one = "POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_TRUE(c.send_raw(one + one + one));
+  for (int i = 0; i < 3; ++i) {
+    const Reply r = c.read_reply();
+    EXPECT_EQ(r.status, 200u);
+    EXPECT_EQ(r.header("RateLimit-Remaining"), std::to_string(9 - i));
+  }
+  ASSERT_TRUE(c.send_raw("POST /v1/acquire HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+  EXPECT_EQ(c.read_reply().status, 100u);
+  ASSERT_TRUE(c.send_raw(body));
+  EXPECT_EQ(c.read_reply().header("RateLimit-Remaining"), "6");
+  // HTTP/1.0 without keep-alive gets its answer and a closed connection.
+  Client old(port());
+  ASSERT_TRUE(old.send_raw("GET /healthz HTTP/1.0\r\n\r\n"));
+  const Reply r = old.read_reply();
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_TRUE(old.wait_closed(std::chrono::seconds(5)));
+}
+
+TEST_F(E2E, SlowAndIdleClientsAreDisconnected) {
+  start(std::string(kBase) + "limits: { request_timeout: 1s, idle_timeout: 1s }\n");
+  Client slow(port());
+  ASSERT_TRUE(slow.send_raw("POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Le"));
+  Client idle(port());
+  ASSERT_TRUE(idle.connected());
+  const auto start_time = std::chrono::steady_clock::now();
+  EXPECT_TRUE(slow.wait_closed(std::chrono::seconds(5)));
+  EXPECT_TRUE(idle.wait_closed(std::chrono::seconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start_time, std::chrono::seconds(4));
+}
+
+TEST_F(E2E, ConnectionCapClosesExtraConnections) {
+  start(std::string(kBase) + "limits: { max_connections: 3 }\n");
+  std::vector<std::unique_ptr<Client>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<Client>(port()));
+    ASSERT_EQ(held.back()->get("/healthz").status, 200u);
+  }
+  Client extra(port());
+  EXPECT_TRUE(extra.wait_closed(std::chrono::seconds(5)));
+  held.pop_back();
+  // Once one is gone, a new connection is served again (bounded retry: the close is async).
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    served = http_get(port(), "/healthz").status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+  const std::string m = held[0]->get("/metrics").body;
+  const size_t at = m.find("\nratelimitd_connections_rejected_total ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_GE(std::atoi(m.c_str() + at + 39), 1) << m;
+}
+
+TEST_F(E2E, ReloadGoodBadAndNotReloadable) {
+  start();
+  EXPECT_EQ(acquire(R"({"key":"rl","policy":"newp"})").status, 400u);
+  d.rewrite_config(std::string(kBase) + "  newp: { algorithm: fixed_window, limit: 3, window: 60s }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok", std::chrono::seconds(5))) << d.log();
+  const Reply r = acquire(R"({"key":"rl","policy":"newp"})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.header("RateLimit-Limit"), "3");
+  std::string m = http_get(port(), "/metrics").body;
+  EXPECT_NE(m.find("ratelimitd_config_generation 2\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ratelimitd_config_last_reload_success 1\n"), std::string::npos);
+
+  // A bad file: logged with its line, the running configuration stays.
+  d.rewrite_config(std::string(kBase) + "  newp: { algorithm: fixed_window, limit: 3, window: 60s, colour: red }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload failed", std::chrono::seconds(5))) << d.log();
+  EXPECT_NE(d.log().find("ratelimit.yaml:12: unknown key 'colour'"), std::string::npos) << d.log();
+  EXPECT_EQ(acquire(R"({"key":"rl","policy":"newp"})").header("RateLimit-Remaining"), "1");
+  m = http_get(port(), "/metrics").body;
+  EXPECT_NE(m.find("ratelimitd_config_generation 2\n"), std::string::npos);
+  EXPECT_NE(m.find("ratelimitd_config_last_reload_success 0\n"), std::string::npos);
+  EXPECT_NE(m.find("ratelimitd_config_reloads_total{result=\"error\"} 1\n"), std::string::npos);
+
+  // Changing the store needs a restart: refused, counted.
+  d.rewrite_config(std::string(kBase) + "store: { type: memory, max_keys: 10 }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("need a restart: store", std::chrono::seconds(5))) << d.log();
+  EXPECT_EQ(acquire(R"({"key":"rl","policy":"newp"})").status, 200u);  // still generation 2
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)), 0);
+}
+
+TEST_F(E2E, MetricsAndHealth) {
+  start();
+  EXPECT_EQ(acquire(R"({"key":"mx","policy":"one"})").status, 200u);
+  EXPECT_EQ(acquire(R"({"key":"mx","policy":"one"})").status, 429u);
+  const Reply h = http_get(port(), "/healthz");
+  EXPECT_EQ(h.status, 200u);
+  EXPECT_EQ(h.body, R"({"status":"ok"})");
+  const Reply m = http_get(port(), "/metrics");
+  EXPECT_EQ(m.status, 200u);
+  EXPECT_EQ(m.header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  for (const char* want : {
+           "ratelimitd_http_requests_total{endpoint=\"acquire\",status=\"200\"} 1\n",
+           "ratelimitd_http_requests_total{endpoint=\"acquire\",status=\"429\"} 1\n",
+           "ratelimitd_decisions_total{policy=\"one\",outcome=\"allowed\"} 1\n",
+           "ratelimitd_decisions_total{policy=\"one\",outcome=\"denied\"} 1\n",
+           "ratelimitd_decision_duration_seconds_count 2\n",
+           "ratelimitd_decision_duration_seconds_bucket{le=\"+Inf\"} 2\n",
+           "ratelimitd_store_errors_total 0\n",
+           "ratelimitd_config_generation 1\n",
+           "ratelimitd_memory_store_keys 1\n",
+           "# TYPE ratelimitd_decision_duration_seconds histogram\n"}) {
+    EXPECT_NE(m.body.find(want), std::string::npos) << want << "\n" << m.body;
+  }
+}
+
+TEST_F(E2E, GracefulShutdownFinishesTheRequestInFlight) {
+  start();
+  Client busy(port());
+  Client idle(port());
+  ASSERT_EQ(idle.get("/healthz").status, 200u);
+  // Half a request is in flight when SIGTERM arrives.
+  ASSERT_TRUE(busy.send_raw("POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 27\r\n\r\n{\"key\":"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server read it
+  d.signal(SIGTERM);
+  ASSERT_TRUE(d.wait_log("draining", std::chrono::seconds(5)));
+  EXPECT_TRUE(idle.wait_closed(std::chrono::seconds(5)));
+  ASSERT_TRUE(busy.send_raw("\"gs\",\"policy\":\"a10\"}"));
+  const Reply r = busy.read_reply();
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_FALSE(r.keep_alive);
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)), 0);
+  EXPECT_FALSE(Client(port()).connected());
+}
+
+TEST(E2ECommandLine, InvalidConfigExitsTwoWithFileAndLine) {
+  Daemon d;
+  EXPECT_FALSE(d.start("policies:\n  a: { algorithm: fixed_window, limit: 5, window: 1 }\n"));
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(5)), 2);
+  EXPECT_NE(d.log().find(d.config_path() + ":2: "), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find("missing unit"), std::string::npos) << d.log();
+}
+
+TEST(E2ECommandLine, HelpDocumentsEveryFlag) {
+  std::string out;
+  EXPECT_EQ(Daemon::run({"--help"}, out), 0);
+  for (const char* flag : {"--config", "--listen", "--store", "--threads", "--check", "SIGHUP"}) {
+    EXPECT_NE(out.find(flag), std::string::npos) << flag << "\n" << out;
+  }
+  EXPECT_EQ(Daemon::run({"--bogus"}, out), 2);
+  EXPECT_EQ(Daemon::run({}, out), 2);  // --config is required
+  EXPECT_EQ(Daemon::run({"--config", std::string(RATELIMIT_SOURCE_DIR) + "/examples/ratelimit.yaml", "--check"}, out), 0) << out;
+  EXPECT_EQ(Daemon::run({"--config", std::string(RATELIMIT_SOURCE_DIR) + "/examples/ratelimit.yaml", "--check", "--listen", "nope"}, out), 2);
+  EXPECT_NE(out.find("--listen"), std::string::npos) << out;
+}
+
+TEST(E2ECommandLine, PortInUseExitsOne) {
+  Daemon a;
+  ASSERT_TRUE(a.start(kBase)) << a.log();
+  std::string out;
+  const std::string cfg = a.config_path();
+  EXPECT_EQ(Daemon::run({"--config", cfg, "--listen", "127.0.0.1:" + std::to_string(a.port())}, out), 1) << out;
+  EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ratelimit::testing
