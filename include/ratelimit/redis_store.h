@@ -161,6 +161,9 @@ class RedisStore final : public Store {
   size_t ready_connections() const;
   // The options the store was built with (connections resolved to the actual pool size).
   const RedisStoreOptions& options() const;
+  // The most recent failure of any connection (OK when none has failed since it was last
+  // ready): for health checks and logs. Never contains the password.
+  Status last_error() const;
 
   struct Impl;
 

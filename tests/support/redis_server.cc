@@ -52,7 +52,8 @@ bool pings(uint16_t port) {
   if (c != nullptr && c->err == 0) {
     redisSetTimeout(c, tv);
     auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-    ok = r != nullptr && r->type == REDIS_REPLY_STATUS && std::string(r->str, r->len) == "PONG";
+    // Any answer means it is up: PONG, or NOAUTH from a server started with --requirepass.
+    ok = r != nullptr && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR);
     if (r != nullptr) freeReplyObject(r);
   }
   if (c != nullptr) redisFree(c);

@@ -1,0 +1,114 @@
+-- common.lua — what every ratelimit script shares: src/core/units.h line for line, the
+-- decision record, reading time and policy from ARGV, and writing state back with its TTL.
+--
+-- Numbers: Lua 5.1 numbers are IEEE doubles. Every integer here stays below 2^53 (Policy
+-- guarantees it, see include/ratelimit/policy.h), so +, - and * of integers are exact, and
+-- floor(elapsed * rate) is the same bits as in C++. Division is not exact (a / b rounds to the
+-- nearest double), so integer division goes through idiv(), which settles on the C++ int64
+-- quotient. Integers are written back to Redis with int() ('%d'), never tostring() (14 digits).
+-- Redis truncates returned Lua numbers to integers: decisions are returned as integers only.
+
+local kUnit = 1000000  -- micro-units per unit (algorithms.h kUnit)
+
+local kAcquire = 0     -- algo::Op
+local kPeek = 1
+
+local kWithinLimit = 0 -- DecisionReason, same order as include/ratelimit/decision.h
+local kOverLimit = 1
+local kExceedsCapacity = 2
+
+-- In test mode (time given by the caller) TTLs are computed from a fake clock and mean
+-- nothing in real time; they are raised to this floor so state cannot expire mid-test.
+local kTestModeMinTtlMs = 600000
+
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- Exact floor(a / b) for integers 0 <= a, 0 < b, below 2^53: C++ int64 division.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  -- a / b was rounded to the nearest double: at most one step off the exact quotient.
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+-- units.h drained_u: micro-units gained or lost over elapsed_us at rate units per second.
+local function drained_u(elapsed_us, rate)
+  return math.floor(elapsed_us * rate)
+end
+
+-- units.h time_to_drain_us: the least elapsed_us with drained_u(elapsed_us, rate) >= need_u.
+local function time_to_drain_us(need_u, rate)
+  if need_u <= 0 then return 0 end
+  local t = math.ceil(need_u / rate)
+  -- The division rounds; settle on the exact boundary of drained_u itself.
+  while t > 0 and drained_u(t - 1, rate) >= need_u do t = t - 1 end
+  while drained_u(t, rate) < need_u do t = t + 1 end
+  return t
+end
+
+-- units.h elapsed_since: never negative (a clock stepping back counts as no time).
+local function elapsed_since(last_us, now_us)
+  return math.max(0, now_us - last_us)
+end
+
+-- units.h window_start: start of the window of length window_us containing now_us (>= 0).
+local function window_start(now_us, window_us)
+  local now_mod_window = now_us - idiv(now_us, window_us) * window_us  -- C++ now_us % window_us
+  return now_us - now_mod_window
+end
+
+-- units.h ceil_div: ceiling of a / b for a >= 0, b > 0.
+local function ceil_div(a, b)
+  return idiv(a + b - 1, b)
+end
+
+local function new_decision(limit)
+  return {allowed = false, reason = kOverLimit, limit = limit, remaining = 0,
+          reset_after = 0, retry_after = 0, delay = 0}
+end
+
+-- ARGV[i] is the caller's time in test mode, '-' for the server's clock.
+local function read_now(arg)
+  if arg == '-' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2]), false
+  end
+  return tonumber(arg), true
+end
+
+-- The policy fields, from ARGV[i] on: limit, window_us, rate, shape (0/1), count_denied (0/1).
+local function read_policy(argv, i)
+  return {limit = tonumber(argv[i]), window_us = tonumber(argv[i + 1]),
+          rate = tonumber(argv[i + 2]), shape = argv[i + 3] == '1',
+          count_denied = argv[i + 4] == '1'}
+end
+
+-- Writes a changed state back with a TTL that ends when the state is idle again
+-- (algo::idle_at_us), rounded up to the millisecond; an idle state is deleted instead.
+local function persist(algorithm, policy, keys, s, now_us, test_mode)
+  if not s.dirty then return end
+  local idle_at = algorithm.idle_at_us(policy, s)
+  if idle_at <= now_us then
+    algorithm.delete(keys)
+    return
+  end
+  local ttl_ms = ceil_div(idle_at - now_us, 1000)
+  if test_mode then ttl_ms = math.max(ttl_ms, kTestModeMinTtlMs) end
+  algorithm.save(keys, s, int(ttl_ms))
+end
+
+-- The reply: six integers per decision.
+local function push_decision(out, d)
+  out[#out + 1] = d.allowed and 1 or 0
+  out[#out + 1] = d.reason
+  out[#out + 1] = d.remaining
+  out[#out + 1] = d.reset_after
+  out[#out + 1] = d.retry_after
+  out[#out + 1] = d.delay
+end

@@ -1,0 +1,63 @@
+-- leaky_bucket.lua — mirrors src/core/leaky_bucket.cc decide() step by step (GCRA: a virtual
+-- queue level that leaks at `rate`). State: a hash {level_u, last_us} at KEYS[1].
+local leaky_bucket = {}
+
+function leaky_bucket.load(keys)
+  local v = redis.call('HMGET', keys[1], 'level_u', 'last_us')
+  return {level_u = tonumber(v[1]) or 0, last_us = tonumber(v[2]) or 0}
+end
+
+function leaky_bucket.save(keys, s, ttl_ms)
+  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us))
+  redis.call('PEXPIRE', keys[1], ttl_ms)
+end
+
+function leaky_bucket.delete(keys)
+  redis.call('DEL', keys[1])
+end
+
+function leaky_bucket.idle_at_us(policy, s)
+  if s.level_u > 0 then return s.last_us + time_to_drain_us(s.level_u, policy.rate) end
+  return 0
+end
+
+function leaky_bucket.decide(policy, s, now_us, cost, op)
+  local burst = policy.limit
+  local rate = policy.rate
+  local t = math.max(now_us, s.last_us)
+  local elapsed = math.min(elapsed_since(s.last_us, t), 2 * policy.window_us)
+  local level = math.max(0, s.level_u - drained_u(elapsed, rate))
+  -- floor(level / kUnit) + cost <= burst  <=>  level <= (burst - cost + 1) * kUnit - 1.
+  local max_level = (burst - cost + 1) * kUnit - 1
+
+  local d = new_decision(burst)
+  if cost > burst then
+    d.reason = kExceedsCapacity
+    d.remaining = math.max(0, burst - idiv(level, kUnit))
+    d.reset_after = math.max(0, s.last_us + time_to_drain_us(s.level_u, rate) - t)
+    return d
+  end
+  if level <= max_level then
+    local after = level + cost * kUnit
+    d.allowed = true
+    d.reason = kWithinLimit
+    d.remaining = math.max(0, burst - idiv(after, kUnit))
+    d.reset_after = time_to_drain_us(after, rate)
+    if policy.shape then d.delay = time_to_drain_us(level, rate) end
+    if op == kAcquire then
+      s.level_u, s.last_us, s.dirty = after, t, true
+    end
+    return d
+  end
+  d.reason = kOverLimit
+  if op == kAcquire and policy.count_denied then
+    -- at most one burst of debt
+    s.level_u, s.last_us, s.dirty = math.min(level + cost * kUnit, 2 * burst * kUnit), t, true
+  end
+  local level_now = level  -- after any recording above
+  if s.last_us == t then level_now = s.level_u end
+  d.retry_after = s.last_us + time_to_drain_us(s.level_u - max_level, rate) - t
+  d.remaining = math.max(0, burst - idiv(level_now, kUnit))
+  d.reset_after = s.last_us + time_to_drain_us(s.level_u, rate) - t
+  return d
+end

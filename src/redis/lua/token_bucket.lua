@@ -1,0 +1,65 @@
+-- token_bucket.lua — mirrors src/core/token_bucket.cc decide() step by step.
+-- State: a hash {taken_u, last_us} at KEYS[1]; a missing key is a full bucket.
+local token_bucket = {}
+
+function token_bucket.load(keys)
+  local v = redis.call('HMGET', keys[1], 'taken_u', 'last_us')
+  return {taken_u = tonumber(v[1]) or 0, last_us = tonumber(v[2]) or 0}
+end
+
+function token_bucket.save(keys, s, ttl_ms)
+  redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us))
+  redis.call('PEXPIRE', keys[1], ttl_ms)
+end
+
+function token_bucket.delete(keys)
+  redis.call('DEL', keys[1])
+end
+
+function token_bucket.idle_at_us(policy, s)
+  if s.taken_u > 0 then return s.last_us + time_to_drain_us(s.taken_u, policy.rate) end
+  return 0
+end
+
+function token_bucket.decide(policy, s, now_us, cost, op)
+  local burst = policy.limit
+  local rate = policy.rate
+  local t = math.max(now_us, s.last_us)
+  -- Refill. Capping elapsed at twice the full drain time keeps elapsed * rate < 2^53 and
+  -- still refills the largest possible debt (2 * burst in count-denied mode).
+  local elapsed = math.min(elapsed_since(s.last_us, t), 2 * policy.window_us)
+  local taken = math.max(0, s.taken_u - drained_u(elapsed, rate))
+
+  local d = new_decision(burst)
+  if cost > burst then
+    d.reason = kExceedsCapacity
+    d.remaining = math.max(0, burst - ceil_div(taken, kUnit))
+    d.reset_after = s.last_us + time_to_drain_us(s.taken_u, rate) - t
+    d.reset_after = math.max(d.reset_after, 0)
+    return d
+  end
+  if taken + cost * kUnit <= burst * kUnit then
+    local after = taken + cost * kUnit
+    d.allowed = true
+    d.reason = kWithinLimit
+    d.remaining = burst - ceil_div(after, kUnit)
+    d.reset_after = time_to_drain_us(after, rate)
+    if op == kAcquire then
+      s.taken_u, s.last_us, s.dirty = after, t, true
+    end
+    return d
+  end
+  d.reason = kOverLimit
+  if op == kAcquire and policy.count_denied then
+    -- a debt of at most one burst
+    s.taken_u, s.last_us, s.dirty = math.min(taken + cost * kUnit, 2 * burst * kUnit), t, true
+  end
+  -- Wait until the stored debt has drained down to (burst - cost) units, counted from last_us.
+  local need = s.taken_u - (burst - cost) * kUnit
+  d.retry_after = s.last_us + time_to_drain_us(need, rate) - t
+  local taken_now = taken  -- after any recording above
+  if s.last_us == t then taken_now = s.taken_u end
+  d.remaining = math.max(0, burst - ceil_div(taken_now, kUnit))
+  d.reset_after = s.last_us + time_to_drain_us(s.taken_u, rate) - t
+  return d
+end

@@ -1,0 +1,197 @@
+// script_codec.cc — key names, EVALSHA encoding and reply decoding for the Redis store
+// (see script_codec.h). Pure functions.
+#include "script_codec.h"
+
+#include <hiredis/hiredis.h>
+
+#include <charconv>
+#include <cstdio>
+
+namespace ratelimit::redis_detail {
+namespace {
+
+std::string int_arg(int64_t v) { return std::to_string(v); }
+
+// Shortest text that parses back to exactly `v` (Lua's tonumber uses strtod): "%.17g".
+std::string double_arg(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string now_arg(std::optional<int64_t> now_us) {
+  return now_us ? int_arg(*now_us) : std::string("-");
+}
+
+// limit, window_us, rate, shape, count_denied (read_policy in common.lua).
+void append_policy_args(const Policy& p, std::vector<std::string>& args) {
+  args.push_back(int_arg(p.limit()));
+  args.push_back(int_arg(p.window().count()));
+  args.push_back(double_arg(p.rate()));
+  args.push_back(p.algorithm() == Algorithm::kLeakyBucket && p.leaky_mode() == LeakyMode::kShape
+                     ? "1"
+                     : "0");
+  args.push_back(p.count_denied() ? "1" : "0");
+}
+
+std::string op_arg(algo::Op op) { return op == algo::Op::kAcquire ? "0" : "1"; }
+
+}  // namespace
+
+std::string escape_key(std::string_view key) {
+  std::string out;
+  out.reserve(key.size() + 8);
+  for (char c : key) {
+    switch (c) {
+      case '%': out += "%25"; break;
+      case '{': out += "%7B"; break;
+      case '}': out += "%7D"; break;
+      default: out.push_back(c); break;
+    }
+  }
+  return out;
+}
+
+std::string log_key(const std::string& state_key) { return state_key + "#log"; }
+
+ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                       int64_t cost, algo::Op op, std::optional<int64_t> now_us) {
+  ScriptCall call;
+  call.script = static_cast<ScriptId>(static_cast<size_t>(policy.algorithm()));
+  call.keys.push_back(redis_state_key(prefix, key, policy.name()));
+  if (policy.algorithm() == Algorithm::kSlidingWindowLog) call.keys.push_back(log_key(call.keys[0]));
+  call.args.reserve(8);
+  call.args.push_back(now_arg(now_us));
+  call.args.push_back(int_arg(cost));
+  call.args.push_back(op_arg(op));
+  append_policy_args(policy, call.args);
+  return call;
+}
+
+ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> policies,
+                            std::string_view key, int64_t cost, algo::Op op,
+                            std::optional<int64_t> now_us) {
+  ScriptCall call;
+  call.script = kScriptAcquireAll;
+  call.args.push_back(now_arg(now_us));
+  call.args.push_back(int_arg(cost));
+  call.args.push_back(op_arg(op));
+  for (const Policy& p : policies) {
+    call.keys.push_back(redis_state_key(prefix, key, p.name()));
+    call.keys.push_back(log_key(call.keys.back()));
+    call.args.push_back(int_arg(static_cast<int64_t>(p.algorithm())));
+    append_policy_args(p, call.args);
+  }
+  return call;
+}
+
+std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
+                                    std::string_view key) {
+  std::string state = redis_state_key(prefix, key, policy.name());
+  std::string log = log_key(state);
+  return {std::move(state), std::move(log)};
+}
+
+std::string encode_command(std::span<const std::string> argv) {
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const auto& a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* cmd = nullptr;
+  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(),
+                                         lens.data());
+  std::string out;
+  if (len > 0 && cmd != nullptr) out.assign(cmd, static_cast<size_t>(len));
+  redisFreeCommand(cmd);
+  return out;
+}
+
+std::string encode_evalsha(const ScriptCall& call) {
+  std::vector<std::string> argv;
+  argv.reserve(3 + call.keys.size() + call.args.size());
+  argv.emplace_back("EVALSHA");
+  argv.emplace_back(kLuaScripts[call.script].sha1);
+  argv.push_back(std::to_string(call.keys.size()));
+  argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+  argv.insert(argv.end(), call.args.begin(), call.args.end());
+  return encode_command(argv);
+}
+
+Result<std::vector<Decision>> decode_decisions(const redisReply* reply,
+                                               std::span<const int64_t> limits) {
+  constexpr size_t kFields = 6;
+  if (reply == nullptr) return Status::internal("no reply");
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return Status::internal("Redis error: " + std::string(reply->str, reply->len));
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != kFields * limits.size()) {
+    return Status::internal("unexpected script reply (type " + std::to_string(reply->type) +
+                            ", " + std::to_string(reply->elements) + " elements)");
+  }
+  std::vector<Decision> out;
+  out.reserve(limits.size());
+  for (size_t i = 0; i < limits.size(); ++i) {
+    int64_t f[kFields];
+    for (size_t j = 0; j < kFields; ++j) {
+      const redisReply* e = reply->element[i * kFields + j];
+      if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
+      f[j] = static_cast<int64_t>(e->integer);
+    }
+    if (f[0] < 0 || f[0] > 1 || f[1] < 0 || f[1] > 2) {
+      return Status::internal("script reply out of range (allowed " + std::to_string(f[0]) +
+                              ", reason " + std::to_string(f[1]) + ")");
+    }
+    Decision d;
+    d.allowed = f[0] == 1;
+    d.reason = static_cast<DecisionReason>(f[1]);
+    d.limit = limits[i];
+    d.remaining = f[2];
+    d.reset_after = Micros{f[3]};
+    d.retry_after = Micros{f[4]};
+    d.delay = Micros{f[5]};
+    out.push_back(d);
+  }
+  return out;
+}
+
+bool is_noscript(const redisReply* reply) {
+  return reply != nullptr && reply->type == REDIS_REPLY_ERROR && reply->len >= 8 &&
+         std::string_view(reply->str, 8) == "NOSCRIPT";
+}
+
+Decision failure_decision(FailurePolicy policy, int64_t limit) {
+  Decision d;
+  d.limit = limit;
+  d.remaining = 0;
+  if (policy == FailurePolicy::kOpen) {
+    d.allowed = true;
+    d.reason = DecisionReason::kStoreFailedOpen;
+  } else {
+    d.allowed = false;
+    d.reason = DecisionReason::kStoreFailedClosed;
+    d.retry_after = kFailedClosedRetryAfter;
+  }
+  return d;
+}
+
+}  // namespace ratelimit::redis_detail
+
+namespace ratelimit {
+
+std::string redis_state_key(std::string_view prefix, std::string_view key,
+                            std::string_view policy_name) {
+  std::string out;
+  out.reserve(prefix.size() + key.size() + policy_name.size() + 8);
+  out.append(prefix);
+  out.push_back('{');
+  out += redis_detail::escape_key(key);
+  out += "}:";
+  out.append(policy_name);
+  return out;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,80 @@
+// script_codec.h — the Redis store's pure half: Redis key names, the EVALSHA commands that
+// carry a decision to the Lua scripts, and the decoding of their replies. No I/O, no threads.
+//
+// Why apart from the transport (connection.h): this is where the store's correctness lives
+// (what goes in KEYS, what goes in ARGV, how integers come back), so it is testable on its own
+// and readable in one place, as hiredis separates its reply reader from its event loop.
+// Invariants:
+//   - every key a script touches is in KEYS, every varying value in ARGV; the script text never
+//     changes (it is the SHA1 the command names);
+//   - all keys of one user key share the hash tag `{<escaped key>}`; the escaped key holds no
+//     brace, so no user key can move into another's tag or state;
+//   - ARGV[1] is "-" (the server's TIME) unless a test clock supplies the time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lua_scripts.h"
+#include "ratelimit/algorithms.h"
+#include "ratelimit/decision.h"
+#include "ratelimit/policy.h"
+#include "ratelimit/redis_store.h"
+#include "ratelimit/status.h"
+
+struct redisReply;
+
+namespace ratelimit::redis_detail {
+
+// '%' -> %25, '{' -> %7B, '}' -> %7D; every other byte as is. Injective, brace-free.
+std::string escape_key(std::string_view key);
+
+// The sorted set that holds a sliding log's entries, beside the state key.
+std::string log_key(const std::string& state_key);
+
+// One EVALSHA: which script, its KEYS and its ARGV.
+struct ScriptCall {
+  ScriptId script = kScriptFixedWindow;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+// A decision on one policy. `now_us` is set only in test mode.
+// Preconditions: validate_key(key) and validate_cost(cost) are ok.
+ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                       int64_t cost, algo::Op op, std::optional<int64_t> now_us);
+
+// All or nothing over several policies. Precondition: validate_acquire_all(...) is ok.
+ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> policies,
+                            std::string_view key, int64_t cost, algo::Op op,
+                            std::optional<int64_t> now_us);
+
+// The keys reset deletes (state and log).
+std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
+                                    std::string_view key);
+
+// RESP bytes of a command (hiredis' redisFormatCommandArgv): any bytes are safe in arguments.
+std::string encode_command(std::span<const std::string> argv);
+// RESP bytes of EVALSHA <sha1> <numkeys> KEYS... ARGV...
+std::string encode_evalsha(const ScriptCall& call);
+
+// A script's reply (six integers per decision) as Decisions; `limits` gives Decision::limit,
+// one per expected decision. kInternal for anything else (an error reply included: its text).
+Result<std::vector<Decision>> decode_decisions(const redisReply* reply,
+                                               std::span<const int64_t> limits);
+
+// "NOSCRIPT No matching script..." — the script cache was flushed (restart, failover, SCRIPT
+// FLUSH); the command did not run.
+bool is_noscript(const redisReply* reply);
+
+// What a decision answers when Redis cannot: allowed with kStoreFailedOpen, or denied with
+// kStoreFailedClosed. remaining = 0 and reset_after = 0 (unknown); a closed denial suggests
+// retry_after = kFailedClosedRetryAfter.
+inline constexpr Micros kFailedClosedRetryAfter{1'000'000};
+Decision failure_decision(FailurePolicy policy, int64_t limit);
+
+}  // namespace ratelimit::redis_detail

@@ -1,0 +1,475 @@
+// redis_store_test.cc — RedisStore against a real redis-server: the shared test vectors, a
+// randomised comparison with the pure functions (every algorithm, every mode), acquire_all,
+// exactness under concurrency, SCRIPT FLUSH mid-run, TTLs, hostile keys, configuration errors
+// and the failure policy.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include "ratelimit/algorithms.h"
+#include "ratelimit/redis_store.h"
+#include "redis_server.h"
+#include "script_codec.h"
+#include "store_test_util.h"
+#include "vectors.h"
+
+namespace ratelimit::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto url = shared_test_redis_url();
+    ASSERT_TRUE(url.ok()) << url.status().to_string();
+    url_ = *url;
+    auto c = RedisClient::connect(url_);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    client_ = std::make_unique<RedisClient>(std::move(*c));
+  }
+  std::string url_;
+  std::unique_ptr<RedisClient> client_;
+};
+
+Policy named(Result<Policy> p, const std::string& name) {
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  return p->with_name(name).value();
+}
+
+bool is_failure(const Decision& d) {
+  return d.reason == DecisionReason::kStoreFailedOpen ||
+         d.reason == DecisionReason::kStoreFailedClosed;
+}
+
+// --- Same decisions as the pure functions --------------------------------------------------
+
+TEST_F(RedisStoreTest, SharedVectorsGiveIdenticalDecisions) {
+  ManualClock clock;
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("vectors");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  auto files = vectors::load_all(RATELIMIT_VECTORS_DIR);
+  ASSERT_TRUE(files.ok()) << files.status().to_string();
+  ASSERT_EQ(files->size(), std::size(vectors::kAllAlgorithms));
+  for (const auto& f : *files) {
+    ASSERT_FALSE(f.cases.empty()) << f.path;
+    auto failures = vectors::run_vectors(*store, clock, f);
+    EXPECT_TRUE(failures.empty()) << vectors::format_failures(failures);
+  }
+  EXPECT_EQ(store->counters().errors, 0u);
+}
+
+// Policies covering every algorithm and mode, with awkward rates (non-integer, below one per
+// second) so floor/ceil and the drain correction loops are exercised.
+std::vector<Policy> mirror_policies() {
+  std::vector<Policy> ps;
+  for (bool denied : {false, true}) {
+    const std::string d = denied ? "-cd" : "";
+    ps.push_back(named(Policy::fixed_window(5, milliseconds(1000)), "fw" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::sliding_window_log(5, milliseconds(1000)), "swl" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::sliding_window_counter(7, milliseconds(700)), "swc" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::token_bucket(3.7, 5), "tb" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::token_bucket(0.3, 3), "tbslow" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::leaky_bucket(2.9, 4, LeakyMode::kPolice), "lbp" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::leaky_bucket(1.0 / 3.0, 6, LeakyMode::kShape), "lbs" + d).with_count_denied(denied));
+  }
+  return ps;
+}
+
+TEST_F(RedisStoreTest, RandomisedSequencesMatchThePureFunctions) {
+  ManualClock clock(Micros{1'700'000'000'000'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("mirror");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  std::mt19937_64 rng(20240601);
+  for (const Policy& p : mirror_policies()) {
+    algo::AlgorithmState state = algo::fresh_state(p);
+    for (int i = 0; i < 250; ++i) {
+      // Mostly small steps (several requests per window), some jumps, a few steps back.
+      const int kind = static_cast<int>(rng() % 20);
+      int64_t dt = static_cast<int64_t>(rng() % 150'000);
+      if (kind == 0) dt = static_cast<int64_t>(rng() % 5'000'000);
+      if (kind == 1) dt = -static_cast<int64_t>(rng() % 50'000);
+      if (kind == 2) dt = 0;
+      clock.advance(Micros{dt});
+      const int64_t cost = rng() % 10 == 0 ? static_cast<int64_t>(1 + rng() % (p.limit() + 2))
+                                           : 1 + static_cast<int64_t>(rng() % 2);
+      const bool peek = rng() % 5 == 0;
+      const algo::Op op = peek ? algo::Op::kPeek : algo::Op::kAcquire;
+      const Decision want = algo::decide(p, state, clock.now().count(), cost, op);
+      auto got = peek ? store->peek(p, "k", cost) : store->acquire(p, "k", cost);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      ASSERT_EQ(*got, want) << p.name() << " step " << i << " t=" << clock.now().count()
+                            << " cost=" << cost << (peek ? " peek" : " acquire")
+                            << ": got allowed=" << got->allowed
+                            << " reason=" << decision_reason_name(got->reason)
+                            << " remaining=" << got->remaining
+                            << " reset=" << got->reset_after.count()
+                            << " retry=" << got->retry_after.count()
+                            << " delay=" << got->delay.count() << "; want allowed=" << want.allowed
+                            << " reason=" << decision_reason_name(want.reason)
+                            << " remaining=" << want.remaining
+                            << " reset=" << want.reset_after.count()
+                            << " retry=" << want.retry_after.count()
+                            << " delay=" << want.delay.count();
+    }
+  }
+  EXPECT_EQ(store->counters().errors, 0u);
+}
+
+TEST_F(RedisStoreTest, AcquireAllMatchesDecideAll) {
+  ManualClock clock(Micros{1'700'000'000'000'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("all");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const std::vector<Policy> all = mirror_policies();
+  std::mt19937_64 rng(7);
+  // Groups of 2-4 policies of mixed algorithms, each with its own key.
+  for (int g = 0; g < 12; ++g) {
+    std::vector<Policy> ps;
+    std::vector<algo::AlgorithmState> states;
+    const size_t n = 2 + rng() % 3;
+    while (ps.size() < n) {
+      const Policy& p = all[rng() % all.size()];
+      bool dup = false;
+      for (auto& q : ps) dup = dup || q.name() == p.name();
+      if (dup) continue;
+      ps.push_back(p.with_count_denied(false));
+      states.push_back(algo::fresh_state(p));
+    }
+    const std::string key = "group" + std::to_string(g);
+    for (int i = 0; i < 60; ++i) {
+      clock.advance(Micros{static_cast<int64_t>(rng() % 200'000)});
+      const int64_t cost = 1 + static_cast<int64_t>(rng() % 2);
+      std::vector<algo::Limit> limits;
+      for (size_t j = 0; j < ps.size(); ++j) limits.push_back({&ps[j], &states[j]});
+      std::vector<Decision> want;
+      algo::decide_all(limits, clock.now().count(), cost, algo::Op::kAcquire, want);
+      auto got = store->acquire_all(ps, key, cost);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      ASSERT_EQ(*got, want) << "group " << g << " step " << i;
+    }
+  }
+}
+
+TEST_F(RedisStoreTest, AcquireAllIsAllOrNothing) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("aon");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  std::vector<Policy> ps = {named(Policy::fixed_window(2, seconds(60)), "small"),
+                            named(Policy::sliding_window_log(5, seconds(60)), "big")};
+  for (int i = 0; i < 2; ++i) {
+    auto d = store->acquire_all(ps, "u", 1);
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE((*d)[0].allowed && (*d)[1].allowed);
+  }
+  auto denied = store->acquire_all(ps, "u", 1);
+  ASSERT_TRUE(denied.ok());
+  EXPECT_FALSE((*denied)[0].allowed);
+  EXPECT_TRUE((*denied)[1].allowed);  // would have admitted, but consumed nothing
+  auto big = store->peek(ps[1], "u", 1);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->remaining, 2);  // 5 - 2 consumed - 1 for this peek
+  // Invalid policy lists are errors, not decisions.
+  std::vector<Policy> twice = {ps[0], ps[0]};
+  EXPECT_EQ(store->acquire_all(twice, "u", 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RedisStoreTest, ResetForgetsTheKey) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("reset");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  auto p = named(Policy::sliding_window_log(1, seconds(60)), "once");
+  EXPECT_TRUE(store->acquire(p, "k")->allowed);
+  EXPECT_FALSE(store->acquire(p, "k")->allowed);
+  ASSERT_TRUE(store->reset(p, "k").is_ok());
+  EXPECT_TRUE(store->acquire(p, "k")->allowed);
+}
+
+// --- Exactness under concurrency -----------------------------------------------------------
+
+std::vector<Policy> limit_ten_policies() {
+  // Bucket rates so low that nothing refills during the test: the leaky bucket admits again
+  // as soon as one micro-unit has leaked (floor(level) + cost <= burst), which takes 1 s here.
+  return {named(Policy::fixed_window(10, seconds(60)), "fw10"),
+          named(Policy::sliding_window_log(10, seconds(60)), "swl10"),
+          named(Policy::sliding_window_counter(10, seconds(60)), "swc10"),
+          named(Policy::token_bucket(1e-6, 10), "tb10"),
+          named(Policy::leaky_bucket(1e-6, 10), "lb10")};
+}
+
+TEST_F(RedisStoreTest, ExactlyTenOf200With50InFlightForEveryAlgorithm) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("exact");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  for (const Policy& p : limit_ten_policies()) {
+    auto r = fire(200, 50, [&](auto done) { store->acquire_async(p, "hot", 1, std::move(done)); });
+    ASSERT_TRUE(r.finished) << p.name();
+    EXPECT_EQ(r.allowed, 10) << p.name();
+    EXPECT_EQ(r.denied, 190) << p.name();
+    EXPECT_EQ(r.failed + r.errors, 0) << p.name();
+  }
+}
+
+TEST_F(RedisStoreTest, ScriptFlushMidRunIsInvisibleAndCountsStayExact) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("flush");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const auto before = store->counters();
+  for (const Policy& base : limit_ten_policies()) {
+    // limit 500 of 1000 requests, in four waves; SCRIPT FLUSH while each wave is in flight.
+    Policy p = base.algorithm() == Algorithm::kFixedWindow
+                   ? named(Policy::fixed_window(500, seconds(60)), "fw500")
+               : base.algorithm() == Algorithm::kSlidingWindowLog
+                   ? named(Policy::sliding_window_log(500, seconds(60)), "swl500")
+               : base.algorithm() == Algorithm::kSlidingWindowCounter
+                   ? named(Policy::sliding_window_counter(500, seconds(60)), "swc500")
+               : base.algorithm() == Algorithm::kTokenBucket
+                   ? named(Policy::token_bucket(1e-6, 500), "tb500")
+                   : named(Policy::leaky_bucket(1e-6, 500), "lb500");
+    int allowed = 0;
+    for (int wave = 0; wave < 4; ++wave) {
+      std::thread flusher([&] {
+        auto c = RedisClient::connect(url_);
+        ASSERT_TRUE(c.ok());
+        auto r = c->command({"SCRIPT", "FLUSH"});
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->str, "OK");
+      });
+      auto r = fire(250, 250, [&](auto done) { store->acquire_async(p, "k", 1, std::move(done)); });
+      flusher.join();
+      ASSERT_TRUE(r.finished);
+      EXPECT_EQ(r.failed + r.errors, 0) << p.name() << " wave " << wave;
+      allowed += r.allowed;
+    }
+    EXPECT_EQ(allowed, 500) << p.name();
+  }
+  const auto after = store->counters();
+  EXPECT_GT(after.script_reloads, before.script_reloads);
+  EXPECT_EQ(after.errors, before.errors);
+  EXPECT_EQ(after.failed_open + after.failed_closed, 0u);
+}
+
+// --- TTL ------------------------------------------------------------------------------------
+
+TEST_F(RedisStoreTest, EveryWriteSetsATtlAndIdleKeysDisappear) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("ttl");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  struct Case {
+    Policy policy;
+    int64_t max_ttl_ms;  // how long the state can matter after the last write
+  };
+  const std::vector<Case> cases = {
+      {named(Policy::fixed_window(5, milliseconds(200)), "fw"), 200},
+      {named(Policy::sliding_window_log(5, milliseconds(200)), "swl"), 200},
+      {named(Policy::sliding_window_counter(5, milliseconds(100)), "swc"), 200},  // 2 windows
+      {named(Policy::token_bucket(50, 5), "tb"), 100},   // 5 tokens refill in 100 ms
+      {named(Policy::leaky_bucket(50, 5), "lb"), 100}};  // 5 units drain in 100 ms
+  for (const auto& c : cases) {
+    const std::string key = redis_state_key(o.key_prefix, "idle", c.policy.name());
+    // A peek on a fresh key writes nothing.
+    ASSERT_TRUE(store->peek(c.policy, "idle").ok());
+    EXPECT_EQ(client_->command({"EXISTS", key})->integer, 0) << c.policy.name();
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->acquire(c.policy, "idle")->allowed);
+    std::vector<std::string> keys = {key};
+    if (c.policy.algorithm() == Algorithm::kSlidingWindowLog) keys.push_back(key + "#log");
+    for (const auto& k : keys) {
+      auto ttl = client_->command({"PTTL", k});
+      ASSERT_TRUE(ttl.ok());
+      EXPECT_GT(ttl->integer, 0) << k;
+      EXPECT_LE(ttl->integer, c.max_ttl_ms) << k;
+    }
+    // No traffic: the key disappears by itself (bounded wait for Redis' real clock).
+    bool gone = false;
+    for (int i = 0; i < 300 && !gone; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+      gone = true;
+      for (const auto& k : keys) gone = gone && client_->command({"EXISTS", k})->integer == 0;
+    }
+    EXPECT_TRUE(gone) << c.policy.name();
+  }
+}
+
+// --- Hostile keys ---------------------------------------------------------------------------
+
+TEST_F(RedisStoreTest, HostileKeysAreStoredSafelyOrRejected) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("hostile");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  auto p = named(Policy::fixed_window(1, seconds(60)), "once");
+  const std::vector<std::string> keys = {
+      "plain",        "with space",        "cr\r\nlf",      "{",          "}",
+      "}{",           "{plain}",           "plain}:once",   "%7B",        "%7Bplain%7D",
+      "%",            "%25",               "\xff\xfe\x80",  "\xc3\x28",   std::string("nul\0x", 5),
+      "*",            "?",                 "[a-z]",         "#log",       std::string(512, 'k')};
+  for (const auto& k : keys) {
+    auto d = store->acquire(p, k);
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_TRUE(d->allowed) << "key reached another key's state: " << k;
+  }
+  for (const auto& k : keys) {
+    auto d = store->acquire(p, k);
+    ASSERT_TRUE(d.ok());
+    EXPECT_FALSE(d->allowed) << "state of key not kept: " << k;
+  }
+  // Exactly one Redis key per user key, each with a brace-free tag right after the prefix.
+  std::vector<std::string> found;
+  std::string cursor = "0";
+  for (int i = 0; i < 1000; ++i) {
+    auto r = client_->command({"SCAN", cursor, "MATCH", o.key_prefix + "*", "COUNT", "1000"});
+    ASSERT_TRUE(r.ok());
+    cursor = r->elements[0].str;
+    for (auto& e : r->elements[1].elements) found.push_back(e.str);
+    if (cursor == "0") break;
+  }
+  EXPECT_EQ(found.size(), keys.size());
+  for (const auto& k : found) {
+    const std::string rest = k.substr(o.key_prefix.size());
+    ASSERT_EQ(rest.front(), '{') << k;
+    const size_t close = rest.find('}');
+    ASSERT_NE(close, std::string::npos) << k;
+    EXPECT_EQ(rest.substr(1, close - 1).find('{'), std::string::npos) << k;
+    EXPECT_EQ(rest.substr(close), "}:once") << k;
+  }
+  // Too long or empty: a clear error, nothing stored.
+  for (const std::string& bad : {std::string(10 * 1024, 'x'), std::string(513, 'x'), std::string()}) {
+    auto d = store->acquire(p, bad);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(d.status().message().empty());
+  }
+  EXPECT_EQ(store->acquire(p, "k", 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+// --- Configuration and connection errors ----------------------------------------------------
+
+TEST(RedisStoreConfig, RejectsBadOptionsWithTheFieldNamed) {
+  RedisStoreOptions o;
+  o.url = "http://x";
+  EXPECT_NE(RedisStore::connect(o).status().message().find("redis://"), std::string::npos);
+  o = {};
+  o.key_prefix = "a{b";
+  EXPECT_NE(RedisStore::connect(o).status().message().find("key_prefix"), std::string::npos);
+  o = {};
+  o.command_timeout = milliseconds(0);
+  EXPECT_NE(RedisStore::connect(o).status().message().find("command_timeout"), std::string::npos);
+  o = {};
+  o.io_threads = 0;
+  EXPECT_EQ(RedisStore::connect(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RedisStoreConfig, RefusedConnectionIsReportedAtConnect) {
+  auto port = free_loopback_port();
+  ASSERT_TRUE(port.ok());
+  RedisStoreOptions o;
+  o.url = "redis://127.0.0.1:" + std::to_string(*port) + "/0";
+  o.connections = 2;
+  auto s = RedisStore::connect(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.status().message().find("cannot connect"), std::string::npos) << s.status().to_string();
+}
+
+TEST(RedisStoreConfig, FailurePolicyAppliesAndIsCountedWhenRedisIsDown) {
+  auto port = free_loopback_port();
+  ASSERT_TRUE(port.ok());
+  auto p = Policy::fixed_window(10, seconds(1)).value();
+  for (FailurePolicy fp : {FailurePolicy::kOpen, FailurePolicy::kClosed}) {
+    RedisStoreOptions o;
+    o.url = "redis://127.0.0.1:" + std::to_string(*port) + "/0";
+    o.connections = 1;
+    o.lazy_connect = true;
+    o.on_failure = fp;
+    auto store = must_connect(o);
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      auto d = store->acquire(p, "k");
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(d->allowed, fp == FailurePolicy::kOpen);
+      EXPECT_EQ(d->reason, fp == FailurePolicy::kOpen ? DecisionReason::kStoreFailedOpen
+                                                      : DecisionReason::kStoreFailedClosed);
+      EXPECT_EQ(d->limit, 10);
+    }
+    auto all = store->acquire_all(std::vector<Policy>{p}, "k", 1);
+    ASSERT_TRUE(all.ok());
+    EXPECT_TRUE(is_failure(all->front()));
+    EXPECT_FALSE(store->reset(p, "k").is_ok());  // no decision to fall back on: an error
+    const auto c = store->counters();
+    EXPECT_EQ(fp == FailurePolicy::kOpen ? c.failed_open : c.failed_closed, 4u);
+    EXPECT_EQ(fp == FailurePolicy::kOpen ? c.failed_closed : c.failed_open, 0u);
+    EXPECT_EQ(c.errors, 5u);
+    // The connection's own attempt fails in the background; it is reported once it has.
+    for (int i = 0; i < 200 && store->last_error().is_ok(); ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    EXPECT_NE(store->last_error().message().find("cannot connect"), std::string::npos)
+        << store->last_error().to_string();
+  }
+}
+
+TEST(RedisStoreConfig, AuthSelectAndUnixSocket) {
+  RedisServer server;
+  char dir[] = "/tmp/ratelimit-sock-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string sock = std::string(dir) + "/redis.sock";
+  ASSERT_TRUE(server.start(0, {"--requirepass", "s3cr%t", "--unixsocket", sock,
+                               "--unixsocketperm", "700"}).is_ok());
+  const std::string hostport = "127.0.0.1:" + std::to_string(server.port());
+  auto p = Policy::fixed_window(1, seconds(60)).value();
+
+  RedisStoreOptions o;
+  o.connections = 1;
+  o.url = "redis://" + hostport + "/0";
+  auto noauth = RedisStore::connect(o);
+  ASSERT_FALSE(noauth.ok());
+  EXPECT_EQ(noauth.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(noauth.status().message().find("NOAUTH"), std::string::npos) << noauth.status().to_string();
+
+  o.url = "redis://:wrong@" + hostport + "/0";
+  auto wrong = RedisStore::connect(o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument) << wrong.status().to_string();
+  EXPECT_EQ(wrong.status().message().find("wrong"), std::string::npos);  // no password echoed
+
+  // Password with a percent-escape; database 3: the key lands there.
+  o.url = "redis://:s3cr%25t@" + hostport + "/3";
+  auto good = RedisStore::connect(o);
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_TRUE((*good)->acquire(p, "in-db-3")->allowed);
+  auto c3 = RedisClient::connect("redis://:s3cr%25t@" + hostport + "/3");
+  ASSERT_TRUE(c3.ok());
+  EXPECT_EQ(c3->command({"DBSIZE"})->integer, 1);
+  auto c0 = RedisClient::connect("redis://:s3cr%25t@" + hostport + "/0");
+  ASSERT_TRUE(c0.ok());
+  EXPECT_EQ(c0->command({"DBSIZE"})->integer, 0);
+
+  // The same server over its unix socket, database 3 again: the state is shared.
+  o.url = "unix://:s3cr%25t@" + sock + "?db=3";
+  auto viaunix = RedisStore::connect(o);
+  ASSERT_TRUE(viaunix.ok()) << viaunix.status().to_string();
+  EXPECT_FALSE((*viaunix)->acquire(p, "in-db-3")->allowed);
+  server.kill();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ratelimit::testing

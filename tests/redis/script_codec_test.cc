@@ -1,0 +1,172 @@
+// script_codec_test.cc — the Redis store's pure half: key names (hash tag, escaping), the
+// EVALSHA command layout (KEYS vs ARGV), reply decoding and failure decisions. No Redis here.
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <set>
+
+#include "lua_scripts.h"
+#include "script_codec.h"
+
+namespace ratelimit::redis_detail {
+namespace {
+
+Policy named(Result<Policy> p, const char* name) { return p->with_name(name).value(); }
+
+TEST(RedisKeys, StateKeyShape) {
+  EXPECT_EQ(redis_state_key("rl:", "user:42", "api"), "rl:{user:42}:api");
+  EXPECT_EQ(log_key(redis_state_key("rl:", "u", "api")), "rl:{u}:api#log");
+}
+
+TEST(RedisKeys, BracesAndPercentAreEscapedSoTheTagCannotBeEscaped) {
+  EXPECT_EQ(escape_key("a}b{c%d"), "a%7Db%7Bc%25d");
+  const std::string k = redis_state_key("rl:", "}:other{", "api");
+  EXPECT_EQ(k, "rl:{%7D:other%7B}:api");
+  // The hash tag (first '{' to the next '}') is the whole escaped key.
+  const size_t open = k.find('{');
+  const size_t close = k.find('}', open);
+  EXPECT_EQ(k.substr(open + 1, close - open - 1), escape_key("}:other{"));
+}
+
+TEST(RedisKeys, EscapingIsInjective) {
+  // Pairs that would collide under a naive or partial escaping.
+  const std::vector<std::string> keys = {"a", "a}", "a%7D", "%7D", "}", "{", "%", "%25",
+                                         "%2525", "a b", "a\r\nb", std::string("a\0b", 3),
+                                         "\xff\xfe", "}:api", "x}:api#log"};
+  std::set<std::string> names;
+  for (const auto& k : keys) {
+    EXPECT_TRUE(names.insert(redis_state_key("rl:", k, "api")).second) << k;
+    EXPECT_EQ(escape_key(k).find_first_of("{}"), std::string::npos) << k;
+  }
+}
+
+TEST(RedisKeys, LogKeyCannotCollideWithAnotherPolicysStateKey) {
+  // '#' is not allowed in policy names, so "<state>#log" is never a state key.
+  EXPECT_FALSE(validate_policy_name("api#log").is_ok());
+}
+
+TEST(RedisScripts, DecideCallPutsKeysInKeysAndValuesInArgv) {
+  auto p = named(Policy::leaky_bucket(2.5, 7, LeakyMode::kShape), "up");
+  ScriptCall c = decide_call("rl:", p, "k", 3, algo::Op::kPeek, std::nullopt);
+  EXPECT_EQ(c.script, kScriptLeakyBucket);
+  EXPECT_EQ(c.keys, std::vector<std::string>{"rl:{k}:up"});
+  ASSERT_EQ(c.args.size(), 8u);
+  EXPECT_EQ(c.args[0], "-");  // the server's clock
+  EXPECT_EQ(c.args[1], "3");
+  EXPECT_EQ(c.args[2], "1");  // peek
+  EXPECT_EQ(c.args[3], "7");
+  EXPECT_EQ(c.args[4], std::to_string(p.window().count()));
+  EXPECT_EQ(std::stod(c.args[5]), 2.5);
+  EXPECT_EQ(c.args[6], "1");  // shape
+  EXPECT_EQ(c.args[7], "0");
+
+  auto log = named(Policy::sliding_window_log(10, std::chrono::seconds(1)), "l");
+  ScriptCall lc = decide_call("p:", log, "k", 1, algo::Op::kAcquire, int64_t{1234});
+  EXPECT_EQ(lc.keys, (std::vector<std::string>{"p:{k}:l", "p:{k}:l#log"}));
+  EXPECT_EQ(lc.args[0], "1234");  // test clock
+}
+
+TEST(RedisScripts, RateRoundTripsExactly) {
+  for (double rate : {1e-6, 0.1, 1.0 / 3.0, 2.5, 16666666.666666666, 1e9}) {
+    auto p = Policy::token_bucket(rate, 5).value();
+    ScriptCall c = decide_call("rl:", p, "k", 1, algo::Op::kAcquire, std::nullopt);
+    EXPECT_EQ(std::strtod(c.args[5].c_str(), nullptr), rate) << c.args[5];
+  }
+}
+
+TEST(RedisScripts, AcquireAllKeysShareOneHashTag) {
+  std::vector<Policy> ps = {named(Policy::fixed_window(5, std::chrono::seconds(1)), "a"),
+                            named(Policy::sliding_window_log(5, std::chrono::seconds(1)), "b")};
+  ScriptCall c = acquire_all_call("rl:", ps, "u{1}", 1, algo::Op::kAcquire, std::nullopt);
+  EXPECT_EQ(c.script, kScriptAcquireAll);
+  ASSERT_EQ(c.keys.size(), 4u);
+  for (const auto& k : c.keys) EXPECT_TRUE(k.starts_with("rl:{u%7B1%7D}:")) << k;
+  EXPECT_EQ(c.args.size(), 3u + 6u * 2u);
+  EXPECT_EQ(c.args[3], "0");  // fixed_window
+  EXPECT_EQ(c.args[9], "1");  // sliding_window_log
+}
+
+TEST(RedisScripts, EvalshaEncodingIsBinarySafe) {
+  ScriptCall c;
+  c.script = kScriptTokenBucket;
+  c.keys = {std::string("a\r\n\0b", 5)};
+  c.args = {"-"};
+  const std::string bytes = encode_evalsha(c);
+  redisReader* r = redisReaderCreate();
+  ASSERT_EQ(redisReaderFeed(r, bytes.data(), bytes.size()), REDIS_OK);
+  void* raw = nullptr;
+  ASSERT_EQ(redisReaderGetReply(r, &raw), REDIS_OK);  // a command is an array of bulk strings
+  auto* reply = static_cast<redisReply*>(raw);
+  ASSERT_EQ(reply->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(reply->elements, 5u);
+  EXPECT_EQ(std::string(reply->element[1]->str, reply->element[1]->len),
+            kLuaScripts[kScriptTokenBucket].sha1);
+  EXPECT_EQ(std::string(reply->element[2]->str), "1");
+  EXPECT_EQ(std::string(reply->element[3]->str, reply->element[3]->len),
+            std::string("a\r\n\0b", 5));
+  freeReplyObject(reply);
+  redisReaderFree(r);
+}
+
+// Builds a reply the way Redis would send it, through hiredis' own reader.
+redisReply* parse(const std::string& resp) {
+  redisReader* r = redisReaderCreate();
+  redisReaderFeed(r, resp.data(), resp.size());
+  void* raw = nullptr;
+  redisReaderGetReply(r, &raw);
+  redisReaderFree(r);
+  return static_cast<redisReply*>(raw);
+}
+
+TEST(RedisReplies, DecodesSixIntegersPerDecision) {
+  redisReply* reply = parse("*6\r\n:0\r\n:1\r\n:3\r\n:900\r\n:450\r\n:0\r\n");
+  const int64_t limits[] = {10};
+  auto d = decode_decisions(reply, limits);
+  freeReplyObject(reply);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  ASSERT_EQ(d->size(), 1u);
+  const Decision& x = d->front();
+  EXPECT_FALSE(x.allowed);
+  EXPECT_EQ(x.reason, DecisionReason::kOverLimit);
+  EXPECT_EQ(x.limit, 10);
+  EXPECT_EQ(x.remaining, 3);
+  EXPECT_EQ(x.reset_after.count(), 900);
+  EXPECT_EQ(x.retry_after.count(), 450);
+}
+
+TEST(RedisReplies, RejectsErrorsAndMalformedReplies) {
+  const int64_t limits[] = {10};
+  for (const char* resp : {"-ERR boom\r\n", "*2\r\n:1\r\n:0\r\n", "$2\r\nok\r\n",
+                           "*6\r\n:7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+                           "*6\r\n:1\r\n:9\r\n:0\r\n:0\r\n:0\r\n:0\r\n"}) {
+    redisReply* reply = parse(resp);
+    auto d = decode_decisions(reply, limits);
+    freeReplyObject(reply);
+    EXPECT_FALSE(d.ok()) << resp;
+  }
+  redisReply* noscript = parse("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+  EXPECT_TRUE(is_noscript(noscript));
+  freeReplyObject(noscript);
+}
+
+TEST(RedisFailure, OpenAdmitsClosedDeniesBothMarked) {
+  Decision open = failure_decision(FailurePolicy::kOpen, 10);
+  EXPECT_TRUE(open.allowed);
+  EXPECT_EQ(open.reason, DecisionReason::kStoreFailedOpen);
+  EXPECT_EQ(open.retry_after.count(), 0);
+  Decision closed = failure_decision(FailurePolicy::kClosed, 10);
+  EXPECT_FALSE(closed.allowed);
+  EXPECT_EQ(closed.reason, DecisionReason::kStoreFailedClosed);
+  EXPECT_GT(closed.retry_after.count(), 0);
+  EXPECT_EQ(closed.limit, 10);
+}
+
+TEST(RedisScripts, EmbeddedScriptsCarryTheirSha1) {
+  for (const auto& s : kLuaScripts) {
+    EXPECT_EQ(std::string(s.sha1).size(), 40u) << s.name;
+    EXPECT_FALSE(s.text.empty()) << s.name;
+  }
+}
+
+}  // namespace
+}  // namespace ratelimit::redis_detail
