@@ -50,7 +50,7 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
     gauge(out, "ratelimitd_redis_timeouts_total", "counter", "Redis calls whose command timeout expired.", c.timeouts);
     gauge(out, "ratelimitd_redis_failed_open_total", "counter", "Decisions admitted by the fail-open policy.", c.failed_open);
     gauge(out, "ratelimitd_redis_failed_closed_total", "counter", "Decisions denied by the fail-closed policy.", c.failed_closed);
-    gauge(out, "ratelimitd_redis_reconnects_total", "counter", "Redis connections opened.", c.connects);
+    gauge(out, "ratelimitd_redis_connects_total", "counter", "Redis connections opened (first ones included).", c.connects);
     gauge(out, "ratelimitd_redis_ready_connections", "gauge", "Redis connections open and ready.", s->ready_connections());
   });
   OpenedStore opened;

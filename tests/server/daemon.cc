@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace ratelimit::testing {
+namespace ratelimit::e2e {
 namespace {
 
 namespace asio = boost::asio;
@@ -245,4 +245,4 @@ Reply http_get(uint16_t port, std::string_view target) {
   return c.get(target);
 }
 
-}  // namespace ratelimit::testing
+}  // namespace ratelimit::e2e

@@ -22,7 +22,7 @@
 #include <boost/json/value.hpp>
 #include <sys/types.h>
 
-namespace ratelimit::testing {
+namespace ratelimit::e2e {
 
 class Daemon {
  public:
@@ -106,4 +106,4 @@ class Client {
 Reply http_post(uint16_t port, std::string_view target, std::string_view body);
 Reply http_get(uint16_t port, std::string_view target);
 
-}  // namespace ratelimit::testing
+}  // namespace ratelimit::e2e

@@ -13,7 +13,7 @@
 
 #include "daemon.h"
 
-namespace ratelimit::testing {
+namespace ratelimit::e2e {
 namespace {
 
 namespace json = boost::json;
@@ -527,4 +527,4 @@ TEST(E2ECommandLine, PortInUseExitsOne) {
 }
 
 }  // namespace
-}  // namespace ratelimit::testing
+}  // namespace ratelimit::e2e

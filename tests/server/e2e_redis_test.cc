@@ -1,0 +1,141 @@
+// e2e_redis_test.cc — ratelimitd on the Redis store, end to end: two ratelimitd processes
+// sharing one real Redis admit exactly the limit between them under concurrency, several
+// policies stay all or nothing across processes, and an unreachable Redis is answered by the
+// configured failure policy (open: 200, closed: 429 with Retry-After) and counted.
+// Redis: the shared test server (RATELIMIT_TEST_REDIS_URL from scripts/test, or one started by
+// tests/support); the failure test kills a private RedisServer of its own.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <thread>
+
+#include "daemon.h"
+#include "redis_server.h"
+
+namespace ratelimit::e2e {
+namespace {
+
+// A key prefix no earlier run or other test used, so a shared Redis never carries state over.
+std::string fresh_prefix(const char* test) {
+  static std::atomic<int> n{0};
+  return std::string("e2e:") + test + ":" + std::to_string(getpid()) + ":" + std::to_string(n++) + ":" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ":";
+}
+
+std::string config(const std::string& url, const std::string& prefix, const std::string& on_failure = "open") {
+  return "store: { type: redis, url: \"" + url + "\", key_prefix: \"" + prefix + "\", on_failure: " +
+         on_failure + ", command_timeout: 200ms, connect_timeout: 1s }\n"
+         "policies:\n"
+         "  ten: { algorithm: sliding_window_log, limit: 10, window: 60s }\n"
+         "  a10: { algorithm: fixed_window, limit: 10, window: 60s }\n"
+         "  b15: { algorithm: token_bucket, rate: 0.001, burst: 15 }\n";
+}
+
+TEST(E2ERedis, TwoProcessesShareOneExactCount) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string cfg = config(*url, fresh_prefix("exact"));
+  Daemon one, two;
+  ASSERT_TRUE(one.start(cfg)) << one.log();
+  ASSERT_TRUE(two.start(cfg)) << two.log();
+  // 200 acquires, 50 in flight (25 clients per process, 4 each), limit 10 -> exactly 10.
+  std::atomic<int> ok{0}, denied{0}, other{0};
+  std::barrier sync(50);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 50; ++t) {
+    ts.emplace_back([&, t] {
+      Client c(t % 2 == 0 ? one.port() : two.port());
+      sync.arrive_and_wait();
+      for (int i = 0; i < 4; ++i) {
+        const Reply r = c.post("/v1/acquire", R"({"key":"shared","policy":"ten"})");
+        if (r.status == 200) ok++;
+        else if (r.status == 429) denied++;
+        else other++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 10);
+  EXPECT_EQ(denied.load(), 190);
+  EXPECT_EQ(other.load(), 0);
+  // Both processes see the same state.
+  EXPECT_EQ(http_post(one.port(), "/v1/peek", R"({"key":"shared","policy":"ten"})").status, 429u);
+  EXPECT_EQ(http_post(two.port(), "/v1/peek", R"({"key":"shared","policy":"ten"})").status, 429u);
+}
+
+TEST(E2ERedis, SeveralPoliciesAreAllOrNothingAcrossProcesses) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string cfg = config(*url, fresh_prefix("atomic"));
+  Daemon one, two;
+  ASSERT_TRUE(one.start(cfg)) << one.log();
+  ASSERT_TRUE(two.start(cfg)) << two.log();
+  std::atomic<int> pair_ok{0}, single_ok{0}, errors{0};
+  std::barrier sync(60);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 60; ++i) {
+    ts.emplace_back([&, i] {
+      Client c(i % 3 == 0 ? one.port() : two.port());
+      sync.arrive_and_wait();
+      const bool pair = i % 2 == 0;
+      const Reply r = c.post("/v1/acquire", pair ? R"({"key":"atom","policies":["a10","b15"]})"
+                                                 : R"({"key":"atom","policy":"b15"})");
+      if (r.status == 200) (pair ? pair_ok : single_ok)++;
+      else if (r.status != 429) errors++;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(pair_ok + single_ok, 15);
+  EXPECT_LE(pair_ok.load(), 10);
+  const Reply p = http_post(one.port(), "/v1/peek", R"({"key":"atom","policy":"a10"})");
+  if (pair_ok == 10) {
+    EXPECT_EQ(p.status, 429u);
+  } else {
+    EXPECT_EQ(p.json().at("remaining").as_int64(), 10 - pair_ok.load() - 1);
+  }
+}
+
+TEST(E2ERedis, UnreachableRedisIsAnsweredByTheFailurePolicy) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start().is_ok());
+  Daemon open_d, closed_d;
+  ASSERT_TRUE(open_d.start(config(redis.url(), fresh_prefix("fo"), "open"))) << open_d.log();
+  ASSERT_TRUE(closed_d.start(config(redis.url(), fresh_prefix("fc"), "closed"))) << closed_d.log();
+  ASSERT_EQ(http_post(open_d.port(), "/v1/acquire", R"({"key":"f","policy":"ten"})").status, 200u);
+  ASSERT_EQ(http_post(closed_d.port(), "/v1/acquire", R"({"key":"f","policy":"ten"})").status, 200u);
+  redis.kill();
+  const Reply o = http_post(open_d.port(), "/v1/acquire", R"({"key":"f","policy":"ten"})");
+  EXPECT_EQ(o.status, 200u) << o.body;
+  const Reply c = http_post(closed_d.port(), "/v1/acquire", R"({"key":"f","policy":"ten"})");
+  EXPECT_EQ(c.status, 429u) << c.body;
+  EXPECT_EQ(c.header("Retry-After"), "1");
+  const std::string mo = http_get(open_d.port(), "/metrics").body;
+  EXPECT_NE(mo.find("ratelimitd_decisions_total{policy=\"ten\",outcome=\"failed_open\"} 1\n"), std::string::npos) << mo;
+  const std::string mc = http_get(closed_d.port(), "/metrics").body;
+  EXPECT_NE(mc.find("ratelimitd_decisions_total{policy=\"ten\",outcome=\"failed_closed\"} 1\n"), std::string::npos) << mc;
+  // Still serving health checks and shutting down cleanly.
+  EXPECT_EQ(http_get(closed_d.port(), "/healthz").status, 200u);
+  closed_d.signal(SIGTERM);
+  EXPECT_EQ(closed_d.wait_exit(std::chrono::seconds(10)), 0);
+}
+
+TEST(E2ERedis, ResetClearsTheSharedState) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string token = "e2e-admin-token-0123456789";
+  const std::string cfg = config(*url, fresh_prefix("reset")) + "admin_token: \"" + token + "\"\n";
+  Daemon one, two;
+  ASSERT_TRUE(one.start(cfg)) << one.log();
+  ASSERT_TRUE(two.start(cfg)) << two.log();
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(http_post(one.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})").status, 200u);
+  EXPECT_EQ(http_post(two.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})").status, 429u);
+  Client c(two.port());
+  EXPECT_EQ(c.request("POST", "/v1/reset", R"({"key":"r","policy":"ten"})", {{"Authorization", "Bearer " + token}}).status, 200u);
+  EXPECT_EQ(http_post(one.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})").status, 200u);
+}
+
+}  // namespace
+}  // namespace ratelimit::e2e
