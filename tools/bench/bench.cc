@@ -1,0 +1,467 @@
+// bench.cc — ratelimit-bench's work: the race demonstration (real store vs a naive limiter),
+// the throughput load generator, and the EVALSHA arguments for redis-benchmark.
+//
+// The naive limiter is a DEMONSTRATION OF WHAT NOT TO DO: it reads the count (GET), decides in
+// the client, then increments (INCR) — two round trips with a gap in which every concurrent
+// request reads the same old count. It runs on the store's own pipelined transport, so all
+// requests in flight really are in flight together and the over-admission is reliable.
+// Invariants: every wait is bounded; no exception escapes (errors are printed, exit 1).
+#include "bench.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <charconv>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "connection.h"
+#include "ratelimit/memory_store.h"
+#include "ratelimit/policy.h"
+#include "ratelimit/redis_store.h"
+#include "script_codec.h"
+
+namespace ratelimit::bench {
+namespace {
+
+using std::chrono::duration;
+using std::chrono::steady_clock;
+
+std::string random_key(const char* what) {
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "bench:%s:%08x%08x", what, rd(), rd());
+  return buf;
+}
+
+// The policy a race uses: `limit` per 60 s window, or a bucket of `limit` that does not
+// refill measurably during the run.
+Result<Policy> race_policy(const std::string& algorithm, int64_t limit) {
+  auto a = parse_algorithm(algorithm);
+  if (!a.ok()) return a.status();
+  const Micros minute{60'000'000};
+  switch (*a) {
+    case Algorithm::kFixedWindow: return Policy::fixed_window(limit, minute);
+    case Algorithm::kSlidingWindowLog: return Policy::sliding_window_log(limit, minute);
+    case Algorithm::kSlidingWindowCounter: return Policy::sliding_window_counter(limit, minute);
+    case Algorithm::kTokenBucket: return Policy::token_bucket(1e-6, limit);
+    case Algorithm::kLeakyBucket: return Policy::leaky_bucket(1e-6, limit);
+  }
+  return Status::invalid_argument("unknown algorithm");
+}
+
+// The policy a throughput run uses: as the peers' harness, an "allow" limit never reached.
+Result<Policy> allow_policy(const std::string& algorithm) {
+  auto a = parse_algorithm(algorithm);
+  if (!a.ok()) return a.status();
+  const Micros second{1'000'000};
+  switch (*a) {
+    case Algorithm::kFixedWindow: return Policy::fixed_window(1'000'000'000, second);
+    case Algorithm::kSlidingWindowLog: return Policy::sliding_window_log(kMaxSlidingLogLimit, second);
+    case Algorithm::kSlidingWindowCounter: return Policy::sliding_window_counter(1'000'000'000, second);
+    case Algorithm::kTokenBucket: return Policy::token_bucket(1e9 / 60, 1'000'000'000);
+    case Algorithm::kLeakyBucket: return Policy::leaky_bucket(1e9 / 60, 1'000'000'000);
+  }
+  return Status::invalid_argument("unknown algorithm");
+}
+
+Result<std::shared_ptr<RedisStore>> connect_store(const std::string& url, size_t connections) {
+  RedisStoreOptions o;
+  o.url = url;
+  if (connections > 0) o.connections = connections;
+  o.command_timeout = std::chrono::milliseconds(5000);
+  o.on_failure = FailurePolicy::kClosed;
+  return RedisStore::connect(o);
+}
+
+void wait_until_unix_ms(int64_t at_ms) {
+  if (at_ms <= 0) return;
+  for (int i = 0; i < 600'000; ++i) {  // at most 10 minutes
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    if (now >= at_ms) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(at_ms - now, 1)));
+  }
+}
+
+struct Tally {
+  std::mutex mu;
+  std::condition_variable cv;
+  int issued = 0, done = 0, allowed = 0, denied = 0, failed = 0;
+};
+
+// Closed loop: `concurrency` chains, each issuing its next request when one completes, until
+// `total` have been issued. `issue(i, done)` must call done(outcome) exactly once, where
+// outcome is 1 allowed, 0 denied, -1 failed.
+bool closed_loop(int total, int concurrency,
+                 const std::function<void(int, std::function<void(int)>)>& issue,
+                 Tally& tally, std::chrono::seconds timeout) {
+  auto next = std::make_shared<std::function<void()>>();
+  std::weak_ptr<std::function<void()>> weak = next;
+  *next = [&tally, &issue, total, weak] {
+    int i;
+    {
+      std::lock_guard lock(tally.mu);
+      if (tally.issued >= total) return;
+      i = tally.issued++;
+    }
+    issue(i, [&tally, total, weak](int outcome) {
+      bool more;
+      {
+        std::lock_guard lock(tally.mu);
+        if (outcome > 0) ++tally.allowed;
+        else if (outcome == 0) ++tally.denied;
+        else ++tally.failed;
+        ++tally.done;
+        more = tally.issued < total;
+        if (tally.done == total) tally.cv.notify_all();
+      }
+      if (more) {
+        if (auto f = weak.lock()) (*f)();
+      }
+    });
+  };
+  for (int c = 0; c < concurrency; ++c) (*next)();
+  std::unique_lock lock(tally.mu);
+  return tally.cv.wait_for(lock, timeout, [&] { return tally.done == total; });
+}
+
+int outcome_of(const Result<Decision>& d) {
+  if (!d.ok()) return -1;
+  if (d->reason == DecisionReason::kStoreFailedOpen ||
+      d->reason == DecisionReason::kStoreFailedClosed) {
+    return -1;
+  }
+  return d->allowed ? 1 : 0;
+}
+
+// --- The naive limiter (demonstration only) ------------------------------------------------
+
+class NaiveLimiter {
+ public:
+  static Result<std::unique_ptr<NaiveLimiter>> open(const std::string& url_text,
+                                                    size_t connections) {
+    auto url = parse_redis_url(url_text);
+    if (!url.ok()) return url.status();
+    auto n = std::unique_ptr<NaiveLimiter>(new NaiveLimiter());
+    redis_detail::ConnectionConfig config;
+    config.url = *url;
+    config.display_url = url_text;
+    config.command_timeout = std::chrono::milliseconds(5000);
+    for (const auto& s : redis_detail::kLuaScripts) {
+      std::string argv[] = {"SCRIPT", "LOAD", std::string(s.text)};
+      config.script_loads.push_back(redis_detail::encode_command(argv));
+    }
+    for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
+      n->conns_.push_back(std::make_shared<redis_detail::Connection>(n->io_, config, n->counters_,
+                                                                     [] {}));
+    }
+    n->thread_ = std::thread([io = &n->io_] { io->run(); });
+    for (auto& c : n->conns_) c->start();
+    for (int i = 0; i < 500; ++i) {  // up to 5 s for the connections
+      bool all = true;
+      for (auto& c : n->conns_) all = all && c->ready();
+      if (all) return n;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Status::unavailable("naive limiter: cannot connect to " + url_text);
+  }
+
+  ~NaiveLimiter() {
+    for (auto& c : conns_) c->close();
+    guard_.reset();
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // GET the count; if below the limit, INCR it and admit. NOT ATOMIC: that is the point.
+  void acquire(const std::string& key, int64_t limit, std::function<void(int)> done) {
+    auto get = std::make_unique<redis_detail::Request>();
+    std::string get_argv[] = {"GET", key};
+    get->command = redis_detail::encode_command(get_argv);
+    get->on_reply = [this, key, limit, done = std::move(done)](const Status& error,
+                                                               const redisReply* reply) mutable {
+      if (!error.is_ok() || reply == nullptr || reply->type == REDIS_REPLY_ERROR) return done(-1);
+      int64_t count = 0;
+      if (reply->type == REDIS_REPLY_STRING) {
+        std::from_chars(reply->str, reply->str + reply->len, count);
+      }
+      if (count >= limit) return done(0);
+      auto incr = std::make_unique<redis_detail::Request>();
+      std::string incr_argv[] = {"INCR", key};
+      incr->command = redis_detail::encode_command(incr_argv);
+      incr->on_reply = [done = std::move(done)](const Status& e, const redisReply* r) {
+        done(e.is_ok() && r != nullptr && r->type == REDIS_REPLY_INTEGER ? 1 : -1);
+      };
+      send(std::move(incr));
+    };
+    send(std::move(get));
+  }
+
+ private:
+  NaiveLimiter() : guard_(boost::asio::make_work_guard(io_)) {}
+  void send(redis_detail::RequestPtr r) {
+    const size_t first = next_.fetch_add(1);
+    for (size_t i = 0; i < conns_.size(); ++i) {
+      if (conns_[(first + i) % conns_.size()]->submit(r)) return;
+    }
+    r->on_reply(Status::unavailable("no connection"), nullptr);
+  }
+
+  boost::asio::io_context io_{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  redis_detail::AtomicCounters counters_;
+  std::vector<std::shared_ptr<redis_detail::Connection>> conns_;
+  std::atomic<size_t> next_{0};
+  std::thread thread_;
+};
+
+double percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+}  // namespace
+
+int run_race(const RaceOptions& o) {
+  auto policy = race_policy(o.algorithm, o.limit);
+  if (!policy.ok()) {
+    std::cerr << "ratelimit-bench race: " << policy.status().message() << "\n";
+    return 1;
+  }
+  const std::string key = o.key.empty() ? random_key("race") : o.key;
+  Tally tally;
+  bool finished = false;
+  std::string label;
+  if (o.naive) {
+    label = "NAIVE GET-then-INCR (demonstration only: not atomic, do not use)";
+    const size_t conns = o.connections > 0 ? o.connections : 4;
+    auto naive = NaiveLimiter::open(o.store, conns);
+    if (!naive.ok()) {
+      std::cerr << "ratelimit-bench race: " << naive.status().message() << "\n";
+      return 1;
+    }
+    const std::string naive_key = "naive:" + key;
+    wait_until_unix_ms(o.start_at_unix_ms);
+    finished = closed_loop(o.requests, o.concurrency,
+                           [&](int, std::function<void(int)> done) {
+                             (*naive)->acquire(naive_key, o.limit, std::move(done));
+                           },
+                           tally, std::chrono::seconds(60));
+  } else {
+    label = std::string("RedisStore ") + algorithm_name(policy->algorithm()) +
+            " (one atomic Lua call per decision)";
+    auto store = connect_store(o.store, o.connections);
+    if (!store.ok()) {
+      std::cerr << "ratelimit-bench race: " << store.status().message() << "\n";
+      return 1;
+    }
+    auto p = policy->with_name("race").value();
+    wait_until_unix_ms(o.start_at_unix_ms);
+    finished = closed_loop(o.requests, o.concurrency,
+                           [&](int, std::function<void(int)> done) {
+                             (*store)->acquire_async(p, key, 1, [done = std::move(done)](
+                                                                    Result<Decision> d) {
+                               done(outcome_of(d));
+                             });
+                           },
+                           tally, std::chrono::seconds(60));
+  }
+  std::lock_guard lock(tally.mu);
+  if (o.json) {
+    std::printf("{\"limiter\": \"%s\", \"algorithm\": \"%s\", \"requests\": %d, "
+                "\"concurrency\": %d, \"limit\": %lld, \"allowed\": %d, \"denied\": %d, "
+                "\"failed\": %d}\n",
+                o.naive ? "naive" : "redis_store", o.naive ? "get_then_incr" : o.algorithm.c_str(),
+                o.requests, o.concurrency, static_cast<long long>(o.limit), tally.allowed,
+                tally.denied, tally.failed);
+  } else {
+    std::printf("limiter:     %s\nrequests:    %d, %d in flight, one key, limit %lld\n"
+                "allowed:     %d\ndenied:      %d\n",
+                label.c_str(), o.requests, o.concurrency, static_cast<long long>(o.limit),
+                tally.allowed, tally.denied);
+    if (tally.failed > 0) std::printf("failed:      %d (store unavailable)\n", tally.failed);
+    std::printf("verdict:     %s\n", tally.allowed == o.limit ? "exact"
+                                     : tally.allowed > o.limit ? "OVER-ADMITTED"
+                                                               : "under the limit");
+  }
+  if (!finished) {
+    std::cerr << "ratelimit-bench race: timed out with " << tally.done << " of " << o.requests
+              << " answered\n";
+    return 1;
+  }
+  return tally.failed == 0 ? 0 : 1;
+}
+
+int run_throughput(const ThroughputOptions& o) {
+  auto base = allow_policy(o.algorithm);
+  if (!base.ok()) {
+    std::cerr << "ratelimit-bench throughput: " << base.status().message() << "\n";
+    return 1;
+  }
+  const Policy policy = base->with_name("bench").value();
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<size_t>(o.keys));
+  const std::string prefix = random_key("tp") + ":k";
+  for (int64_t i = 0; i < o.keys; ++i) keys.push_back(prefix + std::to_string(i));
+
+  std::shared_ptr<Store> store;
+  const bool memory = o.store == "memory";
+  if (memory) {
+    store = std::make_shared<MemoryStore>();
+  } else {
+    auto s = connect_store(o.store, o.connections);
+    if (!s.ok()) {
+      std::cerr << "ratelimit-bench throughput: " << s.status().message() << "\n";
+      return 1;
+    }
+    store = *s;
+  }
+
+  // Workers (memory: threads; Redis: chains of async calls) each record their own latencies.
+  const int workers = memory ? o.threads : o.inflight;
+  struct Worker {
+    std::vector<double> lat_us;
+    uint64_t done = 0, denied = 0, failed = 0;
+  };
+  std::vector<Worker> w(static_cast<size_t>(workers));
+  std::atomic<uint64_t> next_key{0};
+  std::atomic<int> phase{0};  // 0 warm-up, 1 measuring, 2 stopping
+  std::atomic<int> running{0};
+  auto key_for = [&] { return keys[next_key.fetch_add(1, std::memory_order_relaxed) % keys.size()]; };
+
+  // Warm-up pass: every key once (with the same concurrency), so 100k keys exist.
+  if (o.keys > 1) {
+    Tally t;
+    closed_loop(static_cast<int>(o.keys), workers,
+                [&](int i, std::function<void(int)> done) {
+                  store->acquire_async(policy, keys[static_cast<size_t>(i)], 1,
+                                       [done = std::move(done)](Result<Decision> d) {
+                                         done(outcome_of(d));
+                                       });
+                },
+                t, std::chrono::seconds(600));
+  }
+
+  std::vector<std::thread> threads;
+  std::function<void(size_t)> chain;  // Redis: issue, and on completion issue again
+  chain = [&](size_t i) {
+    const auto t0 = steady_clock::now();
+    store->acquire_async(policy, key_for(), 1, [&, i, t0](Result<Decision> d) {
+      const int p = phase.load(std::memory_order_acquire);
+      const int oc = outcome_of(d);
+      if (p == 1) {
+        auto& me = w[i];
+        ++me.done;
+        if (oc == 0) ++me.denied;
+        if (oc < 0) ++me.failed;
+        me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
+      }
+      // A failure may complete inline; stopping the chain then avoids unbounded recursion.
+      if (p == 2 || oc < 0) {
+        running.fetch_sub(1);
+        return;
+      }
+      chain(i);
+    });
+  };
+  running = workers;
+  if (memory) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      threads.emplace_back([&, i] {
+        while (phase.load(std::memory_order_acquire) != 2) {
+          const auto t0 = steady_clock::now();
+          auto d = store->acquire(policy, key_for(), 1);
+          if (phase.load(std::memory_order_relaxed) == 1) {
+            auto& me = w[i];
+            ++me.done;
+            const int oc = outcome_of(d);
+            if (oc == 0) ++me.denied;
+            if (oc < 0) ++me.failed;
+            me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
+          }
+        }
+        running.fetch_sub(1);
+      });
+    }
+  } else {
+    for (size_t i = 0; i < w.size(); ++i) chain(i);
+  }
+  std::this_thread::sleep_for(duration<double>(o.warmup_seconds));
+  const auto start = steady_clock::now();
+  phase = 1;
+  std::this_thread::sleep_for(duration<double>(o.seconds));
+  phase = 2;
+  const double elapsed = duration<double>(steady_clock::now() - start).count();
+  for (int i = 0; i < 10'000 && running.load() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (auto& t : threads) t.join();
+  if (running.load() > 0) {
+    std::cerr << "ratelimit-bench throughput: calls did not drain\n";
+    return 1;
+  }
+  std::vector<double> lat;
+  uint64_t done = 0, denied = 0, failed = 0;
+  for (auto& x : w) {
+    done += x.done;
+    denied += x.denied;
+    failed += x.failed;
+    lat.insert(lat.end(), x.lat_us.begin(), x.lat_us.end());
+  }
+  const double rate = static_cast<double>(done) / elapsed;
+  const double p50 = percentile(lat, 0.50);
+  const double p99 = percentile(lat, 0.99);
+  std::printf("store=%s algorithm=%s keys=%lld %s=%d seconds=%.1f decisions/s=%.0f p50_us=%.1f "
+              "p99_us=%.1f denied=%llu failed=%llu\n",
+              memory ? "memory" : "redis", o.algorithm.c_str(), static_cast<long long>(o.keys),
+              memory ? "threads" : "inflight", workers, elapsed, rate, p50, p99,
+              static_cast<unsigned long long>(denied), static_cast<unsigned long long>(failed));
+  if (!o.json_peer.empty()) {
+    const std::string workload = memory ? (o.keys == 1 ? "inproc.hot" : "inproc.100k")
+                                        : (o.keys == 1 ? "remote.c50.hot" : "remote.c50.100k");
+    std::printf("{\"peer\": \"%s\", \"workload\": \"%s\", \"metric\": \"decisions_per_s\", "
+                "\"value\": %.1f, \"unit\": \"ops/s\", \"p50_us\": %.0f, \"p99_us\": %.0f, "
+                "\"denied\": %llu, \"errors\": %llu}\n",
+                o.json_peer.c_str(), workload.c_str(), rate, p50, p99,
+                static_cast<unsigned long long>(denied), static_cast<unsigned long long>(failed));
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+int run_evalsha_args(const EvalshaArgsOptions& o) {
+  auto base = allow_policy(o.algorithm);
+  if (!base.ok()) {
+    std::cerr << "ratelimit-bench evalsha-args: " << base.status().message() << "\n";
+    return 1;
+  }
+  auto store = connect_store(o.store, 1);  // connecting loads every script (SCRIPT LOAD)
+  if (!store.ok()) {
+    std::cerr << "ratelimit-bench evalsha-args: " << store.status().message() << "\n";
+    return 1;
+  }
+  const Policy policy = base->with_name("bench").value();
+  const std::string key = o.keys > 1 ? "rb:k__rand_int__" : "rb:k0";
+  auto call = redis_detail::decide_call((*store)->options().key_prefix, policy, key, 1,
+                                        algo::Op::kAcquire, std::nullopt);
+  std::printf("EVALSHA %s %zu", redis_detail::kLuaScripts[call.script].sha1, call.keys.size());
+  for (const auto& k : call.keys) std::printf(" %s", k.c_str());
+  for (const auto& a : call.args) std::printf(" %s", a.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace ratelimit::bench

@@ -1,0 +1,53 @@
+// bench.h — what ratelimit-bench does, as functions main.cc calls after parsing flags.
+//
+//   race        fires N acquires at one fresh key with C in flight and counts what was
+//               admitted: the real store (exact: one atomic Lua call per decision) or, with
+//               --naive, a deliberately non-atomic GET-then-INCR limiter that over-admits.
+//   throughput  closed-loop load (C decisions in flight) through a Store, on 1 key or many,
+//               printing decisions/s and latency percentiles.
+//   evalsha-args  the EVALSHA arguments of one decision, so redis-benchmark can measure the
+//               ceiling of the same script on the same Redis (loads the scripts first).
+// Every function returns a process exit code (0 ok, 1 failure) and prints errors to stderr;
+// none throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ratelimit::bench {
+
+struct RaceOptions {
+  std::string store;             // redis://... or unix://...
+  int requests = 200;
+  int concurrency = 50;
+  int64_t limit = 10;
+  std::string algorithm = "sliding_window_log";
+  bool naive = false;
+  std::string key;               // empty: a fresh random key
+  size_t connections = 0;        // 0: the store's default
+  int64_t start_at_unix_ms = 0;  // 0: at once; else wait for this wall-clock time
+  bool json = false;
+};
+int run_race(const RaceOptions& o);
+
+struct ThroughputOptions {
+  std::string store;  // "memory" or a Redis URL
+  std::string algorithm = "token_bucket";
+  int64_t keys = 1;
+  int inflight = 50;
+  int threads = 1;  // memory store: threads calling it (each one decision at a time)
+  double seconds = 5;
+  double warmup_seconds = 1;
+  size_t connections = 0;
+  std::string json_peer;  // non-empty: also print one JSON line in the peers' format
+};
+int run_throughput(const ThroughputOptions& o);
+
+struct EvalshaArgsOptions {
+  std::string store;
+  std::string algorithm = "token_bucket";
+  int64_t keys = 1;  // > 1: key contains __rand_int__ (use redis-benchmark -r keys)
+};
+int run_evalsha_args(const EvalshaArgsOptions& o);
+
+}  // namespace ratelimit::bench

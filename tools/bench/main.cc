@@ -1,0 +1,76 @@
+// main.cc — ratelimit-bench: flag parsing only (CLI11); the work is in bench.cc.
+// Bad flags: a message naming the problem and exit status 2.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "bench.h"
+
+int main(int argc, char** argv) {
+  using namespace ratelimit::bench;
+  CLI::App app{"ratelimit-bench — exactness and throughput of the ratelimit stores"};
+  const auto algorithms = CLI::IsMember({"fixed_window", "sliding_window_log",
+                                         "sliding_window_counter", "token_bucket",
+                                         "leaky_bucket"});
+  app.require_subcommand(1);
+
+  RaceOptions race;
+  auto* r = app.add_subcommand(
+      "race", "fire --requests acquires at one fresh key with --concurrency in flight; print "
+              "allowed/denied (exactly --limit with the real store; --naive over-admits)");
+  r->add_option("--store", race.store, "redis://HOST:PORT[/DB] or unix:///path")->required();
+  r->add_option("--requests", race.requests, "acquires to fire")->check(CLI::Range(1, 10'000'000));
+  r->add_option("--concurrency", race.concurrency, "acquires in flight")->check(CLI::Range(1, 100'000));
+  r->add_option("--limit", race.limit, "the limit (per 60 s window, or bucket size)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000}));
+  r->add_option("--algorithm", race.algorithm,
+                "fixed_window, sliding_window_log, sliding_window_counter, token_bucket, "
+                "leaky_bucket")
+      ->check(algorithms);
+  r->add_flag("--naive", race.naive,
+              "DEMO ONLY: a non-atomic GET-then-INCR limiter, to show the race it loses");
+  r->add_option("--key", race.key, "key to use (default: a fresh random one)");
+  r->add_option("--connections", race.connections, "Redis connections (default: the store's)")
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+  r->add_option("--start-at-unix-ms", race.start_at_unix_ms,
+                "wait until this wall-clock time before firing (to line up several processes)");
+  r->add_flag("--json", race.json, "print one JSON object instead of text");
+
+  ThroughputOptions tp;
+  auto* t = app.add_subcommand("throughput",
+                               "closed-loop load through a store: decisions/s, p50/p99 latency");
+  t->add_option("--store", tp.store, "memory, or redis://HOST:PORT[/DB] / unix:///path")->required();
+  t->add_option("--algorithm", tp.algorithm, "the algorithm (a limit that never denies)")
+      ->check(algorithms);
+  t->add_option("--keys", tp.keys, "distinct keys, visited round robin")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
+  t->add_option("--inflight", tp.inflight, "decisions in flight (Redis)")->check(CLI::Range(1, 100'000));
+  t->add_option("--threads", tp.threads, "threads calling the memory store")->check(CLI::Range(1, 1024));
+  t->add_option("--seconds", tp.seconds, "measured duration")->check(CLI::Range(0.1, 3600.0));
+  t->add_option("--warmup", tp.warmup_seconds, "warm-up after one pass over the keys")
+      ->check(CLI::Range(0.0, 600.0));
+  t->add_option("--connections", tp.connections, "Redis connections (default: the store's)")
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+  t->add_option("--json-peer", tp.json_peer,
+                "also print a JSON line in the peers' result format, with this peer name");
+
+  EvalshaArgsOptions ea;
+  auto* e = app.add_subcommand(
+      "evalsha-args", "load the scripts into Redis and print the EVALSHA arguments of one "
+                      "decision (for redis-benchmark)");
+  e->add_option("--store", ea.store, "redis://HOST:PORT[/DB]")->required();
+  e->add_option("--algorithm", ea.algorithm, "the algorithm")->check(algorithms);
+  e->add_option("--keys", ea.keys, "1, or N for a key with __rand_int__ (redis-benchmark -r N)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::ParseError& err) {
+    std::cerr << "ratelimit-bench: " << err.what() << "\nRun 'ratelimit-bench --help' for usage.\n";
+    return 2;
+  }
+  if (r->parsed()) return run_race(race);
+  if (t->parsed()) return run_throughput(tp);
+  return run_evalsha_args(ea);
+}
