@@ -347,6 +347,38 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
   return c;
 }
 
+// yaml-cpp recurses once per nesting level with no bound of its own, so a file of a million
+// '[' would overflow the stack. Flow collections are counted here before yaml-cpp sees the
+// text (outside quoted scalars and comments); block nesting is bounded by the 1 MiB file size.
+constexpr int kMaxFlowDepth = 64;
+
+int flow_depth_exceeded_at(std::string_view text) {
+  int depth = 0, line = 1;
+  char quote = 0;
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      comment = false;
+      continue;
+    }
+    if (comment) continue;
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') quote = c;
+    else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) comment = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > kMaxFlowDepth) return line;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 Result<ListenAddress> parse_listen(std::string_view text) {
@@ -384,6 +416,9 @@ Result<ListenAddress> parse_listen(std::string_view text) {
 
 Result<Config> parse_config(std::string_view yaml, std::string_view filename) {
   Parser p(filename);
+  if (const int line = flow_depth_exceeded_at(yaml); line != 0) {
+    return p.error(line, "nesting deeper than " + std::to_string(kMaxFlowDepth) + " levels");
+  }
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     return parse_root(p, root, filename);

@@ -145,6 +145,16 @@ TEST(Config, StructuralErrors) {
   expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nforward_auth: {key_header: \"X User\"}\n", "cfg.yaml:2: ", "header name");
 }
 
+TEST(Config, DeepNestingIsRefusedBeforeYamlCppRecurses) {
+  std::string deep = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nx: ";
+  deep += std::string(100000, '[');
+  expect_error(deep, "cfg.yaml:2: ", "nesting deeper than 64");
+  // Brackets inside quotes and comments do not count.
+  auto ok = parse_config("# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n"
+                         "policies: {\"a[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\": x}\n", "q.yaml");
+  EXPECT_EQ(ok.status().message().find("nesting"), std::string::npos) << ok.status().message();
+}
+
 TEST(Config, AdminTokenIsCheckedButNeverEchoed) {
   const Status s = fails("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nadmin_token: hunter2\n");
   EXPECT_NE(s.message().find("at least 16"), std::string::npos) << s.message();
