@@ -181,6 +181,10 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
   m.last_us = t_us;
   rep.last_us = t_us;
   ++rep.requests;
+  if (marked) {
+    if (rep.marked_first_us < 0) rep.marked_first_us = t_us;
+    rep.marked_last_us = t_us;
+  }
 
   if (m.keys.size() >= m.next_sweep) m.sweep(t_us);
   KeyEntry& e = m.entry(key);

@@ -100,7 +100,10 @@ struct AlgorithmResult {
   int64_t requests = 0;
   int64_t admitted = 0;
   int64_t denied = 0;
-  int64_t clients_limited = 0;  // distinct keys denied at least once
+  // Distinct keys denied at least once. Counted through a set of 64-bit key hashes (8 bytes
+  // and a hash-set node per limited key, whatever the key's length), so two keys could
+  // collide: with a million limited keys the chance is about 3e-8.
+  int64_t clients_limited = 0;
   int64_t peak_admitted = 0;
   Micros peak_window{0};
   int64_t marked_requests = 0;  // pattern C: the attack requests
@@ -120,6 +123,8 @@ struct Report {
   int64_t first_us = 0;       // first and last request time (0 if none)
   int64_t last_us = 0;
   int64_t start_us = 0;       // run start (token fill reference)
+  int64_t marked_first_us = -1;  // first and last marked (attack) request; -1 if none
+  int64_t marked_last_us = -1;
   std::optional<double> token_fill;  // nullopt = full
   int64_t skipped_lines = 0;  // trace lines skipped by --skip-bad
   std::vector<std::string> warnings;  // the first few skipped lines, with their reasons

@@ -172,8 +172,9 @@ class ProgressPrinter {
     }
     err_ << "   " << std::flush;
   }
+  // Erases the progress line (stderr is a terminal whenever anything was printed).
   void finish() {
-    if (printed_) err_ << "\n";
+    if (printed_) err_ << "\r\033[K" << std::flush;
   }
 
  private:

@@ -41,7 +41,8 @@ Result<TokenFill> parse_token_fill(std::string_view text);
 enum class Unsorted : uint8_t {
   kReject,  // stop with the line number (default)
   kSort,    // read the whole trace into memory (about 16 bytes per line plus each distinct
-            // key once), sort it by time (stable: equal times keep file order), then replay
+            // key once; up to twice that while the buffer grows), sort it by time (stable:
+            // equal times keep file order), then replay
 };
 Result<Unsorted> parse_unsorted(std::string_view text);
 

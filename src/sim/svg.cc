@@ -230,6 +230,22 @@ std::string render_svg(const Report& report, Micros rate_window) {
   }
 
   const double plot_bottom = lane_top[lanes];
+  // Lane backgrounds first, so that the attack band and the grid show through.
+  for (size_t i = 0; i < lanes; ++i) {
+    o << "<rect x=\"0\" y=\"" << f1(lane_top[i]) << "\" width=\"" << num(kWidth)
+      << "\" height=\"" << num(lane_top[i + 1] - lane_top[i]) << "\" fill=\""
+      << (i % 2 == 0 ? "#f4f6f8" : "#ffffff") << "\"/>\n";
+  }
+  // The attack (pattern C's marked requests), shaded across every lane.
+  if (report.marked_first_us >= 0) {
+    const double x1 = x_of(report.marked_first_us) - 3;
+    const double x2 = x_of(report.marked_last_us) + 3;
+    o << "<g id=\"attack\"><rect x=\"" << f1(x1) << "\" y=\"" << f1(kTop) << "\" width=\""
+      << f1(x2 - x1) << "\" height=\"" << f1(plot_bottom - kTop)
+      << "\" fill=\"#fdae61\" fill-opacity=\"0.22\"/>\n<text x=\"" << f1((x1 + x2) / 2)
+      << "\" y=\"" << f1(kTop - 4) << "\" text-anchor=\"middle\" font-size=\"11\" fill=\"#b35806\">"
+      << "attack</text></g>\n";
+  }
   // Vertical grid and the time axis.
   o << "<g id=\"time-axis\">\n";
   for (int64_t t = t_min; t <= t_max; t += step_us) {
@@ -257,9 +273,6 @@ std::string render_svg(const Report& report, Micros rate_window) {
       return y0 + kRateBottom - (kRateBottom - kRateTop) * rate / max_rate;
     };
     o << "<g class=\"lane\" id=\"lane-" << name << "\" data-algorithm=\"" << name << "\">\n";
-    o << "<rect x=\"0\" y=\"" << f1(y0) << "\" width=\"" << num(kWidth) << "\" height=\""
-      << num(lane_top[i + 1] - y0) << "\" fill=\"" << (i % 2 == 0 ? "#f4f6f8" : "#ffffff")
-      << "\" fill-opacity=\"0.7\"/>\n";
     // Labels.
     o << "<text x=\"12\" y=\"" << f1(y0 + 24) << "\" font-size=\"14\" font-weight=\"bold\">"
       << name << "</text>\n";
