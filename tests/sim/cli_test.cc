@@ -96,6 +96,8 @@ TEST(Cli, BadFlagsAndInputsExitTwoWithAMessage) {
       {"--rate-window -1", "--rate-window"},
       {"--no-such-flag", "no-such-flag"},
       {"--limit ten", "--limit"},
+      {"--seed x", "--seed"},
+      {"--seed 18446744073709551616", "--seed"},
       {"--trace " + dir.file("missing.csv"), "cannot open trace"},
       {"--trace " + dir.file(""), "directory"},
       {"--trace " + dir.file("bad.csv"), "bad.csv:2: invalid time 'x'"},
@@ -111,6 +113,17 @@ TEST(Cli, BadFlagsAndInputsExitTwoWithAMessage) {
     EXPECT_EQ(o.err.rfind("ratelimit-sim: ", 0), 0U) << args << " -> " << o.err;
     EXPECT_TRUE(o.out.empty()) << args;
   }
+}
+
+TEST(Cli, NegativeSeedsAreSeededLikePython) {
+  // random.Random(-7) seeds with abs(-7): the same stream as random.Random(7).
+  ScratchDir dir;
+  Outcome negative = sim(dir, "-p A --seed -7 -f csv");
+  Outcome positive = sim(dir, "-p A --seed 7 -f csv");
+  Outcome other = sim(dir, "-p A --seed 8 -f csv");
+  ASSERT_EQ(negative.code, 0) << negative.err;
+  EXPECT_EQ(negative.out, positive.out);
+  EXPECT_NE(other.out, positive.out);
 }
 
 TEST(Cli, SkipBadGoesOnAndWarns) {

@@ -96,7 +96,9 @@ int main(int argc, char** argv) {
   app.add_option("--leaky-mode", leaky_mode, "leaky_bucket mode: police or shape")
       ->capture_default_str();
 
-  app.add_option("--seed", o.pattern.seed, "Pattern A: Python random.Random seed")
+  std::string seed = "42";
+  app.add_option("--seed", seed,
+                 "Pattern A: Python random.Random seed (an integer; like Python, -n is n)")
       ->capture_default_str();
   app.add_option("--poisson-rate", o.pattern.poisson_rate, "Pattern A: requests per second")
       ->capture_default_str();
@@ -137,6 +139,15 @@ int main(int argc, char** argv) {
     }
   } else {
     return fail("--pattern: expected A, B, C or all, got '" + pattern + "'");
+  }
+  {
+    // Python seeds with abs(n); any magnitude below 2^64 is supported.
+    const char* begin = seed.data() + (!seed.empty() && seed[0] == '-' ? 1 : 0);
+    const char* end = seed.data() + seed.size();
+    auto [ptr, ec] = std::from_chars(begin, end, o.pattern.seed);
+    if (ec != std::errc() || ptr != end || begin == end) {
+      return fail("--seed: expected an integer below 2^64 in magnitude, got '" + seed + "'");
+    }
   }
   auto tf = sim::parse_trace_format(trace_format);
   if (!tf) return fail("--trace-format: " + tf.status().message());
