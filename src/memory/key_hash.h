@@ -5,8 +5,8 @@
 // chosen to collide in one process do not collide in another, and hashes the name and the key
 // as two length-delimited fields, so ("ab", "c") and ("a", "bc") never mean the same input.
 // Not cryptographic. Internal to src/memory.
-// Invariants: deterministic for a given seed; the top bits choose the shard, the low 32 bits
-// the table position, so the two are independent.
+// Invariants: deterministic for a given seed; the top bits of key_hash choose the shard, the
+// low 32 bits the table position, so the two are independent.
 #pragma once
 
 #include <cstdint>
@@ -61,8 +61,13 @@ inline uint64_t hash_field(std::string_view s, uint64_t h) {
   return h;
 }
 
-inline uint64_t hash_key(uint64_t seed, std::string_view policy_name, std::string_view key) {
-  return mix(hash_field(key, hash_field(policy_name, seed)), kP0);
+// The policy name's hash (also the key of the shard's policy table).
+inline uint64_t name_hash(uint64_t seed, std::string_view policy_name) {
+  return hash_field(policy_name, seed);
+}
+// The hash of (policy name, key), from the name's hash.
+inline uint64_t key_hash(uint64_t policy_name_hash, std::string_view key) {
+  return mix(hash_field(key, policy_name_hash), kP0);
 }
 
 }  // namespace ratelimit::memory

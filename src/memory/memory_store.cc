@@ -30,53 +30,60 @@ struct MemoryStore::Impl {
   size_t shard_count = 1;
   std::unique_ptr<Shard[]> shards;
 
-  uint64_t hash(const Policy& policy, std::string_view key) const {
-    return memory::hash_key(seed, policy.name(), key);
+  struct Where {
+    uint64_t name_hash;
+    uint64_t hash;
+    size_t shard;
+  };
+  Where locate(const Policy& policy, std::string_view key) const {
+    const uint64_t nh = memory::name_hash(seed, policy.name());
+    const uint64_t h = memory::key_hash(nh, key);
+    return {nh, h, shard_shift >= 64 ? 0 : static_cast<size_t>(h >> shard_shift)};
   }
-  size_t shard_index(uint64_t h) const {
-    return shard_shift >= 64 ? 0 : static_cast<size_t>(h >> shard_shift);
+
+  static Status too_many_policies() {
+    return Status::resource_exhausted("more than 65,534 policy names in use in one shard");
   }
 
   // acquire or peek on one key; inputs already validated.
-  Decision decide_one(const Policy& policy, std::string_view key, int64_t cost, Op op) {
+  Result<Decision> decide_one(const Policy& policy, std::string_view key, int64_t cost, Op op) {
     const int64_t now = clock->now().count();
-    const uint64_t h = hash(policy, key);
-    Shard& shard = shards[shard_index(h)];
+    const Where w = locate(policy, key);
+    Shard& shard = shards[w.shard];
     std::lock_guard lock(shard.mu);
     shard.begin_op(now);
-    const uint32_t i = shard.find(policy.name(), key, h);
+    const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
+    const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
     if (i != kNil) {
       AlgorithmState state = shard.take_state(i);
       const Decision d = algo::decide(policy, state, now, cost, op);
-      const int64_t idle_at = algo::idle_at_us(policy, state);
-      shard.put_state(i, std::move(state), idle_at);
-      if (idle_at <= now) {
-        shard.remove(i, h);
-      } else if (op == Op::kAcquire) {
+      shard.put_state(i, std::move(state));
+      // An admitted acquire holds the units it took: not idle, no need to ask.
+      if (op == Op::kAcquire && d.allowed) {
         shard.touch(i);
+      } else if (shard.idle_at(i) <= now) {
+        shard.remove(i, w.hash);
       }
       return d;
     }
     AlgorithmState state = algo::fresh_state(policy);
     const Decision d = algo::decide(policy, state, now, cost, op);
-    if (op == Op::kAcquire) {
-      const int64_t idle_at = algo::idle_at_us(policy, state);
-      if (idle_at > now) shard.insert(policy.name(), key, h, std::move(state), idle_at, now);
+    if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {
+      if (id == memory::kNoPolicy) return too_many_policies();
+      shard.insert(id, key, w.hash, std::move(state), now);
     }
     return d;
   }
 
-  std::vector<Decision> decide_all(std::span<const Policy> policies, std::string_view key,
-                                   int64_t cost) {
+  Result<std::vector<Decision>> decide_all(std::span<const Policy> policies, std::string_view key,
+                                           int64_t cost) {
     const int64_t now = clock->now().count();
     const size_t n = policies.size();
-    std::array<uint64_t, kMaxPoliciesPerCall> hashes{};
-    std::array<size_t, kMaxPoliciesPerCall> owner{};  // shard index per policy
+    std::array<Where, kMaxPoliciesPerCall> where{};
     std::array<size_t, kMaxPoliciesPerCall> locked{};  // distinct shard indices, ascending
     for (size_t k = 0; k < n; ++k) {
-      hashes[k] = hash(policies[k], key);
-      owner[k] = shard_index(hashes[k]);
-      locked[k] = owner[k];
+      where[k] = locate(policies[k], key);
+      locked[k] = where[k].shard;
     }
     std::sort(locked.begin(), locked.begin() + static_cast<ptrdiff_t>(n));
     const size_t nlocked = static_cast<size_t>(
@@ -91,39 +98,41 @@ struct MemoryStore::Impl {
     } unlock{this, &locked};
     for (; unlock.count < nlocked; ++unlock.count) shards[locked[unlock.count]].mu.lock();
 
-    for (size_t k = 0; k < n; ++k) shards[owner[k]].begin_op(now);
+    for (size_t k = 0; k < n; ++k) shards[where[k].shard].begin_op(now);
+    std::array<uint16_t, kMaxPoliciesPerCall> ids{};
     std::array<uint32_t, kMaxPoliciesPerCall> slots{};
     std::array<AlgorithmState, kMaxPoliciesPerCall> states;
     std::array<algo::Limit, kMaxPoliciesPerCall> limits{};
     for (size_t k = 0; k < n; ++k) {
-      Shard& shard = shards[owner[k]];
-      slots[k] = shard.find(policies[k].name(), key, hashes[k]);
+      ids[k] = shards[where[k].shard].policy_id(policies[k], where[k].name_hash, true);
+      if (ids[k] == memory::kNoPolicy) return too_many_policies();  // before any change
+    }
+    for (size_t k = 0; k < n; ++k) {
+      Shard& shard = shards[where[k].shard];
+      slots[k] = shard.find(ids[k], key, where[k].hash);
       states[k] = slots[k] != kNil ? shard.take_state(slots[k]) : algo::fresh_state(policies[k]);
       limits[k] = {&policies[k], &states[k]};
     }
     std::vector<Decision> out;
     out.reserve(n);
-    algo::decide_all(std::span(limits.data(), n), now, cost, Op::kAcquire, out);
+    const bool all = algo::decide_all(std::span(limits.data(), n), now, cost, Op::kAcquire, out);
 
     // Existing entries first (slot indices stay valid until something is inserted, which may
     // evict), then the new ones.
     for (size_t k = 0; k < n; ++k) {
       if (slots[k] == kNil) continue;
-      Shard& shard = shards[owner[k]];
-      const int64_t idle_at = algo::idle_at_us(policies[k], states[k]);
-      shard.put_state(slots[k], std::move(states[k]), idle_at);
-      if (idle_at <= now) {
-        shard.remove(slots[k], hashes[k]);
-      } else {
+      Shard& shard = shards[where[k].shard];
+      shard.put_state(slots[k], std::move(states[k]));
+      if (all) {
         shard.touch(slots[k]);
+      } else if (shard.idle_at(slots[k]) <= now) {
+        shard.remove(slots[k], where[k].hash);
       }
     }
     for (size_t k = 0; k < n; ++k) {
       if (slots[k] != kNil) continue;
-      const int64_t idle_at = algo::idle_at_us(policies[k], states[k]);
-      if (idle_at > now) {
-        shards[owner[k]].insert(policies[k].name(), key, hashes[k], std::move(states[k]),
-                                idle_at, now);
+      if (all || algo::idle_at_us(policies[k], states[k]) > now) {
+        shards[where[k].shard].insert(ids[k], key, where[k].hash, std::move(states[k]), now);
       }
     }
     return out;
@@ -170,6 +179,7 @@ Result<Decision> MemoryStore::acquire(const Policy& policy, std::string_view key
   return impl_->decide_one(policy, key, cost, Op::kAcquire);
 }
 
+
 Result<Decision> MemoryStore::peek(const Policy& policy, std::string_view key, int64_t cost) {
   if (Status s = check_key_and_cost(key, cost); !s.is_ok()) return s;
   return impl_->decide_one(policy, key, cost, Op::kPeek);
@@ -183,11 +193,12 @@ Result<std::vector<Decision>> MemoryStore::acquire_all(std::span<const Policy> p
 
 Status MemoryStore::reset(const Policy& policy, std::string_view key) {
   if (Status s = validate_key(key); !s.is_ok()) return s;
-  const uint64_t h = impl_->hash(policy, key);
-  Shard& shard = impl_->shards[impl_->shard_index(h)];
+  const Impl::Where w = impl_->locate(policy, key);
+  Shard& shard = impl_->shards[w.shard];
   std::lock_guard lock(shard.mu);
-  const uint32_t i = shard.find(policy.name(), key, h);
-  if (i != kNil) shard.remove(i, h);
+  const uint16_t id = shard.policy_id(policy, w.name_hash, false);
+  const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
+  if (i != kNil) shard.remove(i, w.hash);
   return {};
 }
 

@@ -2,7 +2,9 @@
 // incremental idle sweep (see shard.h for the design and invariants).
 #include "shard.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -47,6 +49,13 @@ void free_state(Slot& s) {
   s.tag = kNoState;
 }
 
+// Policy equality without comparing the names again (the caller already did).
+bool same_parameters(const Policy& a, const Policy& b) {
+  return a.algorithm() == b.algorithm() && a.limit() == b.limit() && a.window() == b.window() &&
+         a.rate() == b.rate() && a.leaky_mode() == b.leaky_mode() &&
+         a.count_denied() == b.count_denied();
+}
+
 }  // namespace
 
 Shard::~Shard() {
@@ -54,7 +63,7 @@ Shard::~Shard() {
     Slot& s = slot(i);
     const uint32_t next = s.next;
     free_state(s);
-    if (s.name_len + s.key_len > kInlineIdBytes) delete[] s.id.heap;
+    if (s.key_len > kInlineKeyBytes) delete[] key_bytes(s);
     i = next;
   }
 }
@@ -69,9 +78,68 @@ void Shard::init(size_t capacity, uint64_t seed, size_t sweep_every, size_t swee
   mtf_distance_ = static_cast<uint32_t>(std::min<size_t>(capacity_ / 4, 0xffffffffU));
   table_mask_ = 15;
   table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
+  policy_mask_ = 15;
+  policy_index_ = std::make_unique<uint16_t[]>(policy_mask_ + 1);
 }
 
-uint32_t Shard::find(std::string_view name, std::string_view key, uint64_t hash) const {
+uint16_t Shard::policy_id(const Policy& policy, uint64_t name_hash, bool create) {
+  for (size_t pos = name_hash & policy_mask_;; pos = (pos + 1) & policy_mask_) {
+    const uint16_t cell = policy_index_[pos];
+    if (cell == 0) break;
+    const auto id = static_cast<uint16_t>(cell - 1);
+    PolicyEntry& e = policies_[id];
+    if (e.name_hash != name_hash || e.policy.name() != policy.name()) continue;
+    if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
+    return id;
+  }
+  if (!create) return kNoPolicy;
+  uint16_t id;
+  if (!policies_free_.empty()) {
+    id = policies_free_.back();
+    policies_free_.pop_back();
+    policies_[id].policy = policy;
+    policies_[id].name_hash = name_hash;
+    policies_[id].users = 0;
+  } else if (policies_.size() < kNoPolicy) {
+    id = static_cast<uint16_t>(policies_.size());
+    policies_.push_back({policy, name_hash, 0});
+  } else {
+    return kNoPolicy;
+  }
+  ++policies_dead_;  // users == 0 until insert() takes it
+  if ((policies_.size() - policies_free_.size()) * 2 > policy_mask_ + 1) {
+    policy_mask_ = policy_mask_ * 2 + 1;
+    rebuild_policy_index(false);
+  } else {
+    index_policy(id);
+  }
+  return id;
+}
+
+void Shard::index_policy(uint16_t id) {
+  size_t pos = policies_[id].name_hash & policy_mask_;
+  while (policy_index_[pos] != 0) pos = (pos + 1) & policy_mask_;
+  policy_index_[pos] = static_cast<uint16_t>(id + 1);
+}
+
+void Shard::rebuild_policy_index(bool drop_dead) {
+  policy_index_ = std::make_unique<uint16_t[]>(policy_mask_ + 1);
+  std::vector<bool> is_free(policies_.size(), false);
+  for (uint16_t id : policies_free_) is_free[id] = true;
+  for (size_t k = 0; k < policies_.size(); ++k) {
+    if (is_free[k]) continue;
+    if (drop_dead && policies_[k].users == 0) {
+      policies_free_.push_back(static_cast<uint16_t>(k));
+      --policies_dead_;
+    } else {
+      index_policy(static_cast<uint16_t>(k));
+    }
+  }
+}
+
+void Shard::purge_policies() { rebuild_policy_index(true); }
+
+uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const {
   const auto h32 = static_cast<uint32_t>(hash);
   for (size_t pos = h32 & table_mask_;; pos = (pos + 1) & table_mask_) {
     const uint64_t cell = table_[pos];
@@ -79,10 +147,8 @@ uint32_t Shard::find(std::string_view name, std::string_view key, uint64_t hash)
     if (static_cast<uint32_t>(cell >> 32) != h32) continue;
     const auto i = static_cast<uint32_t>(cell) - 1;
     const Slot& s = slot(i);
-    if (s.name_len != name.size() || s.key_len != key.size()) continue;
-    const char* b = id_bytes(s);
-    if (std::memcmp(b, name.data(), name.size()) == 0 &&
-        std::memcmp(b + name.size(), key.data(), key.size()) == 0) {
+    if (s.policy == policy && s.key_len == key.size() &&
+        std::memcmp(key_bytes(s), key.data(), key.size()) == 0) {
       return i;
     }
   }
@@ -100,9 +166,8 @@ AlgorithmState Shard::take_state(uint32_t i) {
   }
 }
 
-void Shard::put_state(uint32_t i, AlgorithmState&& state, int64_t idle_at_us) {
+void Shard::put_state(uint32_t i, AlgorithmState&& state) {
   Slot& s = slot(i);
-  s.idle_at_us = idle_at_us;
   const auto tag = static_cast<uint8_t>(state.index());
   if (tag == kLogTag) {
     auto& log = std::get<kLogTag>(state);
@@ -125,6 +190,19 @@ void Shard::put_state(uint32_t i, AlgorithmState&& state, int64_t idle_at_us) {
   s.tag = tag;
 }
 
+int64_t Shard::idle_at(uint32_t i) {
+  Slot& s = slot(i);
+  const Policy& policy = policies_[s.policy].policy;
+  // A state of another algorithm is left from before the policy was redefined: the next
+  // decision replaces it with a fresh one, so it is as good as idle. (idle_at_us must not see
+  // it: it assumes the policy's own state type.)
+  if (s.tag != static_cast<uint8_t>(policy.algorithm())) return std::numeric_limits<int64_t>::min();
+  AlgorithmState state = take_state(i);  // a copy, or the log's queue moved out
+  const int64_t t = algo::idle_at_us(policy, state);
+  if (s.tag == kLogTag) put_state(i, std::move(state));
+  return t;
+}
+
 void Shard::touch(uint32_t i) {
   Slot& s = slot(i);
   if (i == head_ || ops_ - s.stamp <= mtf_distance_) return;
@@ -139,11 +217,13 @@ void Shard::remove(uint32_t i, uint64_t hash) {
   set_size(size_ - 1);
 }
 
-void Shard::insert(std::string_view name, std::string_view key, uint64_t hash,
-                   AlgorithmState&& state, int64_t idle_at_us, int64_t now_us) {
+void Shard::insert(uint16_t policy, std::string_view key, uint64_t hash, AlgorithmState&& state,
+                   int64_t now_us) {
+  ++policies_[policy].users;  // before any eviction can make the id look unused
+  if (policies_[policy].users == 1) --policies_dead_;
   if (size_ >= capacity_) {
     const uint32_t victim = tail_;
-    if (slot(victim).idle_at_us > now_us) {
+    if (idle_at(victim) > now_us) {
       evictions_.store(evictions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     remove(victim, rehash(slot(victim)));
@@ -151,16 +231,16 @@ void Shard::insert(std::string_view name, std::string_view key, uint64_t hash,
   const uint32_t i = allocate();
   Slot& s = slot(i);
   s.tag = kNoState;
-  put_state(i, std::move(state), idle_at_us);
-  s.name_len = static_cast<uint8_t>(name.size());
+  put_state(i, std::move(state));
+  s.policy = policy;
   s.key_len = static_cast<uint16_t>(key.size());
-  char* b = s.id.bytes;
-  if (name.size() + key.size() > kInlineIdBytes) {
-    s.id.heap = new char[name.size() + key.size()];
-    b = s.id.heap;
+  if (key.size() <= kInlineKeyBytes) {
+    std::memcpy(s.key, key.data(), key.size());
+  } else {
+    char* p = new char[key.size()];
+    std::memcpy(p, key.data(), key.size());
+    std::memcpy(s.key, &p, sizeof p);
   }
-  std::memcpy(b, name.data(), name.size());
-  std::memcpy(b + name.size(), key.data(), key.size());
   push_front(i);
   if ((size_ + 1) * 4 > (table_mask_ + 1) * 3) grow_table();
   table_insert(hash, i);
@@ -171,7 +251,7 @@ size_t Shard::sweep_all(int64_t now_us) {
   size_t dropped = 0;
   for (uint32_t i = tail_; i != kNil;) {
     const uint32_t toward_head = slot(i).prev;
-    if (slot(i).idle_at_us <= now_us) {
+    if (idle_at(i) <= now_us) {
       remove(i, rehash(slot(i)));
       ++dropped;
     }
@@ -185,13 +265,12 @@ void Shard::sweep_some(int64_t now_us, size_t n) {
     if (cursor_ == kNil) cursor_ = tail_;
     const uint32_t i = cursor_;
     cursor_ = slot(i).prev;  // kNil past the head: the next check restarts at the tail
-    if (slot(i).idle_at_us <= now_us) remove(i, rehash(slot(i)));
+    if (idle_at(i) <= now_us) remove(i, rehash(slot(i)));
   }
 }
 
 uint64_t Shard::rehash(const Slot& s) const {
-  const char* b = id_bytes(s);
-  return hash_key(seed_, std::string_view(b, s.name_len), std::string_view(b + s.name_len, s.key_len));
+  return key_hash(policies_[s.policy].name_hash, std::string_view(key_bytes(s), s.key_len));
 }
 
 uint32_t Shard::allocate() {
@@ -209,9 +288,9 @@ uint32_t Shard::allocate() {
 void Shard::release(uint32_t i) {
   Slot& s = slot(i);
   free_state(s);
-  if (s.name_len + s.key_len > kInlineIdBytes) delete[] s.id.heap;
-  s.name_len = 0;
+  if (s.key_len > kInlineKeyBytes) delete[] key_bytes(s);
   s.key_len = 0;
+  release_policy(s.policy);
   s.next = free_;
   free_ = i;
 }
