@@ -55,9 +55,7 @@ struct MemoryStore::Impl {
     const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
     const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
     if (i != kNil) {
-      AlgorithmState state = shard.take_state(i);
-      const Decision d = algo::decide(policy, state, now, cost, op);
-      shard.put_state(i, std::move(state));
+      const Decision d = shard.decide(i, policy, now, cost, op);
       // An admitted acquire holds the units it took: not idle, no need to ask.
       if (op == Op::kAcquire && d.allowed) {
         shard.touch(i);

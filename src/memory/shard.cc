@@ -43,6 +43,15 @@ AlgorithmState unpack_inline(const Slot& s) {
   return v;
 }
 
+template <typename T>
+Decision decide_packed(Slot& s, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op) {
+  T v;
+  std::memcpy(&v, s.state, sizeof v);
+  const Decision d = algo::decide(policy, v, now_us, cost, op);
+  std::memcpy(s.state, &v, sizeof v);
+  return d;
+}
+
 // Frees what the slot's state owns (the sliding log's queue).
 void free_state(Slot& s) {
   if (s.tag == kLogTag) delete log_of(s);
@@ -150,6 +159,24 @@ uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const
     if (s.policy == policy && s.key_len == key.size() &&
         std::memcmp(key_bytes(s), key.data(), key.size()) == 0) {
       return i;
+    }
+  }
+}
+
+Decision Shard::decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
+                       algo::Op op) {
+  Slot& s = slot(i);
+  const bool same_algorithm = s.tag == static_cast<uint8_t>(policy.algorithm());
+  switch (same_algorithm ? s.tag : kNoState) {
+    case 0: return decide_packed<std::variant_alternative_t<0, AlgorithmState>>(s, policy, now_us, cost, op);
+    case 2: return decide_packed<std::variant_alternative_t<2, AlgorithmState>>(s, policy, now_us, cost, op);
+    case 3: return decide_packed<std::variant_alternative_t<3, AlgorithmState>>(s, policy, now_us, cost, op);
+    case 4: return decide_packed<std::variant_alternative_t<4, AlgorithmState>>(s, policy, now_us, cost, op);
+    default: {
+      AlgorithmState state = take_state(i);
+      const Decision d = algo::decide(policy, state, now_us, cost, op);
+      put_state(i, std::move(state));
+      return d;
     }
   }
 }

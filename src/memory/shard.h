@@ -90,6 +90,9 @@ class alignas(64) Shard {
   uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create);
   // The slot holding (policy id, key), or kNil.
   uint32_t find(uint16_t policy, std::string_view key, uint64_t hash) const;
+  // algo::decide on the slot's state, in place (the O(1) states are decided on a local copy
+  // of their packed bytes; the log and a state of another algorithm go through the variant).
+  Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op);
   // Moves the slot's state out (the slot keeps a placeholder until put_state).
   algo::AlgorithmState take_state(uint32_t i);
   // Stores a state back into the slot.
