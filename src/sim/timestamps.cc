@@ -80,7 +80,7 @@ bool take_fraction(std::string_view text, size_t& pos, int64_t& micros) {
 }
 
 Status time_error(std::string_view text, const char* expected) {
-  return Status::invalid_argument("invalid time '" + std::string(text) + "' (expected " +
+  return Status::invalid_argument("invalid time '" + printable(text) + "' (expected " +
                                   expected + ")");
 }
 
@@ -94,7 +94,7 @@ Result<int64_t> civil_to_us(std::string_view text, const char* expected, int64_t
   const int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset_s;
   const int64_t us = secs * 1'000'000 + micros;
   if (us < 0 || us > kMaxTimestampUs) {
-    return Status::invalid_argument("time '" + std::string(text) +
+    return Status::invalid_argument("time '" + printable(text) +
                                     "' is outside 1970-01-01 ... 9999-12-31 UTC");
   }
   return us;
@@ -116,7 +116,7 @@ Result<int64_t> parse_decimal_seconds(std::string_view text) {
   size_t int_digits = 0;
   while (pos < text.size() && is_digit(text[pos])) {
     if (int_digits >= 12) {
-      return Status::invalid_argument("time '" + std::string(text) + "' is too large");
+      return Status::invalid_argument("time '" + printable(text) + "' is too large");
     }
     secs = secs * 10 + (text[pos] - '0');
     ++int_digits;
@@ -131,7 +131,7 @@ Result<int64_t> parse_decimal_seconds(std::string_view text) {
   if (pos != text.size()) return time_error(text, kExpected);
   const int64_t us = secs * 1'000'000 + micros;
   if (us > kMaxTimestampUs) {
-    return Status::invalid_argument("time '" + std::string(text) + "' is too large");
+    return Status::invalid_argument("time '" + printable(text) + "' is too large");
   }
   return us;
 }
@@ -208,6 +208,24 @@ Result<int64_t> parse_trace_timestamp(std::string_view text) {
   while (pos < text.size() && is_digit(text[pos])) ++pos;
   if (pos > 0 && pos < text.size() && text[pos] == '-') return parse_rfc3339(text);
   return parse_decimal_seconds(text);
+}
+
+std::string printable(std::string_view text, size_t max_chars) {
+  std::string out;
+  size_t shown = 0;
+  for (char c : text) {
+    if (shown == max_chars) return out + "...";
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(u));
+      out += buf;
+    }
+    ++shown;
+  }
+  return out;
 }
 
 std::string format_seconds(int64_t us) {

@@ -45,6 +45,10 @@ Result<int64_t> parse_clf_time(std::string_view text);
 // its first digits ("2024-..."), decimal seconds otherwise.
 Result<int64_t> parse_trace_timestamp(std::string_view text);
 
+// `text` as it may appear in an error message: at most `max_chars` characters (then "..."),
+// bytes outside printable ASCII as \xNN, so a binary file never floods a terminal.
+std::string printable(std::string_view text, size_t max_chars = 60);
+
 // µs as seconds with no trailing zeros: 5100000 -> "5.1", 30000000 -> "30", 1 -> "0.000001".
 std::string format_seconds(int64_t us);
 

@@ -22,11 +22,6 @@ std::string_view trim(std::string_view s) {
 
 bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-std::string shorten(std::string_view s) {
-  constexpr size_t kMax = 60;
-  return s.size() <= kMax ? std::string(s) : std::string(s.substr(0, kMax)) + "...";
-}
-
 // Splits off the next CSV field from `rest`, unquoting into `buf` when quoted. On return,
 // `rest` starts after the separating comma (or is empty) and `had_comma` tells which.
 Result<std::string_view> next_field(std::string_view& rest, std::string& buf, bool& had_comma) {
@@ -69,7 +64,7 @@ Result<TraceFormat> parse_trace_format(std::string_view name) {
   if (name == "auto") return TraceFormat::kAuto;
   if (name == "csv") return TraceFormat::kCsv;
   if (name == "combined") return TraceFormat::kCombined;
-  return Status::invalid_argument("unknown trace format '" + std::string(name) +
+  return Status::invalid_argument("unknown trace format '" + printable(name) +
                                   "' (expected auto, csv or combined)");
 }
 
@@ -129,7 +124,7 @@ Result<LineKind> LineParser::parse_csv(std::string_view line, bool first_content
   const auto* end = cost->data() + cost->size();
   auto [ptr, ec] = std::from_chars(cost->data(), end, c);
   if (ec != std::errc() || ptr != end) {
-    return Status::invalid_argument("cost '" + shorten(*cost) + "' is not a whole number");
+    return Status::invalid_argument("cost '" + printable(*cost) + "' is not a whole number");
   }
   if (auto s = validate_cost(c); !s.is_ok()) return s;
   out.cost = c;

@@ -153,7 +153,8 @@ TEST(Replay, TokenFillAppliesAtTheRunStartAndRefillsFromThere) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(r.add(250'000, "a").is_ok());
   // A key first seen later has been refilling since the start too: full by 2 s.
   for (int i = 0; i < 21; ++i) ASSERT_TRUE(r.add(2'000'000, "b").is_ok());
-  const AlgorithmResult& tb = r.report().algorithms[3];
+  const Report rep = r.report();
+  const AlgorithmResult& tb = rep.algorithms[3];
   EXPECT_EQ(tb.admitted, 2 + 20);
 }
 
@@ -163,7 +164,8 @@ TEST(Replay, PeakWindowCanBeSetForEveryAlgorithm) {
   auto r = Replay::create(std::move(o));
   ASSERT_TRUE(r.ok());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(r->add(i * 50'000, "a").is_ok());  // 0, 50, ..., 200 ms
-  for (const AlgorithmResult& a : r->report().algorithms) {
+  const Report rep = r->report();
+  for (const AlgorithmResult& a : rep.algorithms) {
     EXPECT_EQ(a.peak_window, Micros{100'000});
     EXPECT_EQ(a.peak_admitted, 2);  // [s, s + 100 ms) holds two of them
   }

@@ -47,6 +47,18 @@ TEST(ParseDecimalSeconds, RejectsWhatIsNotADecimal) {
   }
 }
 
+TEST(ParseDecimalSeconds, MessagesShowBinaryInputEscapedAndShortened) {
+  const std::string garbage = std::string("\x01\xff") + std::string(500, 'z');
+  auto r = parse_decimal_seconds(garbage);
+  ASSERT_FALSE(r.ok());
+  const std::string m = r.status().message();
+  EXPECT_NE(m.find("'\\x01\\xffzzz"), std::string::npos) << m;
+  EXPECT_NE(m.find("...'"), std::string::npos) << m;
+  EXPECT_LT(m.size(), 200U);
+  EXPECT_EQ(printable("ok"), "ok");
+  EXPECT_EQ(printable("abcdef", 3), "abc...");
+}
+
 TEST(ParseRfc3339, AcceptsOffsetsFractionsAndVariants) {
   EXPECT_EQ(*parse_rfc3339("1970-01-01T00:00:00Z"), 0);
   EXPECT_EQ(*parse_rfc3339("2024-05-01T12:00:00Z"), 1'714'564'800'000'000);
