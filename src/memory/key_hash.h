@@ -34,6 +34,22 @@ inline uint64_t load32(const char* p) {
   return v;
 }
 
+// Byte equality of two strings of length n, inlined (the keys and names compared here are
+// short; a call to memcmp costs more than the comparison).
+inline bool same_bytes(const char* a, const char* b, size_t n) {
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if (load64(a + i) != load64(b + i)) return false;
+    }
+    return load64(a + n - 8) == load64(b + n - 8);
+  }
+  if (n >= 4) return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 inline constexpr uint64_t kP0 = 0xa0761d6478bd642fULL;
 inline constexpr uint64_t kP1 = 0xe7037ed1a0b428dbULL;
 inline constexpr uint64_t kP2 = 0x8ebc6af09c88c6e3ULL;

@@ -97,7 +97,11 @@ uint16_t Shard::policy_id(const Policy& policy, uint64_t name_hash, bool create)
     if (cell == 0) break;
     const auto id = static_cast<uint16_t>(cell - 1);
     PolicyEntry& e = policies_[id];
-    if (e.name_hash != name_hash || e.policy.name() != policy.name()) continue;
+    const std::string& name = e.policy.name();
+    if (e.name_hash != name_hash || name.size() != policy.name().size() ||
+        !same_bytes(name.data(), policy.name().data(), name.size())) {
+      continue;
+    }
     if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
     return id;
   }
@@ -157,7 +161,7 @@ uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const
     const auto i = static_cast<uint32_t>(cell) - 1;
     const Slot& s = slot(i);
     if (s.policy == policy && s.key_len == key.size() &&
-        std::memcmp(key_bytes(s), key.data(), key.size()) == 0) {
+        same_bytes(key_bytes(s), key.data(), key.size())) {
       return i;
     }
   }
