@@ -56,33 +56,49 @@ inline FireResult fire(int total, int in_flight,
   auto sh = std::make_shared<Shared>();
   auto issue_one = std::make_shared<std::function<void()>>();
   *issue_one = [sh, total, &issue, issue_one_weak = std::weak_ptr<std::function<void()>>(issue_one)] {
-    {
-      std::lock_guard lock(sh->mu);
-      if (sh->issued >= total) return;
-      ++sh->issued;
+    // A store may complete inline (e.g. failing fast while Redis is down); the completion then
+    // asks for the next call from inside this one. A per-thread trampoline turns that into a
+    // loop instead of unbounded recursion.
+    static thread_local bool active = false;
+    static thread_local int owed = 0;
+    if (active) {
+      ++owed;
+      return;
     }
-    issue([sh, total, issue_one_weak](Result<Decision> d) {
-      bool more = false;
+    active = true;
+    owed = 1;
+    while (owed > 0) {
+      --owed;
       {
         std::lock_guard lock(sh->mu);
-        if (!d.ok()) {
-          ++sh->r.errors;
-        } else if (d->reason == DecisionReason::kStoreFailedOpen ||
-                   d->reason == DecisionReason::kStoreFailedClosed) {
-          ++sh->r.failed;
-        } else if (d->allowed) {
-          ++sh->r.allowed;
-        } else {
-          ++sh->r.denied;
+        if (sh->issued >= total) break;
+        ++sh->issued;
+      }
+      issue([sh, total, issue_one_weak](Result<Decision> d) {
+        bool more = false;
+        {
+          std::lock_guard lock(sh->mu);
+          if (!d.ok()) {
+            ++sh->r.errors;
+          } else if (d->reason == DecisionReason::kStoreFailedOpen ||
+                     d->reason == DecisionReason::kStoreFailedClosed) {
+            ++sh->r.failed;
+          } else if (d->allowed) {
+            ++sh->r.allowed;
+          } else {
+            ++sh->r.denied;
+          }
+          ++sh->done;
+          more = sh->issued < total;
+          if (sh->done == total) sh->cv.notify_all();
         }
-        ++sh->done;
-        more = sh->issued < total;
-        if (sh->done == total) sh->cv.notify_all();
-      }
-      if (more) {
-        if (auto f = issue_one_weak.lock()) (*f)();
-      }
-    });
+        if (more) {
+          if (auto f = issue_one_weak.lock()) (*f)();
+        }
+      });
+    }
+    active = false;
+    owed = 0;
   };
   for (int i = 0; i < in_flight; ++i) (*issue_one)();
   std::unique_lock lock(sh->mu);

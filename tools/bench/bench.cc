@@ -110,27 +110,42 @@ bool closed_loop(int total, int concurrency,
   auto next = std::make_shared<std::function<void()>>();
   std::weak_ptr<std::function<void()>> weak = next;
   *next = [&tally, &issue, total, weak] {
-    int i;
-    {
-      std::lock_guard lock(tally.mu);
-      if (tally.issued >= total) return;
-      i = tally.issued++;
+    // A completion may run inline (a store failing fast) and ask for the next call from inside
+    // this one: a per-thread trampoline turns that into a loop, not unbounded recursion.
+    static thread_local bool active = false;
+    static thread_local int owed = 0;
+    if (active) {
+      ++owed;
+      return;
     }
-    issue(i, [&tally, total, weak](int outcome) {
-      bool more;
+    active = true;
+    owed = 1;
+    while (owed > 0) {
+      --owed;
+      int i;
       {
         std::lock_guard lock(tally.mu);
-        if (outcome > 0) ++tally.allowed;
-        else if (outcome == 0) ++tally.denied;
-        else ++tally.failed;
-        ++tally.done;
-        more = tally.issued < total;
-        if (tally.done == total) tally.cv.notify_all();
+        if (tally.issued >= total) break;
+        i = tally.issued++;
       }
-      if (more) {
-        if (auto f = weak.lock()) (*f)();
-      }
-    });
+      issue(i, [&tally, total, weak](int outcome) {
+        bool more;
+        {
+          std::lock_guard lock(tally.mu);
+          if (outcome > 0) ++tally.allowed;
+          else if (outcome == 0) ++tally.denied;
+          else ++tally.failed;
+          ++tally.done;
+          more = tally.issued < total;
+          if (tally.done == total) tally.cv.notify_all();
+        }
+        if (more) {
+          if (auto f = weak.lock()) (*f)();
+        }
+      });
+    }
+    active = false;
+    owed = 0;
   };
   for (int c = 0; c < concurrency; ++c) (*next)();
   std::unique_lock lock(tally.mu);
