@@ -6,7 +6,8 @@
 // rate-limiter-flexible's: every decision is a cost-1 acquire that is never denied (an "allow
 // limit"; the `denied` counter must read 0), keys "k0" ... "k99999" are built before timing
 // and visited round-robin. With 2 threads each thread has its own keys ("t1:k0", ...), so the
-// 2-thread figure shows how the store scales on distinct keys. Stores read the system clock
+// 2-thread figure shows how the store scales on distinct keys (store_same_key: both threads on
+// one key, the contended case). Stores read the system clock
 // except where the name says ManualClock (which isolates the cost of reading time).
 // Run (see docs/benchmarks/core.md):
 //   taskset -c 0 build/bin/ratelimit_microbench --benchmark_filter='threads:1$' ...
@@ -82,13 +83,14 @@ void report(benchmark::State& state, int64_t denied) {
 // MemoryStore::acquire; nkeys = 1 (hot key) or 100,000 (round-robin). `default_name`: the
 // policy keeps its long canonical name ("token_bucket:r16666666.666666666:b1000000000").
 void BM_Store(benchmark::State& state, Algorithm a, size_t nkeys, bool manual_clock,
-              bool default_name) {
+              bool default_name, bool shared_keys) {
   static ManualClock manual(Micros{1'000'000});
   const Policy policy = default_name ? unnamed_allow_policy(a) : allow_policy(a);
   MemoryStore& store = store_for(std::string(algorithm_name(a)) + std::to_string(nkeys) +
-                                     (manual_clock ? "m" : "") + (default_name ? "d" : ""),
+                                     (manual_clock ? "m" : "") + (default_name ? "d" : "") +
+                                     (shared_keys ? "s" : ""),
                                  manual_clock ? &manual : nullptr);
-  const auto& keys = keys_for_thread(state.thread_index());
+  const auto& keys = keys_for_thread(shared_keys ? 0 : state.thread_index());
   for (size_t i = 0; i < nkeys; ++i) store.acquire(policy, keys[i]);  // warm-up: insert all
   size_t i = 0;
   int64_t denied = 0;
@@ -186,18 +188,23 @@ constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidin
 int register_all() {
   for (Algorithm a : kAlgorithms) {
     const std::string name = algorithm_name(a);
-    benchmark::RegisterBenchmark(("store/hot/" + name).c_str(), BM_Store, a, 1, false, false)
+    benchmark::RegisterBenchmark(("store/hot/" + name).c_str(), BM_Store, a, 1, false, false, false)
         ->Threads(1)->Threads(2)->UseRealTime();
-    benchmark::RegisterBenchmark(("store/100k/" + name).c_str(), BM_Store, a, 100'000, false, false)
+    benchmark::RegisterBenchmark(("store/100k/" + name).c_str(), BM_Store, a, 100'000, false, false, false)
         ->Threads(1)->Threads(2)->UseRealTime();
     benchmark::RegisterBenchmark(("pure/hot/" + name).c_str(), BM_Pure, a, 1)->Threads(1);
     benchmark::RegisterBenchmark(("pure/100k/" + name).c_str(), BM_Pure, a, 100'000)->Threads(1);
   }
   benchmark::RegisterBenchmark("store_manual_clock/hot/token_bucket", BM_Store,
-                               Algorithm::kTokenBucket, 1, true, false)
+                               Algorithm::kTokenBucket, 1, true, false, false)
       ->Threads(1)->Threads(2)->UseRealTime();
+  // Negative control for the 2-thread figures: both threads on the same key (one shard, one
+  // mutex, one cache line bouncing between the cores).
+  benchmark::RegisterBenchmark("store_same_key/hot/token_bucket", BM_Store,
+                               Algorithm::kTokenBucket, 1, false, false, true)
+      ->Threads(2)->UseRealTime();
   benchmark::RegisterBenchmark("store_default_name/hot/token_bucket", BM_Store,
-                               Algorithm::kTokenBucket, 1, false, true)
+                               Algorithm::kTokenBucket, 1, false, true, false)
       ->Threads(1)->UseRealTime();
   benchmark::RegisterBenchmark("system_clock_now", BM_SystemClockNow)->Threads(1);
   for (Algorithm a : kAlgorithms) {
