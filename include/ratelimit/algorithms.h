@@ -96,7 +96,8 @@ AlgorithmState fresh_state(const Policy& policy);
 
 // The earliest time at which `state` is equivalent to a fresh state if no request arrives
 // (windows expired, bucket refilled or drained). A store may drop the key from then on; Redis
-// scripts use the same figure for the key's TTL. Returns <= now for a state that is idle.
+// scripts use the same figure for the key's TTL. Returns <= now for a state that is idle, and
+// 0 for a state of another algorithm than the policy's (decide() would replace it).
 int64_t idle_at_us(const Policy& policy, const AlgorithmState& state);
 
 // One policy's part in an all-or-nothing check.

@@ -5,7 +5,7 @@
 // the program is valid and the algorithms never see a zero window, a NaN rate or an overflow.
 // Invariants (hold for every Policy value):
 //   - limit(), burst(): 1 ... kMaxLimit; window(): kMinWindow ... kMaxWindow;
-//   - window-based policies: limit * window_us <= 2^53 (exact in a Lua double, see core/units.h);
+//   - sliding_window_counter: (limit + 1) * window_us <= 2^53 (exact in a Lua double);
 //   - rate(): finite, kMinRate ... kMaxRate tokens per second;
 //   - sliding_window_log: limit <= kMaxSlidingLogLimit (its state grows with the limit);
 //   - name(): 1 ... kMaxPolicyNameLength characters of [A-Za-z0-9_.:-].

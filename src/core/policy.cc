@@ -30,12 +30,17 @@ Status check_limit(const char* what, int64_t v) {
   return {};
 }
 
-Status check_window(int64_t limit, Micros window) {
+Status check_window(Micros window) {
   if (window < kMinWindow || window > kMaxWindow) {
     return Status::invalid_argument("window must be between 1ms and 366d, got " +
                                     std::to_string(window.count()) + "us");
   }
-  // (limit + 1) * window: the sliding counter's retry arithmetic multiplies up to this.
+  return {};
+}
+
+// Only the sliding window counter multiplies a count by a window length: its retry arithmetic
+// reaches (limit + 1) * window_us, which must stay an exact integer in a Lua double.
+Status check_counter_product(int64_t limit, Micros window) {
   if (static_cast<double>(limit + 1) * static_cast<double>(window.count()) > kTwoPow53) {
     return Status::invalid_argument(
         "limit x window overflows exact arithmetic ((limit + 1) * window_us must be <= 2^53, "
@@ -82,7 +87,7 @@ Result<Algorithm> parse_algorithm(std::string_view name) {
 
 Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
   if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
-  if (auto s = check_window(limit, window); !s.is_ok()) return s;
+  if (auto s = check_window(window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kFixedWindow;
   p.limit_ = limit;
@@ -99,7 +104,7 @@ Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
         std::to_string(kMaxSlidingLogLimit) + " (got " + std::to_string(limit) +
         "); use sliding_window_counter for larger limits");
   }
-  if (auto s = check_window(limit, window); !s.is_ok()) return s;
+  if (auto s = check_window(window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kSlidingWindowLog;
   p.limit_ = limit;
@@ -111,7 +116,8 @@ Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
 
 Result<Policy> Policy::sliding_window_counter(int64_t limit, Micros window) {
   if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
-  if (auto s = check_window(limit, window); !s.is_ok()) return s;
+  if (auto s = check_window(window); !s.is_ok()) return s;
+  if (auto s = check_counter_product(limit, window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kSlidingWindowCounter;
   p.limit_ = limit;

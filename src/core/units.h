@@ -17,14 +17,19 @@ namespace ratelimit::algo {
 // Micro-units gained (refill) or lost (leak) over `elapsed_us` at `rate` units per second:
 // floor(elapsed_us * rate). One unit per second is one micro-unit per microsecond.
 // Precondition: 0 <= elapsed_us, and elapsed_us * rate < 2^53 (callers cap elapsed first).
+// The product is >= 0 and < 2^53, so truncation is floor (and avoids a libm call: without
+// SSE4.1, std::floor is not inlined).
 inline int64_t drained_u(int64_t elapsed_us, double rate) {
-  return static_cast<int64_t>(std::floor(static_cast<double>(elapsed_us) * rate));
+  return static_cast<int64_t>(static_cast<double>(elapsed_us) * rate);
 }
 
-// The least elapsed_us with drained_u(elapsed_us, rate) >= need_u. Precondition: need_u >= 0.
+// The least elapsed_us with drained_u(elapsed_us, rate) >= need_u. Preconditions: need_u >= 0,
+// rate > 0 (Policy guarantees it for bucket policies).
 inline int64_t time_to_drain_us(int64_t need_u, double rate) {
   if (need_u <= 0) return 0;
-  auto t = static_cast<int64_t>(std::ceil(static_cast<double>(need_u) / rate));
+  const double q = static_cast<double>(need_u) / rate;  // > 0 and < 2^53
+  auto t = static_cast<int64_t>(q);                       // floor; ceil below
+  if (static_cast<double>(t) < q) ++t;
   // The division rounds; settle on the exact boundary of drained_u itself.
   while (t > 0 && drained_u(t - 1, rate) >= need_u) --t;
   while (drained_u(t, rate) < need_u) ++t;

@@ -21,13 +21,16 @@ inline Policy must(Result<Policy> r) {
   return std::move(r).value();
 }
 
-inline Policy window_policy(Algorithm a, int64_t limit, int64_t window_us) {
+inline Result<Policy> window_policy_result(Algorithm a, int64_t limit, int64_t window_us) {
   switch (a) {
-    case Algorithm::kFixedWindow: return must(Policy::fixed_window(limit, Micros{window_us}));
-    case Algorithm::kSlidingWindowLog:
-      return must(Policy::sliding_window_log(limit, Micros{window_us}));
-    default: return must(Policy::sliding_window_counter(limit, Micros{window_us}));
+    case Algorithm::kFixedWindow: return Policy::fixed_window(limit, Micros{window_us});
+    case Algorithm::kSlidingWindowLog: return Policy::sliding_window_log(limit, Micros{window_us});
+    default: return Policy::sliding_window_counter(limit, Micros{window_us});
   }
+}
+
+inline Policy window_policy(Algorithm a, int64_t limit, int64_t window_us) {
+  return must(window_policy_result(a, limit, window_us));
 }
 
 // Same decisions-relevant contents at time `now`: log entries that have expired by `now` (they

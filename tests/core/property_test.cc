@@ -101,7 +101,7 @@ Policy random_policy(Algorithm a, Gen& g) {
     // The log's state grows with the limit: keep it small enough to stay quick.
     const int64_t cap = a == Algorithm::kSlidingWindowLog ? 2000 : kMaxLimit;
     const int64_t most = largest_valid(cap, [&](int64_t l) {
-      return Policy::fixed_window(l, Micros{window}).ok();
+      return testing::window_policy_result(a, l, window).ok();
     });
     limit = g.chance(0.5) ? most : g.between(1, most);
   }
