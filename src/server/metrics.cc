@@ -77,6 +77,12 @@ void sample(std::string& out, const char* name, std::string_view labels, uint64_
 
 }  // namespace
 
+void append_metric(std::string& out, const char* name, const char* type, const char* help,
+                   uint64_t value) {
+  header(out, Family{name, type, help});
+  sample(out, name, {}, value);
+}
+
 Metrics::Metrics() = default;
 
 size_t Metrics::status_slot(unsigned status) {

@@ -34,6 +34,11 @@ struct PolicyCounters {
   void count(Outcome o) { outcomes[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
 };
 
+// Appends one unlabelled metric family (HELP, TYPE, sample) in the text format; for the
+// store gauges that Metrics::set_extra callbacks render.
+void append_metric(std::string& out, const char* name, const char* type, const char* help,
+                   uint64_t value);
+
 class Metrics {
  public:
   Metrics();

@@ -4,24 +4,41 @@
 #include <string>
 
 #include "ratelimit/memory_store.h"
+#include "ratelimit/redis_store.h"
 
 namespace ratelimit::server {
 namespace {
 
-void gauge(std::string& out, const char* name, const char* type, const char* help, uint64_t v) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-  out += name;
-  out += ' ';
-  out += std::to_string(v);
-  out += '\n';
+std::chrono::milliseconds ceil_ms(Micros d) {
+  return std::chrono::milliseconds((d.count() + 999) / 1000);
+}
+
+Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics) {
+  RedisStoreOptions o;
+  o.url = config.url;
+  o.connections = config.connections;
+  o.connect_timeout = ceil_ms(config.connect_timeout);
+  o.command_timeout = ceil_ms(config.command_timeout);
+  o.on_failure = config.on_failure;
+  o.key_prefix = config.key_prefix;
+  auto store = RedisStore::connect(std::move(o));
+  if (!store) return store.status();
+  std::weak_ptr<RedisStore> weak = *store;
+  metrics.set_extra([weak](std::string& out) {
+    auto s = weak.lock();
+    if (!s) return;
+    const RedisStoreCounters c = s->counters();
+    append_metric(out, "ratelimitd_redis_commands_total", "counter", "Script calls answered by Redis.", c.commands);
+    append_metric(out, "ratelimitd_redis_errors_total", "counter", "Redis calls that failed (timeout, connection, error reply).", c.errors);
+    append_metric(out, "ratelimitd_redis_timeouts_total", "counter", "Redis calls whose command timeout expired.", c.timeouts);
+    append_metric(out, "ratelimitd_redis_failed_open_total", "counter", "Decisions admitted by the fail-open policy.", c.failed_open);
+    append_metric(out, "ratelimitd_redis_failed_closed_total", "counter", "Decisions denied by the fail-closed policy.", c.failed_closed);
+    append_metric(out, "ratelimitd_redis_connects_total", "counter", "Redis connections opened (first ones included).", c.connects);
+    append_metric(out, "ratelimitd_redis_ready_connections", "gauge", "Redis connections open and ready.", s->ready_connections());
+  });
+  OpenedStore opened;
+  opened.store = *store;
+  return opened;
 }
 
 }  // namespace
@@ -36,8 +53,8 @@ Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
     metrics.set_extra([weak](std::string& out) {
       auto s = weak.lock();
       if (!s) return;
-      gauge(out, "ratelimitd_memory_store_keys", "gauge", "Keys held by the memory store.", s->key_count());
-      gauge(out, "ratelimitd_memory_store_evictions_total", "counter",
+      append_metric(out, "ratelimitd_memory_store_keys", "gauge", "Keys held by the memory store.", s->key_count());
+      append_metric(out, "ratelimitd_memory_store_evictions_total", "counter",
             "Keys evicted from the memory store because store.max_keys was reached.", s->evictions());
     });
     OpenedStore opened;

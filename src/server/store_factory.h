@@ -24,7 +24,5 @@ struct OpenedStore {
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /
 // kDeadlineExceeded when Redis cannot be reached at start. `metrics` must outlive the store.
 Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics);
-// The Redis case of open_store (redis_factory.cc).
-Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics);
 
 }  // namespace ratelimit::server
