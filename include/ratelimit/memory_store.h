@@ -20,7 +20,7 @@
 // Memory: one 64-byte slot per key (packed state, LRU links, policy id, and the key itself
 // when it is at most 23 bytes; a longer key takes one extra heap block), plus 8-byte hash table
 // cells at a load of 3/8 ... 3/4: 72-90 bytes per key in all (measured: 81 bytes per key over
-// 1,000,000 keys, docs/benchmarks/core.md). Policy names are stored once per shard, not per
+// 1,000,000 keys, docs/BENCHMARKS.md). Policy names are stored once per shard, not per
 // key. The sliding log keeps its queue on the heap: about 80 bytes more per key, plus 16 bytes
 // per admitted request in the window (at most kMaxSlidingLogLimit).
 // Policies: the shard remembers the latest definition seen under each name (to compute

@@ -14,7 +14,7 @@ struct Family {
 };
 
 // Every metric ratelimitd exports (store-specific gauges are declared beside their reader in
-// server.cc and documented in docs/readme/server.md).
+// server.cc and documented in README.md (ratelimitd)).
 constexpr Family kRequests{"ratelimitd_http_requests_total", "counter",
                            "HTTP requests answered, by endpoint and status code."};
 constexpr Family kDecisions{"ratelimitd_decisions_total", "counter",

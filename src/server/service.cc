@@ -1,4 +1,4 @@
-// service.cc — the endpoints of ratelimitd (see service.h and docs/readme/server.md).
+// service.cc — the endpoints of ratelimitd (see service.h and README.md (ratelimitd)).
 //
 // Two ways to reach the store, one way to answer: with the in-process MemoryStore the
 // decision is made inline on the I/O thread (no hand-off, no allocation for a completion);

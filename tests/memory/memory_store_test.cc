@@ -372,7 +372,7 @@ int64_t allocated_bytes() {
   return static_cast<int64_t>(m.uordblks + m.hblkhd);
 }
 
-// Allocator bytes per entry the memory figure in docs/benchmarks/core.md allows: a 64-byte
+// Allocator bytes per entry the memory figure in docs/BENCHMARKS.md allows: a 64-byte
 // slot, its share of the hash table (8-byte cells, load 3/8 ... 3/4) and slab rounding.
 constexpr int64_t kBudgetBytesPerKey = 96;
 

@@ -82,7 +82,7 @@ TEST(RequestBody, MalformedInputIsRefusedPrecisely) {
 }
 
 TEST(RequestBody, DuplicateFieldsKeepTheLastValue) {
-  // Boost.JSON (1.81) keeps the last of duplicate names; documented in docs/readme/server.md.
+  // Boost.JSON (1.81) keeps the last of duplicate names; documented in README.md (ratelimitd).
   DecisionRequest r;
   RequestError e;
   ASSERT_TRUE(parse_request_body(R"({"key":"k","key":"j","policy":"p"})", BodyKind::kDecision, kBounds, r, e));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench/redis_throughput.sh — RedisStore decisions/s beside the ceiling of the same Redis
 # running the same Lua script through redis-benchmark (EVALSHA, same requests in flight), in the
-# same run. Not a test: a benchmark (docs/benchmarks/redis.md).
+# same run. Not a test: a benchmark (docs/BENCHMARKS.md).
 #
 # Starts its own redis-server (--save '' --appendonly no) on a free loopback port pinned to
 # SERVER_CPU; every client (ratelimit-bench, redis-benchmark) is pinned to CLIENT_CPU. For each
