@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "closed_loop.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 
@@ -42,71 +43,26 @@ struct FireResult {
 };
 
 // Fires `total` calls of `issue` (which must call its argument exactly once) keeping at most
-// `in_flight` outstanding, and waits (bounded by `timeout`) for all of them.
+// `in_flight` outstanding, and waits (bounded by `timeout`) for all of them. The driver is
+// ratelimit-bench's (tools/bench/closed_loop.h).
 inline FireResult fire(int total, int in_flight,
                        const std::function<void(std::function<void(Result<Decision>)>)>& issue,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
-  struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    FireResult r;
-    int issued = 0;
-    int done = 0;
-  };
-  auto sh = std::make_shared<Shared>();
-  auto issue_one = std::make_shared<std::function<void()>>();
-  *issue_one = [sh, total, &issue, issue_one_weak = std::weak_ptr<std::function<void()>>(issue_one)] {
-    // A store may complete inline (e.g. failing fast while Redis is down); the completion then
-    // asks for the next call from inside this one. A per-thread trampoline turns that into a
-    // loop instead of unbounded recursion.
-    static thread_local bool active = false;
-    static thread_local int owed = 0;
-    if (active) {
-      ++owed;
-      return;
-    }
-    active = true;
-    owed = 1;
-    while (owed > 0) {
-      --owed;
-      {
-        std::lock_guard lock(sh->mu);
-        if (sh->issued >= total) break;
-        ++sh->issued;
-      }
-      issue([sh, total, issue_one_weak](Result<Decision> d) {
-        bool more = false;
-        {
-          std::lock_guard lock(sh->mu);
-          if (!d.ok()) {
-            ++sh->r.errors;
-          } else if (d->reason == DecisionReason::kStoreFailedOpen ||
-                     d->reason == DecisionReason::kStoreFailedClosed) {
-            ++sh->r.failed;
-          } else if (d->allowed) {
-            ++sh->r.allowed;
-          } else {
-            ++sh->r.denied;
-          }
-          ++sh->done;
-          more = sh->issued < total;
-          if (sh->done == total) sh->cv.notify_all();
-        }
-        if (more) {
-          if (auto f = issue_one_weak.lock()) (*f)();
-        }
-      });
-    }
-    active = false;
-    owed = 0;
-  };
-  for (int i = 0; i < in_flight; ++i) (*issue_one)();
-  std::unique_lock lock(sh->mu);
-  sh->r.finished = sh->cv.wait_for(lock, timeout, [&] { return sh->done == total; });
-  FireResult out = sh->r;
-  lock.unlock();
-  // Calls still running hold `sh` and a weak reference to issue_one; `issue` must outlive them,
-  // which the bounded wait above guarantees when finished is true.
+  // Shared so that calls still running after a timed-out wait never touch a dead frame.
+  auto tally = std::make_shared<bench::Tally>();
+  const bool finished = bench::closed_loop(
+      total, in_flight,
+      [&issue, tally](int, std::function<void(bench::Outcome)> done) {
+        issue([tally, done = std::move(done)](Result<Decision> d) { done(bench::outcome_of(d)); });
+      },
+      *tally, timeout);
+  std::lock_guard lock(tally->mu);
+  FireResult out;
+  out.allowed = tally->allowed;
+  out.denied = tally->denied;
+  out.failed = tally->failed;
+  out.errors = tally->errors;
+  out.finished = finished;
   return out;
 }
 

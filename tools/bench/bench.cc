@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "closed_loop.h"
 #include "connection.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/policy.h"
@@ -95,72 +96,6 @@ void wait_until_unix_ms(int64_t at_ms) {
   }
 }
 
-struct Tally {
-  std::mutex mu;
-  std::condition_variable cv;
-  int issued = 0, done = 0, allowed = 0, denied = 0, failed = 0;
-};
-
-// Closed loop: `concurrency` chains, each issuing its next request when one completes, until
-// `total` have been issued. `issue(i, done)` must call done(outcome) exactly once, where
-// outcome is 1 allowed, 0 denied, -1 failed.
-bool closed_loop(int total, int concurrency,
-                 const std::function<void(int, std::function<void(int)>)>& issue,
-                 Tally& tally, std::chrono::seconds timeout) {
-  auto next = std::make_shared<std::function<void()>>();
-  std::weak_ptr<std::function<void()>> weak = next;
-  *next = [&tally, &issue, total, weak] {
-    // A completion may run inline (a store failing fast) and ask for the next call from inside
-    // this one: a per-thread trampoline turns that into a loop, not unbounded recursion.
-    static thread_local bool active = false;
-    static thread_local int owed = 0;
-    if (active) {
-      ++owed;
-      return;
-    }
-    active = true;
-    owed = 1;
-    while (owed > 0) {
-      --owed;
-      int i;
-      {
-        std::lock_guard lock(tally.mu);
-        if (tally.issued >= total) break;
-        i = tally.issued++;
-      }
-      issue(i, [&tally, total, weak](int outcome) {
-        bool more;
-        {
-          std::lock_guard lock(tally.mu);
-          if (outcome > 0) ++tally.allowed;
-          else if (outcome == 0) ++tally.denied;
-          else ++tally.failed;
-          ++tally.done;
-          more = tally.issued < total;
-          if (tally.done == total) tally.cv.notify_all();
-        }
-        if (more) {
-          if (auto f = weak.lock()) (*f)();
-        }
-      });
-    }
-    active = false;
-    owed = 0;
-  };
-  for (int c = 0; c < concurrency; ++c) (*next)();
-  std::unique_lock lock(tally.mu);
-  return tally.cv.wait_for(lock, timeout, [&] { return tally.done == total; });
-}
-
-int outcome_of(const Result<Decision>& d) {
-  if (!d.ok()) return -1;
-  if (d->reason == DecisionReason::kStoreFailedOpen ||
-      d->reason == DecisionReason::kStoreFailedClosed) {
-    return -1;
-  }
-  return d->allowed ? 1 : 0;
-}
-
 // --- The naive limiter (demonstration only) ------------------------------------------------
 
 class NaiveLimiter {
@@ -201,23 +136,26 @@ class NaiveLimiter {
   }
 
   // GET the count; if below the limit, INCR it and admit. NOT ATOMIC: that is the point.
-  void acquire(const std::string& key, int64_t limit, std::function<void(int)> done) {
+  void acquire(const std::string& key, int64_t limit, std::function<void(Outcome)> done) {
     auto get = std::make_unique<redis_detail::Request>();
     std::string get_argv[] = {"GET", key};
     get->command = redis_detail::encode_command(get_argv);
     get->on_reply = [this, key, limit, done = std::move(done)](const Status& error,
                                                                const redisReply* reply) mutable {
-      if (!error.is_ok() || reply == nullptr || reply->type == REDIS_REPLY_ERROR) return done(-1);
+      if (!error.is_ok() || reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
+        return done(Outcome::kFailed);
+      }
       int64_t count = 0;
       if (reply->type == REDIS_REPLY_STRING) {
         std::from_chars(reply->str, reply->str + reply->len, count);
       }
-      if (count >= limit) return done(0);
+      if (count >= limit) return done(Outcome::kDenied);
       auto incr = std::make_unique<redis_detail::Request>();
       std::string incr_argv[] = {"INCR", key};
       incr->command = redis_detail::encode_command(incr_argv);
       incr->on_reply = [done = std::move(done)](const Status& e, const redisReply* r) {
-        done(e.is_ok() && r != nullptr && r->type == REDIS_REPLY_INTEGER ? 1 : -1);
+        done(e.is_ok() && r != nullptr && r->type == REDIS_REPLY_INTEGER ? Outcome::kAllowed
+                                                                         : Outcome::kFailed);
       };
       send(std::move(incr));
     };
@@ -272,7 +210,7 @@ int run_race(const RaceOptions& o) {
     const std::string naive_key = "naive:" + key;
     wait_until_unix_ms(o.start_at_unix_ms);
     finished = closed_loop(o.requests, o.concurrency,
-                           [&](int, std::function<void(int)> done) {
+                           [&](int, std::function<void(Outcome)> done) {
                              (*naive)->acquire(naive_key, o.limit, std::move(done));
                            },
                            tally, std::chrono::seconds(60));
@@ -287,7 +225,7 @@ int run_race(const RaceOptions& o) {
     auto p = policy->with_name("race").value();
     wait_until_unix_ms(o.start_at_unix_ms);
     finished = closed_loop(o.requests, o.concurrency,
-                           [&](int, std::function<void(int)> done) {
+                           [&](int, std::function<void(Outcome)> done) {
                              (*store)->acquire_async(p, key, 1, [done = std::move(done)](
                                                                     Result<Decision> d) {
                                done(outcome_of(d));
@@ -296,19 +234,20 @@ int run_race(const RaceOptions& o) {
                            tally, std::chrono::seconds(60));
   }
   std::lock_guard lock(tally.mu);
+  const int failed = tally.failed + tally.errors;  // store unavailable, or an error answer
   if (o.json) {
     std::printf("{\"limiter\": \"%s\", \"algorithm\": \"%s\", \"requests\": %d, "
                 "\"concurrency\": %d, \"limit\": %lld, \"allowed\": %d, \"denied\": %d, "
                 "\"failed\": %d}\n",
                 o.naive ? "naive" : "redis_store", o.naive ? "get_then_incr" : o.algorithm.c_str(),
                 o.requests, o.concurrency, static_cast<long long>(o.limit), tally.allowed,
-                tally.denied, tally.failed);
+                tally.denied, failed);
   } else {
     std::printf("limiter:     %s\nrequests:    %d, %d in flight, one key, limit %lld\n"
                 "allowed:     %d\ndenied:      %d\n",
                 label.c_str(), o.requests, o.concurrency, static_cast<long long>(o.limit),
                 tally.allowed, tally.denied);
-    if (tally.failed > 0) std::printf("failed:      %d (store unavailable)\n", tally.failed);
+    if (failed > 0) std::printf("failed:      %d (store unavailable)\n", failed);
     std::printf("verdict:     %s\n", tally.allowed == o.limit ? "exact"
                                      : tally.allowed > o.limit ? "OVER-ADMITTED"
                                                                : "under the limit");
@@ -318,7 +257,7 @@ int run_race(const RaceOptions& o) {
               << " answered\n";
     return 1;
   }
-  return tally.failed == 0 ? 0 : 1;
+  return failed == 0 ? 0 : 1;
 }
 
 int run_throughput(const ThroughputOptions& o) {
@@ -362,7 +301,7 @@ int run_throughput(const ThroughputOptions& o) {
   if (o.keys > 1) {
     Tally t;
     closed_loop(static_cast<int>(o.keys), workers,
-                [&](int i, std::function<void(int)> done) {
+                [&](int i, std::function<void(Outcome)> done) {
                   store->acquire_async(policy, keys[static_cast<size_t>(i)], 1,
                                        [done = std::move(done)](Result<Decision> d) {
                                          done(outcome_of(d));
@@ -377,16 +316,16 @@ int run_throughput(const ThroughputOptions& o) {
     const auto t0 = steady_clock::now();
     store->acquire_async(policy, key_for(), 1, [&, i, t0](Result<Decision> d) {
       const int p = phase.load(std::memory_order_acquire);
-      const int oc = outcome_of(d);
+      const Outcome oc = outcome_of(d);
       if (p == 1) {
         auto& me = w[i];
         ++me.done;
-        if (oc == 0) ++me.denied;
-        if (oc < 0) ++me.failed;
+        if (oc == Outcome::kDenied) ++me.denied;
+        if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
         me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
       }
       // A failure may complete inline; stopping the chain then avoids unbounded recursion.
-      if (p == 2 || oc < 0) {
+      if (p == 2 || oc == Outcome::kFailed || oc == Outcome::kError) {
         running.fetch_sub(1);
         return;
       }
@@ -403,9 +342,9 @@ int run_throughput(const ThroughputOptions& o) {
           if (phase.load(std::memory_order_relaxed) == 1) {
             auto& me = w[i];
             ++me.done;
-            const int oc = outcome_of(d);
-            if (oc == 0) ++me.denied;
-            if (oc < 0) ++me.failed;
+            const Outcome oc = outcome_of(d);
+            if (oc == Outcome::kDenied) ++me.denied;
+            if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
             me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
           }
         }
