@@ -10,6 +10,8 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <atomic>
+#include <barrier>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -243,6 +245,25 @@ Reply http_post(uint16_t port, std::string_view target, std::string_view body) {
 Reply http_get(uint16_t port, std::string_view target) {
   Client c(port);
   return c.get(target);
+}
+
+StatusCounts concurrent_acquires(const std::vector<uint16_t>& ports, const std::string& body,
+                                 int clients, int per_client) {
+  std::atomic<int> ok{0}, denied{0}, other{0};
+  std::barrier sync(clients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(ports[static_cast<size_t>(i) % ports.size()]);
+      sync.arrive_and_wait();
+      for (int k = 0; k < per_client; ++k) {
+        const unsigned status = c.post("/v1/acquire", body).status;
+        (status == 200 ? ok : status == 429 ? denied : other)++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return {ok.load(), denied.load(), other.load()};
 }
 
 }  // namespace ratelimit::e2e

@@ -106,4 +106,15 @@ class Client {
 Reply http_post(uint16_t port, std::string_view target, std::string_view body);
 Reply http_get(uint16_t port, std::string_view target);
 
+struct StatusCounts {
+  int ok = 0;      // 200
+  int denied = 0;  // 429
+  int other = 0;   // anything else, or no answer
+};
+
+// `clients` threads, released together by a barrier, each sending `per_client` POST
+// /v1/acquire with `body` on its own keep-alive connection to ports[i % ports.size()].
+StatusCounts concurrent_acquires(const std::vector<uint16_t>& ports, const std::string& body,
+                                 int clients, int per_client);
+
 }  // namespace ratelimit::e2e

@@ -41,25 +41,11 @@ TEST(E2ERedis, TwoProcessesShareOneExactCount) {
   ASSERT_TRUE(one.start(cfg)) << one.log();
   ASSERT_TRUE(two.start(cfg)) << two.log();
   // 200 acquires, 50 in flight (25 clients per process, 4 each), limit 10 -> exactly 10.
-  std::atomic<int> ok{0}, denied{0}, other{0};
-  std::barrier sync(50);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 50; ++t) {
-    ts.emplace_back([&, t] {
-      Client c(t % 2 == 0 ? one.port() : two.port());
-      sync.arrive_and_wait();
-      for (int i = 0; i < 4; ++i) {
-        const Reply r = c.post("/v1/acquire", R"({"key":"shared","policy":"ten"})");
-        if (r.status == 200) ok++;
-        else if (r.status == 429) denied++;
-        else other++;
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(ok.load(), 10);
-  EXPECT_EQ(denied.load(), 190);
-  EXPECT_EQ(other.load(), 0);
+  const StatusCounts n =
+      concurrent_acquires({one.port(), two.port()}, R"({"key":"shared","policy":"ten"})", 50, 4);
+  EXPECT_EQ(n.ok, 10);
+  EXPECT_EQ(n.denied, 190);
+  EXPECT_EQ(n.other, 0);
   // Both processes see the same state.
   EXPECT_EQ(http_post(one.port(), "/v1/peek", R"({"key":"shared","policy":"ten"})").status, 429u);
   EXPECT_EQ(http_post(two.port(), "/v1/peek", R"({"key":"shared","policy":"ten"})").status, 429u);

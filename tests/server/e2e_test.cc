@@ -183,25 +183,10 @@ TEST_F(E2E, SeveralPoliciesAreAllOrNothingUnderConcurrency) {
 
 TEST_F(E2E, ExactlyTenOf200ConcurrentAcquiresAt50InFlight) {
   start("policies:\n  ten: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
-  std::atomic<int> ok{0}, denied{0}, other{0};
-  std::barrier sync(50);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 50; ++t) {
-    ts.emplace_back([&] {
-      Client c(port());
-      sync.arrive_and_wait();
-      for (int i = 0; i < 4; ++i) {
-        const Reply r = c.post("/v1/acquire", R"({"key":"exact","policy":"ten"})");
-        if (r.status == 200) ok++;
-        else if (r.status == 429) denied++;
-        else other++;
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(ok.load(), 10);
-  EXPECT_EQ(denied.load(), 190);
-  EXPECT_EQ(other.load(), 0);
+  const StatusCounts n = concurrent_acquires({port()}, R"({"key":"exact","policy":"ten"})", 50, 4);
+  EXPECT_EQ(n.ok, 10);
+  EXPECT_EQ(n.denied, 190);
+  EXPECT_EQ(n.other, 0);
 }
 
 TEST_F(E2E, ForwardAuthKeysOnForwardedForThenPeer) {
