@@ -11,9 +11,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
-#include <sstream>
 
 #include <boost/asio/ip/address.hpp>
 #include <yaml-cpp/yaml.h>
@@ -430,13 +430,19 @@ Result<Config> parse_config(std::string_view yaml, std::string_view filename) {
 }
 
 Result<Config> load_config(const std::string& path) {
+  constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+  std::error_code fec;
+  if (std::filesystem::is_directory(path, fec)) {
+    return Status::invalid_argument(path + ": is a directory, not a configuration file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::invalid_argument(path + ": cannot open the configuration file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Read at most one byte past the bound, so /dev/zero or a huge file cannot exhaust memory.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) return Status::invalid_argument(path + ": cannot read the configuration file");
-  std::string text = ss.str();
-  if (text.size() > (1u << 20)) return Status::invalid_argument(path + ": larger than 1 MiB");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) return Status::invalid_argument(path + ": larger than 1 MiB");
   return parse_config(text, path);
 }
 

@@ -169,6 +169,17 @@ TEST(Config, MissingFileIsReported) {
   EXPECT_NE(c.status().message().find("/nonexistent/ratelimit.yaml: cannot open"), std::string::npos);
 }
 
+TEST(Config, DirectoryAndEndlessFilesAreRefused) {
+  auto dir = load_config(std::string(RATELIMIT_SOURCE_DIR) + "/examples");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos) << dir.status().message();
+  // /dev/zero never ends: the loader must stop at its 1 MiB bound instead of reading forever.
+  auto endless = load_config("/dev/zero");
+  ASSERT_FALSE(endless.ok());
+  EXPECT_NE(endless.status().message().find("larger than 1 MiB"), std::string::npos)
+      << endless.status().message();
+}
+
 TEST(Overrides, ReplaceTheFileValues) {
   auto c = parse_config("listen: 127.0.0.1:1\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "c.yaml");
   ASSERT_TRUE(c.ok());
