@@ -4,6 +4,8 @@
 // allocation; depth is capped and invalid UTF-8 is refused by the parser itself.
 #include "request.h"
 
+#include <cmath>
+
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
@@ -148,8 +150,9 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     int64_t c = 0;
     if (cost->is_int64()) {
       c = cost->get_int64();
-    } else if (cost->is_uint64()) {
-      c = INT64_MAX;  // above any bound
+    } else if (cost->is_uint64() ||
+               (cost->is_double() && std::fabs(cost->get_double()) >= 9.2e18)) {
+      c = INT64_MAX;  // above any bound (Boost.JSON reads integers beyond 2^64 as doubles)
     } else {
       return fail(err, "invalid_cost", "'cost' must be a whole number, got " + std::string(kind_name(cost->kind())) +
                                            (cost->is_double() ? " with a fraction or exponent" : ""));

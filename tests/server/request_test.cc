@@ -74,6 +74,9 @@ TEST(RequestBody, MalformedInputIsRefusedPrecisely) {
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":-3})"), "invalid_cost: 'cost' must be between 1 and 100");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":101})"), "invalid_cost: 'cost' must be between 1 and 100");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":18446744073709551615})"), "invalid_cost: 'cost' must be between 1 and 100");
+  // Beyond 2^64 Boost.JSON reads an integer as a double: still "out of range", not "a fraction".
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":99999999999999999999})"), "invalid_cost: 'cost' must be between 1 and 100");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":-99999999999999999999})"), "invalid_cost: 'cost' must be between 1 and 100");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":1.5})"), "invalid_cost: 'cost' must be a whole number, got a number with a fraction or exponent");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":"1"})"), "invalid_cost: 'cost' must be a whole number, got a string");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":null})"), "invalid_cost: 'cost' must be a whole number, got null");
