@@ -8,6 +8,8 @@
 //     (with no other traffic on the key) admits the same request, 1 µs less does not;
 //   - reason == kExceedsCapacity => !allowed, retry_after == 0 (no wait can ever help);
 //   - 0 <= remaining <= limit; reset_after >= 0; delay > 0 only for a shaping leaky bucket.
+// Thread-safety: Decision is a plain value (no shared state); decision_reason_name returns a
+// static string and may be called from any thread.
 #pragma once
 
 #include <cstdint>

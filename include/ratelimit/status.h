@@ -4,6 +4,9 @@
 // Decision); errors are for bad input (kInvalidArgument), a store that cannot be reached
 // (kUnavailable: a retry may help), or a deadline that passed (kDeadlineExceeded).
 // Invariant: a Result holds exactly one of a value or a non-OK Status.
+// Thread-safety: Status and Result are plain values (no shared state): concurrent const
+// access is safe, a mutation needs the caller's own synchronisation, as for any value.
+// status_code_name returns a static string and may be called from any thread.
 #pragma once
 
 #include <cassert>
