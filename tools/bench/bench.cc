@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -162,6 +163,19 @@ class NaiveLimiter {
     send(std::move(get));
   }
 
+  // Deletes `key` (the naive limiter sets no TTL): waits for the answer, at most 6 s (the
+  // command timeout is 5 s, so the reply or its failure comes first).
+  void forget(const std::string& key) {
+    auto answered = std::make_shared<std::promise<void>>();
+    std::future<void> f = answered->get_future();
+    auto del = std::make_unique<redis_detail::Request>();
+    std::string del_argv[] = {"DEL", key};
+    del->command = redis_detail::encode_command(del_argv);
+    del->on_reply = [answered](const Status&, const redisReply*) { answered->set_value(); };
+    send(std::move(del));
+    f.wait_for(std::chrono::seconds(6));
+  }
+
  private:
   NaiveLimiter() : guard_(boost::asio::make_work_guard(io_)) {}
   void send(redis_detail::RequestPtr r) {
@@ -214,6 +228,8 @@ int run_race(const RaceOptions& o) {
                              (*naive)->acquire(naive_key, o.limit, std::move(done));
                            },
                            tally, std::chrono::seconds(60));
+    // A throwaway key is removed (a --key the caller chose may be shared with another run).
+    if (o.key.empty()) (*naive)->forget(naive_key);
   } else {
     label = std::string("RedisStore ") + algorithm_name(policy->algorithm()) +
             " (one atomic Lua call per decision)";
@@ -232,6 +248,9 @@ int run_race(const RaceOptions& o) {
                              });
                            },
                            tally, std::chrono::seconds(60));
+    // A throwaway key is removed rather than left to its TTL (up to ~116 days for the buckets'
+    // slow refill); a --key the caller chose may be shared with another run, so it stays.
+    if (o.key.empty()) (void)(*store)->reset(p, key);
   }
   std::lock_guard lock(tally.mu);
   const int failed = tally.failed + tally.errors;  // store unavailable, or an error answer
