@@ -461,7 +461,7 @@ Status apply_overrides(Config& config, const Overrides& o) {
       config.store.type = StoreType::kRedis;
       config.store.url = *o.store;
     } else {
-      return Status::invalid_argument("--store must be 'memory' or a redis://host:port/db URL, got '" + *o.store + "'");
+      return Status::invalid_argument("--store must be 'memory', a redis://host:port/db URL or unix:///path, got '" + *o.store + "'");
     }
   }
   if (o.threads) {

@@ -3,22 +3,19 @@
 
 #include <string>
 
+#include "ratelimit/http.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/redis_store.h"
 
 namespace ratelimit::server {
 namespace {
 
-std::chrono::milliseconds ceil_ms(Micros d) {
-  return std::chrono::milliseconds((d.count() + 999) / 1000);
-}
-
 Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics) {
   RedisStoreOptions o;
   o.url = config.url;
   o.connections = config.connections;
-  o.connect_timeout = ceil_ms(config.connect_timeout);
-  o.command_timeout = ceil_ms(config.command_timeout);
+  o.connect_timeout = std::chrono::milliseconds(http::ceil_millis(config.connect_timeout));
+  o.command_timeout = std::chrono::milliseconds(http::ceil_millis(config.command_timeout));
   o.on_failure = config.on_failure;
   o.key_prefix = config.key_prefix;
   auto store = RedisStore::connect(std::move(o));

@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
       "configuration stays); SIGTERM/SIGINT drain connections and exit 0.\n"
       "Exit codes: 0 ok, 1 runtime failure (cannot listen, store unreachable), 2 invalid "
       "configuration or flags."};
-  app.add_option("-c,--config", options.config_path, "YAML configuration file (required)")
-      ->required();
+  // Checked by hand after parsing (not ->required()), so an unknown flag is named as such
+  // instead of being reported as a missing --config.
+  auto* config_opt =
+      app.add_option("-c,--config", options.config_path, "YAML configuration file (required)");
   std::string listen, store;
   unsigned threads = 0;
   auto* listen_opt = app.add_option(
@@ -26,7 +28,8 @@ int main(int argc, char** argv) {
       "bound address is logged)");
   auto* store_opt = app.add_option(
       "-s,--store", store,
-      "'memory' or a redis://[user:password@]host:port/db URL, overriding the file's 'store'");
+      "'memory', a redis://[user:password@]host:port/db URL or unix:///path/to/redis.sock, "
+      "overriding the file's 'store'");
   auto* threads_opt = app.add_option(
       "-t,--threads", threads, "I/O threads, overriding the file's 'threads' (0 = one per core)");
   app.add_flag("--check", options.check_only,
@@ -36,6 +39,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : ratelimit::server::kExitConfig;
+  }
+  if (!*config_opt) {
+    std::cerr << "ratelimitd: --config is required (run with --help for usage)\n";
+    return ratelimit::server::kExitConfig;
   }
   if (*listen_opt) options.overrides.listen = listen;
   if (*store_opt) options.overrides.store = store;
