@@ -71,6 +71,11 @@ class Policy {
 
   Algorithm algorithm() const { return algorithm_; }
   const std::string& name() const { return name_; }
+  // A hash of name(), computed once when the name is set, so a store can place the policy's
+  // keys without hashing the name on every request. Equal names have equal hashes (so it adds
+  // nothing to operator==). Not seeded and not stable across builds: a store that must resist
+  // chosen collisions mixes in its own seed, and still compares the names themselves.
+  uint64_t name_hash() const { return name_hash_; }
   // Capacity in units: L for window algorithms, b for buckets.
   int64_t limit() const { return limit_; }
   // Window length; for buckets, the time to drain a full bucket (burst / rate), rounded up.
@@ -87,6 +92,7 @@ class Policy {
 
  private:
   Policy() = default;
+  void set_name(std::string name);  // sets name_ and name_hash_ together
   Algorithm algorithm_ = Algorithm::kFixedWindow;
   LeakyMode leaky_mode_ = LeakyMode::kPolice;
   bool count_denied_ = false;
@@ -94,6 +100,7 @@ class Policy {
   Micros window_{0};
   double rate_ = 0;
   std::string name_;
+  uint64_t name_hash_ = 0;  // std::hash of name_, kept in step by set_name()
 };
 
 // Checks a request's cost: 1 ... kMaxCost. A cost above the policy's capacity is valid input

@@ -4,7 +4,9 @@
 
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "ratelimit/algorithms.h"
 #include "units.h"
@@ -92,7 +94,8 @@ Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
   p.algorithm_ = Algorithm::kFixedWindow;
   p.limit_ = limit;
   p.window_ = window;
-  p.name_ = "fixed_window:l" + std::to_string(limit) + ":w" + std::to_string(window.count()) + "us";
+  p.set_name("fixed_window:l" + std::to_string(limit) + ":w" + std::to_string(window.count()) +
+             "us");
   return p;
 }
 
@@ -109,8 +112,8 @@ Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
   p.algorithm_ = Algorithm::kSlidingWindowLog;
   p.limit_ = limit;
   p.window_ = window;
-  p.name_ = "sliding_window_log:l" + std::to_string(limit) + ":w" +
-            std::to_string(window.count()) + "us";
+  p.set_name("sliding_window_log:l" + std::to_string(limit) + ":w" +
+             std::to_string(window.count()) + "us");
   return p;
 }
 
@@ -122,8 +125,8 @@ Result<Policy> Policy::sliding_window_counter(int64_t limit, Micros window) {
   p.algorithm_ = Algorithm::kSlidingWindowCounter;
   p.limit_ = limit;
   p.window_ = window;
-  p.name_ = "sliding_window_counter:l" + std::to_string(limit) + ":w" +
-            std::to_string(window.count()) + "us";
+  p.set_name("sliding_window_counter:l" + std::to_string(limit) + ":w" +
+             std::to_string(window.count()) + "us");
   return p;
 }
 
@@ -135,7 +138,7 @@ Result<Policy> Policy::token_bucket(double rate_per_second, int64_t burst) {
   p.limit_ = burst;
   p.rate_ = rate_per_second;
   p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
-  p.name_ = "token_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst);
+  p.set_name("token_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst));
   return p;
 }
 
@@ -148,16 +151,21 @@ Result<Policy> Policy::leaky_bucket(double rate_per_second, int64_t burst, Leaky
   p.limit_ = burst;
   p.rate_ = rate_per_second;
   p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
-  p.name_ = "leaky_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst) +
-            (mode == LeakyMode::kShape ? ":shape" : ":police");
+  p.set_name("leaky_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst) +
+             (mode == LeakyMode::kShape ? ":shape" : ":police"));
   return p;
 }
 
 Result<Policy> Policy::with_name(std::string name) const {
   if (auto s = validate_policy_name(name); !s.is_ok()) return s;
   Policy p = *this;
-  p.name_ = std::move(name);
+  p.set_name(std::move(name));
   return p;
+}
+
+void Policy::set_name(std::string name) {
+  name_ = std::move(name);
+  name_hash_ = std::hash<std::string_view>{}(name_);
 }
 
 Policy Policy::with_count_denied(bool on) const {
