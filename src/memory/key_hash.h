@@ -2,8 +2,9 @@
 //
 // Why our own: std::hash<string_view> is fine but slower on short keys; this one mixes eight
 // bytes per 64x64->128-bit multiply (the wyhash construction), is seeded per store so keys
-// chosen to collide in one process do not collide in another, and hashes the name and the key
-// as two length-delimited fields, so ("ab", "c") and ("a", "bc") never mean the same input.
+// chosen to collide in one process do not collide in another, and hashes the name (through
+// its precomputed hash) and the key as separate fields, so ("ab", "c") and ("a", "bc") never
+// mean the same input.
 // Not cryptographic. Internal to src/memory.
 // Invariants: deterministic for a given seed; the top bits of key_hash choose the shard, the
 // low 32 bits the table position, so the two are independent.
@@ -77,9 +78,13 @@ inline uint64_t hash_field(std::string_view s, uint64_t h) {
   return h;
 }
 
-// The policy name's hash (also the key of the shard's policy table).
-inline uint64_t name_hash(uint64_t seed, std::string_view policy_name) {
-  return hash_field(policy_name, seed);
+// The policy name's hash under the store's seed (also the key of the shard's policy table),
+// from Policy::name_hash(), the unseeded hash the Policy computed once: one multiply per
+// request instead of hashing the name again. Two names whose unseeded hashes collide keep
+// colliding under every seed; that costs probe length, never correctness (the shard compares
+// the names), and names are the operator's choice, not the client's.
+inline uint64_t name_hash(uint64_t seed, uint64_t policy_name_hash) {
+  return mix(seed ^ kP0, policy_name_hash ^ kP1);
 }
 // The hash of (policy name, key), from the name's hash.
 inline uint64_t key_hash(uint64_t policy_name_hash, std::string_view key) {

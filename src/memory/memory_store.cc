@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <mutex>
 #include <random>
 #include <utility>
 
@@ -36,7 +37,7 @@ struct MemoryStore::Impl {
     size_t shard;
   };
   Where locate(const Policy& policy, std::string_view key) const {
-    const uint64_t nh = memory::name_hash(seed, policy.name());
+    const uint64_t nh = memory::name_hash(seed, policy.name_hash());
     const uint64_t h = memory::key_hash(nh, key);
     return {nh, h, shard_shift >= 64 ? 0 : static_cast<size_t>(h >> shard_shift)};
   }
@@ -52,8 +53,7 @@ struct MemoryStore::Impl {
     Shard& shard = shards[w.shard];
     std::lock_guard lock(shard.mu);
     shard.begin_op(now);
-    const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
-    const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
+    const uint32_t i = shard.find_named(policy, w.name_hash, key, w.hash);
     if (i != kNil) {
       const Decision d = shard.decide(i, policy, now, cost, op);
       // An admitted acquire holds the units it took: not idle, no need to ask.
@@ -64,6 +64,9 @@ struct MemoryStore::Impl {
       }
       return d;
     }
+    // A new key: the policy's id, creating it for an acquire (a peek still records a
+    // redefinition under a known name).
+    const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
     AlgorithmState state = algo::fresh_state(policy);
     const Decision d = algo::decide(policy, state, now, cost, op);
     if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {

@@ -43,26 +43,10 @@ AlgorithmState unpack_inline(const Slot& s) {
   return v;
 }
 
-template <typename T>
-Decision decide_packed(Slot& s, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op) {
-  T v;
-  std::memcpy(&v, s.state, sizeof v);
-  const Decision d = algo::decide(policy, v, now_us, cost, op);
-  std::memcpy(s.state, &v, sizeof v);
-  return d;
-}
-
 // Frees what the slot's state owns (the sliding log's queue).
 void free_state(Slot& s) {
   if (s.tag == kLogTag) delete log_of(s);
   s.tag = kNoState;
-}
-
-// Policy equality without comparing the names again (the caller already did).
-bool same_parameters(const Policy& a, const Policy& b) {
-  return a.algorithm() == b.algorithm() && a.limit() == b.limit() && a.window() == b.window() &&
-         a.rate() == b.rate() && a.leaky_mode() == b.leaky_mode() &&
-         a.count_denied() == b.count_denied();
 }
 
 }  // namespace
@@ -97,11 +81,7 @@ uint16_t Shard::policy_id(const Policy& policy, uint64_t name_hash, bool create)
     if (cell == 0) break;
     const auto id = static_cast<uint16_t>(cell - 1);
     PolicyEntry& e = policies_[id];
-    const std::string& name = e.policy.name();
-    if (e.name_hash != name_hash || name.size() != policy.name().size() ||
-        !same_bytes(name.data(), policy.name().data(), name.size())) {
-      continue;
-    }
+    if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
     if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
     return id;
   }
@@ -167,22 +147,12 @@ uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const
   }
 }
 
-Decision Shard::decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                       algo::Op op) {
-  Slot& s = slot(i);
-  const bool same_algorithm = s.tag == static_cast<uint8_t>(policy.algorithm());
-  switch (same_algorithm ? s.tag : kNoState) {
-    case 0: return decide_packed<std::variant_alternative_t<0, AlgorithmState>>(s, policy, now_us, cost, op);
-    case 2: return decide_packed<std::variant_alternative_t<2, AlgorithmState>>(s, policy, now_us, cost, op);
-    case 3: return decide_packed<std::variant_alternative_t<3, AlgorithmState>>(s, policy, now_us, cost, op);
-    case 4: return decide_packed<std::variant_alternative_t<4, AlgorithmState>>(s, policy, now_us, cost, op);
-    default: {
-      AlgorithmState state = take_state(i);
-      const Decision d = algo::decide(policy, state, now_us, cost, op);
-      put_state(i, std::move(state));
-      return d;
-    }
-  }
+Decision Shard::decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
+                                algo::Op op) {
+  AlgorithmState state = take_state(i);
+  const Decision d = algo::decide(policy, state, now_us, cost, op);
+  put_state(i, std::move(state));
+  return d;
 }
 
 AlgorithmState Shard::take_state(uint32_t i) {
@@ -234,9 +204,7 @@ int64_t Shard::idle_at(uint32_t i) {
   return t;
 }
 
-void Shard::touch(uint32_t i) {
-  Slot& s = slot(i);
-  if (i == head_ || ops_ - s.stamp <= mtf_distance_) return;
+void Shard::move_to_front(uint32_t i) {
   unlink(i);
   push_front(i);
 }
@@ -292,6 +260,8 @@ size_t Shard::sweep_all(int64_t now_us) {
 }
 
 void Shard::sweep_some(int64_t now_us, size_t n) {
+  // At most one look at each entry per batch (a shard holding one hot key checks it once).
+  n = std::min(n, size_);
   for (size_t k = 0; k < n && size_ > 0; ++k) {
     if (cursor_ == kNil) cursor_ = tail_;
     const uint32_t i = cursor_;

@@ -1,5 +1,6 @@
 // shard.h — one shard of the MemoryStore: a hash table of compact entries, an LRU list, and
-// the incremental idle sweep, all guarded by one mutex. Internal to src/memory.
+// the incremental idle sweep, all guarded by one lock (a spinlock: spin_lock.h says why).
+// Internal to src/memory.
 //
 // Why this shape (and not std::unordered_map<std::string, AlgorithmState> + std::list):
 //   - entries live in 64-byte slots in chunked slabs (no per-entry allocation, no pointer
@@ -9,7 +10,9 @@
 //   - a slot names its policy by a 16-bit id into the shard's policy table (the latest
 //     definition seen under each name, with a count of the slots using it), so long policy
 //     names cost nothing per key, keys of up to 23 bytes are stored inline, and the sweep can
-//     ask algo::idle_at_us about any entry without the caller's Policy at hand;
+//     ask algo::idle_at_us about any entry without the caller's Policy at hand. An existing
+//     key is found in one probe (find_named: key bytes, then the slot's policy entry's name),
+//     so the hot path never consults the policy table; only a new key looks its name up;
 //   - per-key state is stored packed (16-24 bytes; the sliding log's queue on the heap) and
 //     unpacked into an algo::AlgorithmState around each algo::decide call, so the decision
 //     math stays in src/core and a redefined policy's state is replaced there;
@@ -22,7 +25,7 @@
 //     last 3/4 * capacity operations is never at the tail (each operation puts at most one
 //     entry in front of it). Stamps are 32-bit: an entry untouched for 2^32 operations on its
 //     shard may skip one move (harmless: order only, never the bound).
-// Invariants (with the mutex held): size() <= capacity(); every live slot is in the table
+// Invariants (with the lock held): size() <= capacity(); every live slot is in the table
 // exactly once and in the list exactly once; every live slot's policy id is live with users
 // >= 1; the sweep cursor is kNil or a live slot; policy ids are only recycled in begin_op,
 // when no operation holds one.
@@ -32,12 +35,15 @@
 #include <cstring>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
+#include "key_hash.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
+#include "spin_lock.h"
 
 namespace ratelimit::memory {
 
@@ -70,7 +76,7 @@ class alignas(64) Shard {
   // incremental sweep.
   void init(size_t capacity, uint64_t seed, size_t sweep_every, size_t sweep_batch);
 
-  std::mutex mu;
+  SpinLock mu;
 
   // Everything below requires `mu` held.
 
@@ -90,17 +96,52 @@ class alignas(64) Shard {
   uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create);
   // The slot holding (policy id, key), or kNil.
   uint32_t find(uint16_t policy, std::string_view key, uint64_t hash) const;
+  // The slot holding (policy's name, key), or kNil; on a hit, also what policy_id() does for
+  // a known name (the stored definition becomes `policy` if its parameters changed). The hot
+  // path: one table probe, no lookup in the policy table. `hash` is key_hash(name_hash, key).
+  uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
+                      uint64_t hash) {
+    const auto h32 = static_cast<uint32_t>(hash);
+    for (size_t pos = h32 & table_mask_;; pos = (pos + 1) & table_mask_) {
+      const uint64_t cell = table_[pos];
+      if (cell == 0) return kNil;
+      if (static_cast<uint32_t>(cell >> 32) != h32) continue;
+      const auto i = static_cast<uint32_t>(cell) - 1;
+      const Slot& s = slot(i);
+      if (s.key_len != key.size() || !same_bytes(key_bytes(s), key.data(), key.size())) continue;
+      PolicyEntry& e = policies_[s.policy];
+      if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
+      if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
+      return i;
+    }
+  }
   // algo::decide on the slot's state, in place (the O(1) states are decided on a local copy
   // of their packed bytes; the log and a state of another algorithm go through the variant).
-  Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op);
+  // Inline: on the hot path this is a switch and a call to the algorithm.
+  Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op) {
+    Slot& s = slot(i);
+    if (s.tag == static_cast<uint8_t>(policy.algorithm())) {
+      switch (s.tag) {
+        case 0: return decide_packed<0>(s, policy, now_us, cost, op);
+        case 2: return decide_packed<2>(s, policy, now_us, cost, op);
+        case 3: return decide_packed<3>(s, policy, now_us, cost, op);
+        case 4: return decide_packed<4>(s, policy, now_us, cost, op);
+        default: break;
+      }
+    }
+    return decide_unpacked(i, policy, now_us, cost, op);
+  }
   // Moves the slot's state out (the slot keeps a placeholder until put_state).
   algo::AlgorithmState take_state(uint32_t i);
   // Stores a state back into the slot.
   void put_state(uint32_t i, algo::AlgorithmState&& state);
   // algo::idle_at_us of the slot's state under its policy's current definition.
   int64_t idle_at(uint32_t i);
-  // Records a use for the LRU order.
-  void touch(uint32_t i);
+  // Records a use for the LRU order (inline: on a hot key it is one comparison).
+  void touch(uint32_t i) {
+    if (i == head_ || ops_ - slot(i).stamp <= mtf_distance_) return;
+    move_to_front(i);
+  }
   // Forgets the slot (hash: the one it was found or inserted with).
   void remove(uint32_t i, uint64_t hash);
   // Adds a new entry (precondition: find() == kNil; `policy` from policy_id(..., true)),
@@ -110,7 +151,7 @@ class alignas(64) Shard {
   // Drops every idle entry; returns how many.
   size_t sweep_all(int64_t now_us);
 
-  // Readable without the mutex (relaxed; approximate while others work).
+  // Readable without the lock (relaxed; approximate while others work).
   size_t size() const { return size_mirror_.load(std::memory_order_relaxed); }
   uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
   size_t capacity() const { return capacity_; }
@@ -125,6 +166,32 @@ class alignas(64) Shard {
     uint64_t name_hash;  // hash_field(name, seed)
     uint32_t users;      // live slots with this id; 0 = dead, recycled by purge_policies()
   };
+
+  // algo::decide on a state stored inline in the slot (variant index K), via a local copy.
+  template <size_t K>
+  static Decision decide_packed(Slot& s, const Policy& policy, int64_t now_us, int64_t cost,
+                                algo::Op op) {
+    std::variant_alternative_t<K, algo::AlgorithmState> v;
+    std::memcpy(&v, s.state, sizeof v);
+    const Decision d = algo::decide(policy, v, now_us, cost, op);
+    std::memcpy(s.state, &v, sizeof v);
+    return d;
+  }
+  // The rest: the sliding log, and a state of another algorithm (a redefined policy).
+  Decision decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
+                           algo::Op op);
+
+  static bool same_name(const Policy& a, const Policy& b) {
+    const std::string& x = a.name();
+    const std::string& y = b.name();
+    return x.size() == y.size() && same_bytes(x.data(), y.data(), x.size());
+  }
+  // Policy equality without comparing the names (the caller already did).
+  static bool same_parameters(const Policy& a, const Policy& b) {
+    return a.algorithm() == b.algorithm() && a.limit() == b.limit() && a.window() == b.window() &&
+           a.rate() == b.rate() && a.leaky_mode() == b.leaky_mode() &&
+           a.count_denied() == b.count_denied();
+  }
 
   Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & kChunkMask]; }
   const Slot& slot(uint32_t i) const { return chunks_[i >> kChunkBits][i & kChunkMask]; }
@@ -152,6 +219,7 @@ class alignas(64) Shard {
   uint32_t allocate();
   void release(uint32_t i);
   // LRU list.
+  void move_to_front(uint32_t i);
   void push_front(uint32_t i);
   void unlink(uint32_t i);
   // Table.

@@ -1,0 +1,59 @@
+// spin_lock.h — the shard lock: a test-and-test-and-set spinlock with `pause` and a yield
+// fallback. Internal to src/memory.
+//
+// Why not std::mutex: a shard's critical section is a few tens of nanoseconds (lookup, one
+// algo::decide, a list touch), and an uncontended pthread mutex costs two out-of-line calls
+// and two locked instructions per decision; here taking the lock is one inlined `xchg` and
+// releasing it a plain release store. Under contention a waiter spins on a read (no cache-line
+// ping-pong from repeated exchanges) with `pause`, and after kSpins tries yields the CPU, so a
+// holder that was preempted (2 vCPUs) or that runs a long sweep() gets the core back.
+// Meets BasicLockable/Lockable (std::lock_guard, std::unique_lock). Not recursive, not fair.
+// Invariant: unlock() only by the thread that holds the lock.
+#pragma once
+
+#include <atomic>
+#include <sched.h>
+
+namespace ratelimit::memory {
+
+class SpinLock {
+ public:
+  void lock() {
+    if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    lock_contended();
+  }
+  bool try_lock() {
+    return !locked_.load(std::memory_order_relaxed) &&
+           !locked_.exchange(true, std::memory_order_acquire);
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  static constexpr int kSpins = 128;
+
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  [[gnu::noinline]] void lock_contended() {
+    for (int spins = 0;; ++spins) {
+      if (!locked_.load(std::memory_order_relaxed) &&
+          !locked_.exchange(true, std::memory_order_acquire)) {
+        return;
+      }
+      if (spins < kSpins) {
+        cpu_relax();
+      } else {
+        sched_yield();
+      }
+    }
+  }
+
+  std::atomic<bool> locked_{false};
+};
+
+}  // namespace ratelimit::memory
