@@ -2,7 +2,8 @@
 //
 // Why: most services need a limiter that costs a few tens of nanoseconds and no network hop.
 // Design: the key space is split over shards (a power of two), each a hash table under its own
-// mutex, so threads working on different keys rarely meet; every decision runs the core
+// lock (a spin lock with backoff: the critical section is tens of ns), so threads on
+// different keys rarely meet; every decision runs the core
 // algorithm (algorithms.h) under the shard lock, which makes check-and-consume atomic.
 // State is namespaced by policy name: (policy name, key) is the identity of an entry.
 // Invariants:
