@@ -266,4 +266,23 @@ StatusCounts concurrent_acquires(const std::vector<uint16_t>& ports, const std::
   return {ok.load(), denied.load(), other.load()};
 }
 
+PairCounts concurrent_pairs_and_singles(const std::function<uint16_t(int)>& ports_for) {
+  std::atomic<int> pair_ok{0}, single_ok{0}, errors{0};
+  std::barrier sync(60);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 60; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(ports_for(i));
+      sync.arrive_and_wait();
+      const bool pair = i % 2 == 0;
+      const Reply r = c.post("/v1/acquire", pair ? R"({"key":"atom","policies":["a10","b15"]})"
+                                                 : R"({"key":"atom","policy":"b15"})");
+      if (r.status == 200) (pair ? pair_ok : single_ok)++;
+      else if (r.status != 429) errors++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return {pair_ok.load(), single_ok.load(), errors.load()};
+}
+
 }  // namespace ratelimit::e2e

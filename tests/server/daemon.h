@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -116,5 +117,16 @@ struct StatusCounts {
 // /v1/acquire with `body` on its own keep-alive connection to ports[i % ports.size()].
 StatusCounts concurrent_acquires(const std::vector<uint16_t>& ports, const std::string& body,
                                  int clients, int per_client);
+
+struct PairCounts {
+  int pair_ok = 0;    // [a10, b15] admitted together
+  int single_ok = 0;  // [b15] alone admitted
+  int errors = 0;     // neither 200 nor 429
+};
+
+// The all-or-nothing workload: 60 clients released together on key "atom", the even ones
+// asking for policies [a10, b15], the odd ones for b15 alone; client i talks to
+// ports_for(i). If the pair were not atomic, a10 could be spent by a pair that b15 denies.
+PairCounts concurrent_pairs_and_singles(const std::function<uint16_t(int)>& ports_for);
 
 }  // namespace ratelimit::e2e

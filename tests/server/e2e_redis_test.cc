@@ -58,29 +58,16 @@ TEST(E2ERedis, SeveralPoliciesAreAllOrNothingAcrossProcesses) {
   Daemon one, two;
   ASSERT_TRUE(one.start(cfg)) << one.log();
   ASSERT_TRUE(two.start(cfg)) << two.log();
-  std::atomic<int> pair_ok{0}, single_ok{0}, errors{0};
-  std::barrier sync(60);
-  std::vector<std::thread> ts;
-  for (int i = 0; i < 60; ++i) {
-    ts.emplace_back([&, i] {
-      Client c(i % 3 == 0 ? one.port() : two.port());
-      sync.arrive_and_wait();
-      const bool pair = i % 2 == 0;
-      const Reply r = c.post("/v1/acquire", pair ? R"({"key":"atom","policies":["a10","b15"]})"
-                                                 : R"({"key":"atom","policy":"b15"})");
-      if (r.status == 200) (pair ? pair_ok : single_ok)++;
-      else if (r.status != 429) errors++;
-    });
-  }
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(pair_ok + single_ok, 15);
-  EXPECT_LE(pair_ok.load(), 10);
+  const PairCounts n = concurrent_pairs_and_singles(
+      [&](int i) -> uint16_t { return i % 3 == 0 ? one.port() : two.port(); });
+  EXPECT_EQ(n.errors, 0);
+  EXPECT_EQ(n.pair_ok + n.single_ok, 15);
+  EXPECT_LE(n.pair_ok, 10);
   const Reply p = http_post(one.port(), "/v1/peek", R"({"key":"atom","policy":"a10"})");
-  if (pair_ok == 10) {
+  if (n.pair_ok == 10) {
     EXPECT_EQ(p.status, 429u);
   } else {
-    EXPECT_EQ(p.json().at("remaining").as_int64(), 10 - pair_ok.load() - 1);
+    EXPECT_EQ(p.json().at("remaining").as_int64(), 10 - n.pair_ok - 1);
   }
 }
 

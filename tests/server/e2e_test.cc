@@ -154,30 +154,16 @@ TEST_F(E2E, SeveralPoliciesAreAllOrNothingUnderConcurrency) {
   start();
   // 30 clients ask for [a10, b15] and 30 for [b15] alone, all at once, on one key. If the pair
   // were not atomic, a10 could be consumed by a request that b15 then denies.
-  std::atomic<int> pair_ok{0}, single_ok{0}, errors{0};
-  std::barrier sync(60);
-  std::vector<std::thread> ts;
-  for (int i = 0; i < 60; ++i) {
-    ts.emplace_back([&, i] {
-      Client c(port());
-      sync.arrive_and_wait();
-      const bool pair = i % 2 == 0;
-      const Reply r = c.post("/v1/acquire", pair ? R"({"key":"atom","policies":["a10","b15"]})"
-                                                 : R"({"key":"atom","policy":"b15"})");
-      if (r.status == 200) (pair ? pair_ok : single_ok)++;
-      else if (r.status != 429) errors++;
-    });
-  }
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(pair_ok + single_ok, 15);  // b15 is used up exactly
-  EXPECT_LE(pair_ok.load(), 10);
+  const PairCounts n = concurrent_pairs_and_singles([&](int) -> uint16_t { return port(); });
+  EXPECT_EQ(n.errors, 0);
+  EXPECT_EQ(n.pair_ok + n.single_ok, 15);  // b15 is used up exactly
+  EXPECT_LE(n.pair_ok, 10);
   // a10 was consumed exactly by the admitted pairs, never by a denied one.
   const Reply p = peek("atom", "a10");
-  if (pair_ok == 10) {
+  if (n.pair_ok == 10) {
     EXPECT_EQ(p.status, 429u);
   } else {
-    EXPECT_EQ(num(p.json(), "remaining"), 10 - pair_ok.load() - 1);
+    EXPECT_EQ(num(p.json(), "remaining"), 10 - n.pair_ok - 1);
   }
 }
 
