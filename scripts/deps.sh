@@ -8,6 +8,13 @@ RATELIMIT_PACKAGES=(
   redis-server redis-tools
   clang libclang-rt-14-dev
 )
+# The peers of the benchmarks (bench/peers, docs/BENCHMARKS.md): not needed to build or test.
+# bench/peers/lib.sh installs them with `ratelimit_install_deps "${RATELIMIT_BENCH_PACKAGES[@]}"`;
+# the npm packages are pinned by bench/peers/node/package-lock.json. Node itself (Debian's
+# nodejs + npm) is installed only when no `npm` command exists, because a Node from elsewhere
+# (e.g. one that bundles npm) conflicts with Debian's npm package.
+RATELIMIT_BENCH_PACKAGES=(nginx wrk python3-limits python3-redis redis-server redis-tools)
+RATELIMIT_BENCH_NODE_PACKAGES=(nodejs npm)
 
 ratelimit_install_deps() {
   local missing=() p
