@@ -1,22 +1,21 @@
 // redis_store.cc — RedisStore: the Store interface on Redis/Valkey (see
 // include/ratelimit/redis_store.h for the contract).
 //
-// Layers: script_codec (pure: key names, EVALSHA encoding, reply decoding, failure decisions),
-// connection (transport: one pipelined Asio connection), and this file, which owns the pool
-// and the I/O threads, validates input, spreads requests over ready connections round robin,
-// and turns every transport or Redis failure into the configured failure-policy decision,
-// counted. No exception leaves this file: the completion is always called, exactly once.
+// Layers, bottom up: resp_connection (transport: pipelined RESP over a ByteStream), router
+// (which node: standalone or cluster; one NodePool of connections per node), script_invoker
+// (EVALSHA and the NOSCRIPT reload), script_codec (pure: key names, encoding, decoding,
+// failure decisions), and this file, which validates input, builds the calls, and turns every
+// transport or Redis failure into the configured failure-policy decision, counted. No
+// exception leaves this file: the completion is always called, exactly once.
 #include "ratelimit/redis_store.h"
 
 #include <hiredis/hiredis.h>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <condition_variable>
 #include <thread>
 
-#include "connection.h"
+#include "router.h"
 #include "script_codec.h"
+#include "script_invoker.h"
 
 namespace ratelimit {
 namespace asio = boost::asio;
@@ -27,13 +26,6 @@ namespace {
 constexpr size_t kMaxConnections = 256;
 constexpr size_t kMaxIoThreads = 64;
 constexpr size_t kMaxKeyPrefixLength = 128;
-
-std::string display_url(const RedisUrl& u) {
-  if (u.is_unix) return "unix://" + u.path + (u.db != 0 ? "?db=" + std::to_string(u.db) : "");
-  const bool v6 = u.host.find(':') != std::string::npos;
-  return "redis://" + (v6 ? "[" + u.host + "]" : u.host) + ":" + std::to_string(u.port) + "/" +
-         std::to_string(u.db);
-}
 
 Status validate_options(const RedisStoreOptions& o) {
   if (o.connections > kMaxConnections) {
@@ -63,89 +55,26 @@ Status validate_options(const RedisStoreOptions& o) {
 
 }  // namespace
 
+// Store-level counters beside the router's (see RedisStoreCounters).
+struct StoreCounters {
+  std::atomic<uint64_t> commands{0}, errors{0}, timeouts{0}, failed_open{0}, failed_closed{0},
+      script_reloads{0};
+};
+
 struct RedisStore::Impl {
   RedisStoreOptions options;
-  ConnectionConfig config;
-  AtomicCounters counters;
-  std::vector<std::unique_ptr<asio::io_context>> ios;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  std::vector<std::thread> threads;
-  std::vector<std::shared_ptr<Connection>> connections;
-  std::atomic<size_t> next{0};
+  StoreCounters counters;
+  RouterCounters router_counters;
+  std::unique_ptr<Router> router;  // after the counters: it uses them until it is gone
+  std::unique_ptr<ScriptInvoker> invoker;
 
-  std::mutex change_mu;
-  std::condition_variable changed;
-
-  ~Impl() { stop(); }
-
-  void start() {
-    for (size_t i = 0; i < options.io_threads; ++i) {
-      ios.push_back(std::make_unique<asio::io_context>(1));
-      guards.push_back(asio::make_work_guard(*ios.back()));
-    }
-    for (size_t i = 0; i < options.connections; ++i) {
-      connections.push_back(std::make_shared<Connection>(
-          *ios[i % ios.size()], config, counters, [this] {
-            std::lock_guard lock(change_mu);
-            changed.notify_all();
-          }));
-    }
-    for (auto& io : ios) threads.emplace_back([io = io.get()] { io->run(); });
-    for (auto& c : connections) c->start();
-  }
-
-  void stop() {
-    for (auto& c : connections) c->close();  // pending calls complete (failure policy) here
-    guards.clear();
-    for (auto& io : ios) io->stop();
-    for (auto& t : threads) t.join();
-    threads.clear();
-    connections.clear();
-  }
-
-  // Waits until a connection is ready, or every connection failed its first attempt, or the
-  // connect timeout (plus a margin for the timer's resolution) passed.
-  Status wait_first_connection() {
-    const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout +
-                          std::chrono::milliseconds(100);
-    std::unique_lock lock(change_mu);
-    for (;;) {
-      size_t failed = 0;
-      for (auto& c : connections) {
-        if (c->ready()) return {};
-        if (c->failed_attempts() > 0) ++failed;
-      }
-      if (failed == connections.size()) break;
-      if (changed.wait_until(lock, deadline) == std::cv_status::timeout) break;
-    }
-    for (auto& c : connections) {
-      if (Status s = c->last_error(); !s.is_ok()) return s;
-    }
-    return Status::deadline_exceeded("connecting to " + config.display_url +
-                                     " took longer than " +
-                                     std::to_string(options.connect_timeout.count()) + " ms");
+  ~Impl() {
+    if (router != nullptr) router->close();  // pending calls complete (failure policy) here
   }
 
   std::optional<int64_t> now_arg() const {
     if (options.test_clock == nullptr) return std::nullopt;
     return options.test_clock->now().count();
-  }
-
-  // Sends `r` on the next ready connection; with none ready, fails it at once (inline).
-  void submit(RequestPtr r) {
-    const size_t n = connections.size();
-    const size_t first = next.fetch_add(1, std::memory_order_relaxed);
-    for (size_t i = 0; i < n; ++i) {
-      if (connections[(first + i) % n]->submit(r)) return;
-    }
-    Status why = Status::unavailable("no connection to " + config.display_url + " is ready");
-    for (auto& c : connections) {
-      if (Status s = c->last_error(); !s.is_ok()) {
-        why = Status::unavailable("no connection to Redis is ready; last error: " + s.message());
-        break;
-      }
-    }
-    r->on_reply(why, nullptr);
   }
 
   // Counts a failed call; returns the failure-policy decisions for `limits`.
@@ -166,11 +95,8 @@ struct RedisStore::Impl {
   // One script call; `finish` receives the decisions (real or failure policy).
   template <typename Finish>
   void run_script(const ScriptCall& call, std::vector<int64_t> limits, Finish finish) {
-    auto r = std::make_unique<Request>();
-    r->command = encode_evalsha(call);
-    r->script = static_cast<int>(call.script);
-    r->on_reply = [this, limits = std::move(limits), finish = std::move(finish)](
-                      const Status& error, const redisReply* reply) mutable {
+    invoker->invoke(call, [this, limits = std::move(limits), finish = std::move(finish)](
+                              const Status& error, const redisReply* reply) mutable {
       if (error.is_ok()) {
         auto decoded = decode_decisions(reply, limits);
         if (decoded.ok()) {
@@ -182,8 +108,7 @@ struct RedisStore::Impl {
         return;
       }
       finish(fail_decisions(error, limits));
-    };
-    submit(std::move(r));
+    });
   }
 
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
@@ -197,7 +122,6 @@ struct RedisStore::Impl {
   }
 };
 
-
 Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions options) {
   if (Status s = validate_options(options); !s.is_ok()) return s;
   auto url = parse_redis_url(options.url);
@@ -210,19 +134,22 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
 
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->config.url = *url;
-  impl->config.display_url = display_url(*url);
-  impl->config.connect_timeout = options.connect_timeout;
-  impl->config.command_timeout = options.command_timeout;
-  impl->config.backoff_min = options.reconnect_backoff_min;
-  impl->config.backoff_max = options.reconnect_backoff_max;
-  for (const auto& script : kLuaScripts) {
-    std::string argv[] = {"SCRIPT", "LOAD", std::string(script.text)};
-    impl->config.script_loads.push_back(encode_command(argv));
-  }
-  impl->start();
+  RouterOptions ro;
+  ro.connections_per_node = options.connections;
+  ro.io_threads = options.io_threads;
+  ro.connect_timeout = options.connect_timeout;
+  ro.command_timeout = options.command_timeout;
+  ro.backoff_min = options.reconnect_backoff_min;
+  ro.backoff_max = options.reconnect_backoff_max;
+  ro.handshake = ScriptInvoker::load_steps();
+  auto router = make_router(*url, std::move(ro), impl->router_counters);
+  if (!router.ok()) return router.status();
+  impl->router = std::move(router).value();
+  impl->invoker = std::make_unique<ScriptInvoker>(*impl->router, impl->counters.script_reloads);
   if (!options.lazy_connect) {
-    if (Status s = impl->wait_first_connection(); !s.is_ok()) return s;  // ~Impl stops all
+    if (Status s = impl->router->wait_ready(options.connect_timeout); !s.is_ok()) {
+      return s;  // ~Impl closes the router
+    }
   }
   return std::shared_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }
@@ -256,10 +183,11 @@ void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusC
   if (Status s = validate_key(key); !s.is_ok()) return done(s);
   std::vector<std::string> argv = {"DEL"};
   for (auto& k : reset_keys(impl_->options.key_prefix, policy, key)) argv.push_back(std::move(k));
-  auto r = std::make_unique<Request>();
-  r->command = encode_command(argv);
-  r->on_reply = [impl = impl_.get(), done = std::move(done)](const Status& error,
-                                                             const redisReply* reply) {
+  const int slot =
+      impl_->router->routes_by_slot() ? key_hash_slot(argv[1]) : kAnySlot;
+  auto command = std::make_shared<const std::string>(encode_command(argv));
+  impl_->router->send(slot, std::move(command), [impl = impl_.get(), done = std::move(done)](
+                                                    const Status& error, const redisReply* reply) {
     auto& c = impl->counters;
     if (!error.is_ok()) {
       c.errors.fetch_add(1, std::memory_order_relaxed);
@@ -277,30 +205,29 @@ void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusC
     }
     c.commands.fetch_add(1, std::memory_order_relaxed);
     done(Status());
-  };
-  impl_->submit(std::move(r));
+  });
 }
 
 RedisStoreCounters RedisStore::counters() const {
   const auto& c = impl_->counters;
+  const auto& r = impl_->router_counters;
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {get(c.commands), get(c.errors),      get(c.timeouts),   get(c.failed_open),
-          get(c.failed_closed), get(c.connects), get(c.disconnects), get(c.script_reloads)};
+  RedisStoreCounters out;
+  out.commands = get(c.commands);
+  out.errors = get(c.errors);
+  out.timeouts = get(c.timeouts);
+  out.failed_open = get(c.failed_open);
+  out.failed_closed = get(c.failed_closed);
+  out.connects = get(r.connects);
+  out.disconnects = get(r.disconnects);
+  out.script_reloads = get(c.script_reloads);
+  return out;
 }
 
-size_t RedisStore::ready_connections() const {
-  size_t n = 0;
-  for (const auto& c : impl_->connections) n += c->ready() ? 1 : 0;
-  return n;
-}
+size_t RedisStore::ready_connections() const { return impl_->router->ready_connections(); }
 
 const RedisStoreOptions& RedisStore::options() const { return impl_->options; }
 
-Status RedisStore::last_error() const {
-  for (const auto& c : impl_->connections) {
-    if (Status s = c->last_error(); !s.is_ok()) return s;
-  }
-  return {};
-}
+Status RedisStore::last_error() const { return impl_->router->last_error(); }
 
 }  // namespace ratelimit

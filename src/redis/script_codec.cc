@@ -92,24 +92,6 @@ std::vector<std::string> reset_keys(std::string_view prefix, const Policy& polic
   return {std::move(state), std::move(log)};
 }
 
-std::string encode_command(std::span<const std::string> argv) {
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  ptrs.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (const auto& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  char* cmd = nullptr;
-  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(),
-                                         lens.data());
-  std::string out;
-  if (len > 0 && cmd != nullptr) out.assign(cmd, static_cast<size_t>(len));
-  redisFreeCommand(cmd);
-  return out;
-}
-
 std::string encode_evalsha(const ScriptCall& call) {
   std::vector<std::string> argv;
   argv.reserve(3 + call.keys.size() + call.args.size());

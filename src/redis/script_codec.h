@@ -25,6 +25,7 @@
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
+#include "resp.h"
 
 struct redisReply;
 
@@ -57,8 +58,6 @@ ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> pol
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key);
 
-// RESP bytes of a command (hiredis' redisFormatCommandArgv): any bytes are safe in arguments.
-std::string encode_command(std::span<const std::string> argv);
 // RESP bytes of EVALSHA <sha1> <numkeys> KEYS... ARGV...
 std::string encode_evalsha(const ScriptCall& call);
 

@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <charconv>
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -27,10 +25,10 @@
 #include <vector>
 
 #include "closed_loop.h"
-#include "connection.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
+#include "router.h"
 #include "script_codec.h"
 
 namespace ratelimit::bench {
@@ -106,43 +104,28 @@ class NaiveLimiter {
     auto url = parse_redis_url(url_text);
     if (!url.ok()) return url.status();
     auto n = std::unique_ptr<NaiveLimiter>(new NaiveLimiter());
-    redis_detail::ConnectionConfig config;
-    config.url = *url;
-    config.display_url = url_text;
-    config.command_timeout = std::chrono::milliseconds(5000);
-    for (const auto& s : redis_detail::kLuaScripts) {
-      std::string argv[] = {"SCRIPT", "LOAD", std::string(s.text)};
-      config.script_loads.push_back(redis_detail::encode_command(argv));
+    redis_detail::RouterOptions ro;  // no handshake steps: it runs no script
+    ro.connections_per_node = std::max<size_t>(connections, 1);
+    ro.command_timeout = std::chrono::milliseconds(5000);
+    ro.connect_timeout = std::chrono::milliseconds(5000);
+    auto router = redis_detail::make_router(*url, ro, n->counters_);
+    if (!router.ok()) return router.status();
+    n->router_ = std::move(router).value();
+    if (Status s = n->router_->wait_ready(ro.connect_timeout); !s.is_ok()) {
+      return Status::unavailable("naive limiter: " + s.message());
     }
-    for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
-      n->conns_.push_back(std::make_shared<redis_detail::Connection>(n->io_, config, n->counters_,
-                                                                     [] {}));
-    }
-    n->thread_ = std::thread([io = &n->io_] { io->run(); });
-    for (auto& c : n->conns_) c->start();
-    for (int i = 0; i < 500; ++i) {  // up to 5 s for the connections
-      bool all = true;
-      for (auto& c : n->conns_) all = all && c->ready();
-      if (all) return n;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return Status::unavailable("naive limiter: cannot connect to " + url_text);
+    return n;
   }
 
   ~NaiveLimiter() {
-    for (auto& c : conns_) c->close();
-    guard_.reset();
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
+    if (router_ != nullptr) router_->close();
   }
 
   // GET the count; if below the limit, INCR it and admit. NOT ATOMIC: that is the point.
   void acquire(const std::string& key, int64_t limit, std::function<void(Outcome)> done) {
-    auto get = std::make_unique<redis_detail::Request>();
     std::string get_argv[] = {"GET", key};
-    get->command = redis_detail::encode_command(get_argv);
-    get->on_reply = [this, key, limit, done = std::move(done)](const Status& error,
-                                                               const redisReply* reply) mutable {
+    send(key, get_argv, [this, key, limit, done = std::move(done)](const Status& error,
+                                                                    const redisReply* reply) {
       if (!error.is_ok() || reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
         return done(Outcome::kFailed);
       }
@@ -151,16 +134,12 @@ class NaiveLimiter {
         std::from_chars(reply->str, reply->str + reply->len, count);
       }
       if (count >= limit) return done(Outcome::kDenied);
-      auto incr = std::make_unique<redis_detail::Request>();
       std::string incr_argv[] = {"INCR", key};
-      incr->command = redis_detail::encode_command(incr_argv);
-      incr->on_reply = [done = std::move(done)](const Status& e, const redisReply* r) {
+      send(key, incr_argv, [done](const Status& e, const redisReply* r) {
         done(e.is_ok() && r != nullptr && r->type == REDIS_REPLY_INTEGER ? Outcome::kAllowed
                                                                          : Outcome::kFailed);
-      };
-      send(std::move(incr));
-    };
-    send(std::move(get));
+      });
+    });
   }
 
   // Deletes `key` (the naive limiter sets no TTL): waits for the answer, at most 6 s (the
@@ -168,30 +147,23 @@ class NaiveLimiter {
   void forget(const std::string& key) {
     auto answered = std::make_shared<std::promise<void>>();
     std::future<void> f = answered->get_future();
-    auto del = std::make_unique<redis_detail::Request>();
     std::string del_argv[] = {"DEL", key};
-    del->command = redis_detail::encode_command(del_argv);
-    del->on_reply = [answered](const Status&, const redisReply*) { answered->set_value(); };
-    send(std::move(del));
+    send(key, del_argv, [answered](const Status&, const redisReply*) { answered->set_value(); });
     f.wait_for(std::chrono::seconds(6));
   }
 
  private:
-  NaiveLimiter() : guard_(boost::asio::make_work_guard(io_)) {}
-  void send(redis_detail::RequestPtr r) {
-    const size_t first = next_.fetch_add(1);
-    for (size_t i = 0; i < conns_.size(); ++i) {
-      if (conns_[(first + i) % conns_.size()]->submit(r)) return;
-    }
-    r->on_reply(Status::unavailable("no connection"), nullptr);
+  NaiveLimiter() = default;
+  void send(const std::string& key, std::span<const std::string> argv,
+            redis_detail::ReplyCallback done) {
+    const int slot = router_->routes_by_slot() ? redis_detail::key_hash_slot(key)
+                                               : redis_detail::kAnySlot;
+    router_->send(slot, std::make_shared<const std::string>(redis_detail::encode_command(argv)),
+                  std::move(done));
   }
 
-  boost::asio::io_context io_{1};
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
-  redis_detail::AtomicCounters counters_;
-  std::vector<std::shared_ptr<redis_detail::Connection>> conns_;
-  std::atomic<size_t> next_{0};
-  std::thread thread_;
+  redis_detail::RouterCounters counters_;
+  std::unique_ptr<redis_detail::Router> router_;
 };
 
 double percentile(std::vector<double>& v, double p) {

@@ -1,0 +1,323 @@
+// resp_connection.cc — one pipelined RESP connection on Boost.Asio (see resp_connection.h for
+// the design and its invariants).
+#include "resp_connection.h"
+
+#include <hiredis/hiredis.h>
+
+#include <boost/asio/post.hpp>
+#include <future>
+
+#include "resp.h"
+
+namespace ratelimit::redis_detail {
+namespace asio = boost::asio;
+using std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kReadBufferSize = 64 * 1024;
+
+bool is_error(const redisReply* r) { return r != nullptr && r->type == REDIS_REPLY_ERROR; }
+
+// A refused AUTH or SELECT: a credential problem is the configuration's fault.
+Status session_error(const char* step, const redisReply* r) {
+  std::string text = reply_text(r);
+  if (text.starts_with("NOAUTH")) {
+    return Status::invalid_argument(
+        "Redis requires authentication (NOAUTH): put user:password@ (or :password@) in the URL");
+  }
+  if (text.starts_with("WRONGPASS") || text.starts_with("ERR invalid password") ||
+      text.starts_with("ERR AUTH")) {
+    return Status::invalid_argument(std::string("Redis refused ") + step + ": " + text);
+  }
+  return Status::unavailable(std::string("Redis refused ") + step + ": " + text);
+}
+
+void discard_reply(const Status&, const redisReply*) {}
+
+}  // namespace
+
+RespConnection::RespConnection(asio::io_context& io, std::shared_ptr<const ConnectionConfig> config,
+                               TransportCounters& counters, std::function<void()> on_change)
+    : io_(io),
+      config_(std::move(config)),
+      counters_(counters),
+      on_change_(std::move(on_change)),
+      tick_timer_(io),
+      backoff_timer_(io),
+      read_buf_(kReadBufferSize),
+      backoff_(config_->backoff_min) {}
+
+RespConnection::~RespConnection() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+Status RespConnection::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+void RespConnection::start() {
+  asio::post(io_, [self = shared_from_this()] {
+    self->arm_tick();
+    self->do_connect();
+  });
+}
+
+void RespConnection::close() {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kClosed) return;
+  }
+  std::promise<void> done;
+  asio::post(io_, [self = shared_from_this(), &done] {
+    {
+      std::lock_guard lock(self->mu_);
+      self->state_ = State::kClosed;
+    }
+    self->fail(Status::unavailable("the Redis store is shutting down"));
+    self->tick_timer_.cancel();
+    self->backoff_timer_.cancel();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+void RespConnection::do_connect() {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kClosed) return;
+    state_ = State::kConnecting;
+  }
+  const uint64_t gen = ++gen_;
+  connect_deadline_ = steady_clock::now() + config_->connect_timeout;
+  if (stream_ != nullptr) stream_->close();
+  stream_ = config_->make_stream ? config_->make_stream(io_) : make_plain_stream(io_);
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = redisReaderCreate();
+  stream_->async_open(config_->endpoint, config_->display,
+                      [self = shared_from_this(), gen](Status s) {
+                        if (gen != self->gen_) return;
+                        if (!s.is_ok()) return self->fail(std::move(s));
+                        self->do_read();
+                        if (gen == self->gen_) self->handshake();
+                      });
+}
+
+void RespConnection::handshake() {
+  auto self = shared_from_this();
+  const uint64_t gen = gen_;
+  std::vector<std::pair<std::string, std::function<Status(const redisReply*)>>> steps;
+  const Endpoint& e = config_->endpoint;
+  if (e.has_password) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!e.user.empty()) auth.push_back(e.user);
+    auth.push_back(e.password);
+    steps.emplace_back(encode_command(auth), [](const redisReply* r) {
+      return is_error(r) ? session_error("AUTH", r) : Status();
+    });
+  }
+  if (e.db != 0) {
+    std::vector<std::string> select = {"SELECT", std::to_string(e.db)};
+    steps.emplace_back(encode_command(select), [](const redisReply* r) {
+      return is_error(r) ? session_error("SELECT", r) : Status();
+    });
+  }
+  for (const auto& s : config_->handshake) steps.emplace_back(s.command, s.check);
+  if (steps.empty()) return become_ready();
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const bool last = i + 1 == steps.size();
+    enqueue_locked(steps[i].first,
+                   [self, gen, last, check = std::move(steps[i].second)](const Status& error,
+                                                                        const redisReply* reply) {
+                     if (!error.is_ok() || gen != self->gen_) return;
+                     // Whatever the step, NOAUTH means the URL lacks the credentials.
+                     if (is_error(reply) && reply_text(reply).starts_with("NOAUTH")) {
+                       return self->fail(session_error("the handshake", reply));
+                     }
+                     if (Status s = check(reply); !s.is_ok()) return self->fail(std::move(s));
+                     if (last) self->become_ready();
+                   },
+                   connect_deadline_);
+  }
+  schedule_write_locked();
+}
+
+void RespConnection::become_ready() {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ != State::kConnecting) return;
+    state_ = State::kReady;
+    last_error_ = Status();
+  }
+  ready_.store(true, std::memory_order_release);
+  backoff_ = config_->backoff_min;
+  counters_.connects.fetch_add(1, std::memory_order_relaxed);
+  on_change_();
+}
+
+bool RespConnection::submit(std::string_view command, ReplyCallback& done,
+                            std::string_view prelude) {
+  const auto deadline = steady_clock::now() + config_->command_timeout;
+  std::lock_guard lock(mu_);
+  if (state_ != State::kReady) return false;
+  if (!prelude.empty()) enqueue_locked(prelude, discard_reply, deadline);
+  enqueue_locked(command, std::move(done), deadline);
+  schedule_write_locked();
+  return true;
+}
+
+void RespConnection::enqueue_locked(std::string_view command, ReplyCallback done,
+                                    SteadyTime deadline) {
+  out_ += command;
+  pending_.push_back(Pending{std::move(done), deadline});
+}
+
+void RespConnection::schedule_write_locked() {
+  if (write_scheduled_ || writing_) return;
+  write_scheduled_ = true;
+  asio::post(io_, [self = shared_from_this()] { self->do_write(); });
+}
+
+void RespConnection::do_write() {
+  {
+    std::lock_guard lock(mu_);
+    write_scheduled_ = false;
+    if (writing_ || out_.empty()) return;
+    if (state_ != State::kReady && state_ != State::kConnecting) return;
+    write_buf_.clear();
+    write_buf_.swap(out_);
+    writing_ = true;
+  }
+  stream_->async_write(asio::buffer(write_buf_),
+                       [self = shared_from_this(), gen = gen_](const boost::system::error_code& ec,
+                                                               size_t) {
+                         self->on_written(gen, ec);
+                       });
+}
+
+void RespConnection::on_written(uint64_t gen, const boost::system::error_code& ec) {
+  if (gen != gen_) return;
+  if (ec) {
+    fail(Status::unavailable("write to " + config_->display + " failed: " + ec.message()));
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    writing_ = false;
+    if (out_.empty()) return;
+  }
+  do_write();  // more was queued while writing: send it now, in one write
+}
+
+void RespConnection::do_read() {
+  stream_->async_read_some(asio::buffer(read_buf_),
+                           [self = shared_from_this(), gen = gen_](
+                               const boost::system::error_code& ec, size_t n) {
+                             self->on_read(gen, ec, n);
+                           });
+}
+
+void RespConnection::on_read(uint64_t gen, const boost::system::error_code& ec, size_t n) {
+  if (gen != gen_) return;
+  if (ec) {
+    fail(Status::unavailable(ec == asio::error::eof
+                                 ? "Redis at " + config_->display + " closed the connection"
+                                 : "read from " + config_->display + " failed: " + ec.message()));
+    return;
+  }
+  if (redisReaderFeed(reader_, read_buf_.data(), n) != REDIS_OK) {
+    fail(Status::internal("Redis reply reader: out of memory"));
+    return;
+  }
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      fail(Status::internal(std::string("Redis protocol error: ") + reader_->errstr));
+      return;
+    }
+    if (raw == nullptr) break;
+    std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
+                                                        freeReplyObject);
+    Pending p;
+    bool found = false;
+    {
+      std::lock_guard lock(mu_);
+      if (!pending_.empty()) {
+        p = std::move(pending_.front());
+        pending_.pop_front();
+        found = true;
+      }
+    }
+    if (!found) {
+      fail(Status::internal("Redis sent a reply nobody asked for"));
+      return;
+    }
+    p.done(Status(), reply.get());
+    if (gen != gen_) return;  // a handler failed the connection
+  }
+  do_read();
+}
+
+void RespConnection::fail(Status why) {
+  std::deque<Pending> dead;
+  State before;
+  {
+    std::lock_guard lock(mu_);
+    before = state_;
+    if (state_ != State::kClosed) state_ = State::kBackoff;
+    dead.swap(pending_);
+    out_.clear();
+    writing_ = false;
+    write_scheduled_ = false;
+    if (before != State::kClosed || last_error_.is_ok()) last_error_ = why;
+  }
+  ++gen_;
+  ready_.store(false, std::memory_order_release);
+  if (stream_ != nullptr) stream_->close();
+  if (before == State::kReady) counters_.disconnects.fetch_add(1, std::memory_order_relaxed);
+  if (before == State::kConnecting) failed_attempts_.fetch_add(1, std::memory_order_acq_rel);
+  for (auto& p : dead) p.done(why, nullptr);
+  on_change_();
+  if (before == State::kClosed) return;
+  std::lock_guard lock(mu_);
+  if (state_ == State::kClosed) return;
+  backoff_timer_.expires_after(backoff_);
+  backoff_ = std::min(backoff_ * 2, config_->backoff_max);
+  backoff_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (!ec) self->do_connect();
+  });
+}
+
+void RespConnection::arm_tick() {
+  // A quarter of the command timeout: timeouts fire at most ~25 % late.
+  auto period = std::clamp(config_->command_timeout / 4, std::chrono::milliseconds(1),
+                           std::chrono::milliseconds(50));
+  tick_timer_.expires_after(period);
+  tick_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (!ec) self->on_tick();
+  });
+}
+
+void RespConnection::on_tick() {
+  const auto now = steady_clock::now();
+  State state;
+  bool late = false;
+  {
+    std::lock_guard lock(mu_);
+    state = state_;
+    late = !pending_.empty() && pending_.front().deadline <= now;
+  }
+  if (state == State::kClosed) return;
+  if (state == State::kConnecting && (late || now >= connect_deadline_)) {
+    fail(Status::deadline_exceeded("connecting to " + config_->display + " took longer than " +
+                                   std::to_string(config_->connect_timeout.count()) + " ms"));
+  } else if (late) {
+    fail(Status::deadline_exceeded("Redis at " + config_->display + " did not answer within " +
+                                   std::to_string(config_->command_timeout.count()) + " ms"));
+  }
+  arm_tick();
+}
+
+}  // namespace ratelimit::redis_detail

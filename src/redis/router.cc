@@ -1,0 +1,45 @@
+// router.cc — the router factory: which Router a URL asks for (see router.h).
+#include "router.h"
+
+#include "standalone_router.h"
+
+namespace ratelimit::redis_detail {
+
+std::string display_url(const RedisUrl& u) {
+  if (u.is_unix) return "unix://" + u.path + (u.db != 0 ? "?db=" + std::to_string(u.db) : "");
+  const bool v6 = u.host.find(':') != std::string::npos;
+  return "redis://" + (v6 ? "[" + u.host + "]" : u.host) + ":" + std::to_string(u.port) + "/" +
+         std::to_string(u.db);
+}
+
+std::shared_ptr<const ConnectionConfig> connection_config(const Endpoint& endpoint,
+                                                          std::string display,
+                                                          const RouterOptions& options) {
+  auto c = std::make_shared<ConnectionConfig>();
+  c->endpoint = endpoint;
+  c->display = std::move(display);
+  c->connect_timeout = options.connect_timeout;
+  c->command_timeout = options.command_timeout;
+  c->backoff_min = options.backoff_min;
+  c->backoff_max = options.backoff_max;
+  c->handshake = options.handshake;
+  c->make_stream = options.make_stream;
+  return c;
+}
+
+Result<std::unique_ptr<Router>> make_router(const RedisUrl& url, RouterOptions options,
+                                            RouterCounters& counters) {
+  Endpoint e;
+  e.is_unix = url.is_unix;
+  e.host = url.host;
+  e.port = url.port;
+  e.path = url.path;
+  e.user = url.user;
+  e.password = url.password;
+  e.has_password = url.has_password;
+  e.db = url.db;
+  return std::unique_ptr<Router>(
+      std::make_unique<StandaloneRouter>(e, display_url(url), options, counters));
+}
+
+}  // namespace ratelimit::redis_detail
