@@ -1,7 +1,7 @@
 // script_codec.h — the Redis store's pure half: Redis key names, the EVALSHA commands that
 // carry a decision to the Lua scripts, and the decoding of their replies. No I/O, no threads.
 //
-// Why apart from the transport (connection.h): this is where the store's correctness lives
+// Why apart from the transport (resp_connection.h): this is where the store's correctness lives
 // (what goes in KEYS, what goes in ARGV, how integers come back), so it is testable on its own
 // and readable in one place, as hiredis separates its reply reader from its event loop.
 // Invariants:
