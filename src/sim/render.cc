@@ -68,10 +68,19 @@ std::string render_table(const std::vector<Report>& reports) {
     out << "; token bucket starts " << (r.token_fill ? "with " + fill_text(r) : "full");
     if (r.token_fill) out << " at " << format_seconds(r.start_us) << " s";
     out << "\n";
+    if (r.resolution_us > 0) {
+      out << "time resolution " << format_duration(Micros{r.resolution_us});
+      if (r.spread_us > 0) {
+        out << "; --spread " << format_duration(Micros{r.spread_us})
+            << ": same-stamp requests spaced evenly (an approximation)";
+      }
+      out << "\n";
+    }
     if (r.skipped_lines > 0) {
       out << "skipped " << r.skipped_lines << " malformed line"
-          << (r.skipped_lines == 1 ? "" : "s") << " (--skip-bad)\n";
+          << (r.skipped_lines == 1 ? "" : "s") << " (first ones on stderr)\n";
     }
+    for (const std::string& n : r.notices) out << "warning: " << n << "\n";
     const bool marked = has_marked(r);
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> header = {"algorithm", "policy",          "requests",
@@ -138,6 +147,10 @@ std::string render_json(const std::vector<Report>& reports) {
     if (r.token_fill) run["token_fill"] = *r.token_fill;
     else run["token_fill"] = "full";
     run["skipped_lines"] = r.skipped_lines;
+    run["resolution_us"] = r.resolution_us;
+    run["spread_us"] = r.spread_us;
+    run["missing_key_parts"] = r.missing_key_parts;
+    run["notices"] = r.notices;
     nlohmann::ordered_json algs = nlohmann::ordered_json::array();
     for (const AlgorithmResult& a : r.algorithms) {
       nlohmann::ordered_json j;

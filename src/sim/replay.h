@@ -126,8 +126,15 @@ struct Report {
   int64_t marked_first_us = -1;  // first and last marked (attack) request; -1 if none
   int64_t marked_last_us = -1;
   std::optional<double> token_fill;  // nullopt = full
-  int64_t skipped_lines = 0;  // trace lines skipped by --skip-bad
+  int64_t skipped_lines = 0;  // trace lines that did not parse and were skipped
   std::vector<std::string> warnings;  // the first few skipped lines, with their reasons
+  // Traces: the input's time resolution (see TimeResolution; 0 for patterns), --spread's span
+  // (0: off), requests keyed '-' for a missing --key part, and what the reader should know
+  // about the result (a resolution too coarse for the windows) — shown in every output.
+  int64_t resolution_us = 0;
+  int64_t spread_us = 0;
+  int64_t missing_key_parts = 0;
+  std::vector<std::string> notices;
   int64_t peak_live_keys = 0;
   std::vector<AlgorithmResult> algorithms;  // report order (see make_policies)
   ChartData chart;

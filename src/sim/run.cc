@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <unordered_map>
 
@@ -60,6 +61,56 @@ struct SortedRequest {
   uint32_t cost;  // <= kMaxCost < 2^32
 };
 
+// --spread: holds the requests of one timestamp until the next distinct one arrives, then
+// hands them on spaced evenly over [t, t + min(spread, next - t)): same order, never past
+// the next stamp.
+class Spreader {
+ public:
+  using Sink = std::function<Status(int64_t, std::string_view, int64_t)>;
+  Spreader(int64_t spread_us, Sink sink) : spread_us_(spread_us), sink_(std::move(sink)) {}
+  Status push(int64_t t_us, std::string_view key, int64_t cost) {
+    if (n_ > 0 && t_us != stamp_) {
+      if (auto s = flush(t_us - stamp_); !s.is_ok()) return s;
+    }
+    stamp_ = t_us;
+    if (n_ == group_.size()) group_.emplace_back();
+    group_[n_].key.assign(key);
+    group_[n_].cost = cost;
+    ++n_;
+    return {};
+  }
+  Status finish() { return flush(spread_us_); }
+
+ private:
+  struct Pending {
+    std::string key;
+    int64_t cost = 1;
+  };
+  Status flush(int64_t gap_us) {
+    const int64_t span = std::min(spread_us_, gap_us);
+    const auto n = static_cast<int64_t>(n_);
+    for (int64_t i = 0; i < n; ++i) {
+      const Pending& p = group_[static_cast<size_t>(i)];
+      // floor(i * span / n) without overflowing i * span: (span % n) * i < n * n.
+      const int64_t offset = span / n * i + span % n * i / n;
+      if (auto s = sink_(stamp_ + offset, p.key, p.cost); !s.is_ok()) return s;
+    }
+    n_ = 0;
+    return {};
+  }
+  int64_t spread_us_;
+  Sink sink_;
+  int64_t stamp_ = 0;
+  std::vector<Pending> group_;
+  size_t n_ = 0;
+};
+
+Micros shortest_window(const std::array<Policy, kAlgorithms>& policies) {
+  Micros w = policies[0].window();
+  for (const Policy& p : policies) w = std::min(w, p.window());
+  return w;
+}
+
 Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorithms>& policies,
                          const ProgressFn& progress) {
   const std::string& path = *o.trace_path;
@@ -71,18 +122,37 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
   if (!replay_or) return replay_or.status();
   Replay replay = std::move(*replay_or);
 
-  TraceFormat format = o.trace_format;
+  TraceFormat format = o.trace.format;
+  if (!o.trace.log_format.empty()) format = TraceFormat::kLog;
   std::optional<LineParser> parser;
-  if (format != TraceFormat::kAuto) parser.emplace(format);
+  if (format != TraceFormat::kAuto) {
+    auto p = LineParser::create(format, o.trace);
+    if (!p) return p.status();
+    parser.emplace(std::move(*p));
+  }
   bool first_content = true;
+  int64_t content_lines = 0;
+  int64_t records = 0;
   int64_t skipped = 0;
+  std::optional<Status> first_bad;
   bool have_prev = false;
   int64_t prev = 0;
+  TimeResolution resolution;
   std::vector<std::string> warnings;
   // Sort mode only: every request, with keys interned.
   std::vector<SortedRequest> buffered;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> key_ids;
   std::vector<const std::string*> key_names;
+
+  // Requests go to the replay directly, or through the spreader.
+  Spreader::Sink to_replay = [&replay](int64_t t, std::string_view key, int64_t cost) {
+    return replay.add(t, key, cost);
+  };
+  std::optional<Spreader> spreader;
+  if (o.spread) spreader.emplace(o.spread->count(), to_replay);
+  auto deliver = [&](int64_t t, std::string_view key, int64_t cost) {
+    return spreader ? spreader->push(t, key, cost) : to_replay(t, key, cost);
+  };
 
   std::string_view line;
   for (;;) {
@@ -95,25 +165,40 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
     if (is_blank_or_comment(line)) continue;
     if (!parser) {
       format = detect_trace_format(line);
-      parser.emplace(format);
+      auto p = LineParser::create(format, o.trace);
+      if (!p) return p.status();
+      parser.emplace(std::move(*p));
     }
+    ++content_lines;
     TraceRecord rec;
     auto kind = parser->parse(line, first_content, rec);
+    const bool was_first = first_content;
     first_content = false;
     if (!kind) {
       Status err = at_line(reader, kind.status());
-      if (o.trace_format == TraceFormat::kAuto) {
+      if (o.trace.format == TraceFormat::kAuto && o.trace.log_format.empty()) {
         err = Status::invalid_argument(err.message() + " (read as " + trace_format_name(format) +
-                                       ", detected from the first line; see --trace-format)");
+                                       ", detected from the first line; see --trace-format and "
+                                       "--log-format)");
       }
-      if (!o.skip_bad) {
-        return Status::invalid_argument(err.message() + " (pass --skip-bad to skip such lines)");
+      if (o.bad_lines == BadLines::kFail) {
+        return Status::invalid_argument(err.message() + " (--strict stops at the first bad line)");
+      }
+      if (o.bad_lines == BadLines::kSkipFew && was_first) {
+        return Status::invalid_argument(err.message() + " (the first line does not parse: the "
+                                        "format is probably wrong)");
       }
       if (skipped < kMaxReportedBadLines) warnings.push_back("skipped " + err.message());
+      if (!first_bad) first_bad = err;
       ++skipped;
       continue;
     }
-    if (*kind == LineKind::kSkip) continue;
+    if (*kind == LineKind::kSkip) {
+      --content_lines;  // a CSV header
+      continue;
+    }
+    ++records;
+    resolution.add(rec.t_us);
     if (o.unsorted == Unsorted::kSort) {
       auto it = key_ids.find(rec.key);
       if (it == key_ids.end()) {
@@ -129,18 +214,28 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
     if (have_prev && rec.t_us < prev) return backwards(reader, rec.t_us, prev);
     have_prev = true;
     prev = rec.t_us;
-    if (auto s = replay.add(rec.t_us, rec.key, rec.cost); !s.is_ok()) return at_line(reader, s);
+    if (auto s = deliver(rec.t_us, rec.key, rec.cost); !s.is_ok()) return at_line(reader, s);
   }
   if (o.unsorted == Unsorted::kSort) {
     std::stable_sort(buffered.begin(), buffered.end(),
                      [](const SortedRequest& a, const SortedRequest& b) { return a.t_us < b.t_us; });
     int64_t n = 0;
     for (const SortedRequest& r : buffered) {
-      if (auto s = replay.add(r.t_us, *key_names[r.key], r.cost); !s.is_ok()) return s;
+      if (auto s = deliver(r.t_us, *key_names[r.key], r.cost); !s.is_ok()) return s;
       if (progress && ++n % kProgressEveryLines == 0) {
         progress(reader.line_number(), reader.bytes_read(), reader.size_bytes());
       }
     }
+  }
+  if (spreader) {
+    if (auto s = spreader->finish(); !s.is_ok()) return s;
+  }
+  if (o.bad_lines == BadLines::kSkipFew && first_bad &&
+      static_cast<double>(skipped) > kMaxBadFraction * static_cast<double>(content_lines)) {
+    return Status::invalid_argument(
+        std::to_string(skipped) + " of " + std::to_string(content_lines) +
+        " lines do not parse (more than 1%: the format may not match the file); the first: " +
+        first_bad->message() + " (pass --skip-bad to skip any number of bad lines)");
   }
   Report report = replay.report();
   if (report.requests == 0) {
@@ -148,10 +243,28 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
                                     (skipped > 0 ? " (every line was malformed)" : ""));
   }
   report.title = "trace " + path;
-  report.description = std::string(trace_format_name(format)) + ", " +
-                       std::to_string(reader.line_number()) + " lines";
+  report.description = parser->describe() + ", " + std::to_string(reader.line_number()) + " lines";
   report.skipped_lines = skipped;
   report.warnings = std::move(warnings);
+  report.resolution_us = resolution.resolution_us();
+  report.spread_us = o.spread ? o.spread->count() : 0;
+  report.missing_key_parts = parser->missing_key_parts();
+  const Micros shortest = shortest_window(policies);
+  if (report.resolution_us * 10 > shortest.count()) {
+    report.notices.push_back(
+        "timestamps have " + format_duration(Micros{report.resolution_us}) +
+        " resolution, coarser than a tenth of the shortest window (" + format_duration(shortest) +
+        "): requests of one " + format_duration(Micros{report.resolution_us}) +
+        " share one instant, so the window algorithms see bursts that may not have happened" +
+        (o.spread ? std::string(" (--spread is on: same-stamp requests are spaced evenly, an "
+                                "approximation)")
+                  : std::string("; log finer times ($msec, %{usec}t) or pass --spread for an "
+                                "approximation")));
+  }
+  if (report.missing_key_parts > 0) {
+    report.notices.push_back(std::to_string(report.missing_key_parts) +
+                             " requests had no value for part of --key and were keyed '-' there");
+  }
   return Report(std::move(report));
 }
 
@@ -267,6 +380,7 @@ int run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   }
   for (const Report& r : *reports) {
     for (const std::string& w : r.warnings) err << "ratelimit-sim: warning: " << w << "\n";
+    for (const std::string& w : r.notices) err << "ratelimit-sim: warning: " << w << "\n";
     if (r.skipped_lines > static_cast<int64_t>(r.warnings.size())) {
       err << "ratelimit-sim: warning: " << r.skipped_lines << " malformed lines skipped in all\n";
     }

@@ -46,12 +46,27 @@ enum class Unsorted : uint8_t {
 };
 Result<Unsorted> parse_unsorted(std::string_view text);
 
+// What to do with a trace line that does not parse. Every skipped line is counted in the
+// report and the first few are shown, with their line numbers, on stderr.
+enum class BadLines : uint8_t {
+  kSkipFew,  // default: skip, but fail if the first request line is bad (the format is
+             // wrong) or if more than kMaxBadFraction of the lines are (the result would not
+             // describe the traffic)
+  kSkipAll,  // --skip-bad: skip any number
+  kFail,     // --strict: stop at the first
+};
+inline constexpr double kMaxBadFraction = 0.01;
+
 struct RunOptions {
   std::vector<char> patterns = {'A', 'B', 'C'};  // ignored when trace_path is set
   std::optional<std::string> trace_path;         // "-" reads standard input
-  TraceFormat trace_format = TraceFormat::kAuto;
-  bool skip_bad = false;
+  TraceSpec trace;                               // format, --log-format, --key, ...
+  BadLines bad_lines = BadLines::kSkipFew;
   Unsorted unsorted = Unsorted::kReject;
+  // --spread: requests sharing one timestamp are spaced evenly over this span (capped at the
+  // next distinct timestamp, so order is kept) — an approximation for logs with coarse
+  // stamps, not a recovery of the real times.
+  std::optional<Micros> spread;
   PolicyParams policy;
   PatternParams pattern;
   TokenFill token_fill;

@@ -109,31 +109,47 @@ bool seconds_in_range(double seconds) {
 
 int64_t seconds_to_us(double seconds) { return std::llround(seconds * 1e6); }
 
-Result<int64_t> parse_decimal_seconds(std::string_view text) {
-  constexpr const char* kExpected = "seconds as a decimal such as 12.5, or RFC 3339";
+Result<int64_t> parse_decimal_scaled(std::string_view text, int shift, const char* expected) {
   size_t pos = 0;
-  int64_t secs = 0;
-  size_t int_digits = 0;
-  while (pos < text.size() && is_digit(text[pos])) {
-    if (int_digits >= 12) {
+  while (pos < text.size() && is_digit(text[pos])) ++pos;
+  const std::string_view int_part = text.substr(0, pos);
+  std::string_view frac_part;
+  if (take_char(text, pos, '.')) {
+    const size_t start = pos;
+    while (pos < text.size() && is_digit(text[pos])) ++pos;
+    frac_part = text.substr(start, pos - start);
+  }
+  if ((int_part.empty() && frac_part.empty()) || pos != text.size()) {
+    return time_error(text, expected);
+  }
+  // The digits of int_part and frac_part with the point moved `shift` places right: the
+  // first int_part.size() + shift digits are the integer, the next one rounds it.
+  auto digit = [&](int64_t k) -> int64_t {
+    const auto n = static_cast<int64_t>(int_part.size());
+    if (k < n) return int_part[static_cast<size_t>(k)] - '0';
+    if (k - n < static_cast<int64_t>(frac_part.size())) {
+      return frac_part[static_cast<size_t>(k - n)] - '0';
+    }
+    return 0;
+  };
+  const int64_t whole_digits = static_cast<int64_t>(int_part.size()) + shift;
+  int64_t v = 0;
+  for (int64_t k = 0; k < whole_digits; ++k) {
+    const int64_t d = digit(k);
+    if (v > (kMaxTimestampUs - d) / 10) {
       return Status::invalid_argument("time '" + printable(text) + "' is too large");
     }
-    secs = secs * 10 + (text[pos] - '0');
-    ++int_digits;
-    ++pos;
+    v = v * 10 + d;
   }
-  int64_t micros = 0;
-  if (take_char(text, pos, '.')) {
-    if (!take_fraction(text, pos, micros) && int_digits == 0) return time_error(text, kExpected);
-  } else if (int_digits == 0) {
-    return time_error(text, kExpected);
-  }
-  if (pos != text.size()) return time_error(text, kExpected);
-  const int64_t us = secs * 1'000'000 + micros;
-  if (us > kMaxTimestampUs) {
+  if (whole_digits >= 0 && digit(whole_digits) >= 5) ++v;
+  if (v > kMaxTimestampUs) {
     return Status::invalid_argument("time '" + printable(text) + "' is too large");
   }
-  return us;
+  return v;
+}
+
+Result<int64_t> parse_decimal_seconds(std::string_view text) {
+  return parse_decimal_scaled(text, 6, "seconds as a decimal such as 12.5, or RFC 3339");
 }
 
 Result<int64_t> parse_rfc3339(std::string_view text) {

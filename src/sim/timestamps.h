@@ -34,6 +34,11 @@ bool seconds_in_range(double seconds);
 // the Unix epoch). No sign, no exponent.
 Result<int64_t> parse_decimal_seconds(std::string_view text);
 
+// A decimal ("1714564800123", "0.250") times 10^shift, rounded to the nearest integer (halves
+// up): shift 6 reads seconds as µs, 3 milliseconds, 0 microseconds, -3 nanoseconds. The result
+// must not exceed kMaxTimestampUs. Errors quote the text and `expected`.
+Result<int64_t> parse_decimal_scaled(std::string_view text, int shift, const char* expected);
+
 // RFC 3339: "2024-05-01T12:00:00Z", "2024-05-01T14:00:00.250+02:00" ('t', 'z' and a space
 // for 'T' accepted). Returns µs since the Unix epoch.
 Result<int64_t> parse_rfc3339(std::string_view text);
@@ -44,6 +49,20 @@ Result<int64_t> parse_clf_time(std::string_view text);
 // Either of the two forms a CSV trace allows: RFC 3339 if the text contains '-' after
 // its first digits ("2024-..."), decimal seconds otherwise.
 Result<int64_t> parse_trace_timestamp(std::string_view text);
+
+// The resolution of a stream of timestamps: the largest of 1 s, 100 ms, 10 ms, ... 1 µs that
+// divides every time added (1 s before any). A one-second access log gives 1 s, $msec 1 ms
+// (or 10 ms by chance on a handful of lines — the figure is what the data shows).
+class TimeResolution {
+ public:
+  void add(int64_t t_us) {
+    while (resolution_us_ > 1 && t_us % resolution_us_ != 0) resolution_us_ /= 10;
+  }
+  int64_t resolution_us() const { return resolution_us_; }
+
+ private:
+  int64_t resolution_us_ = 1'000'000;
+};
 
 // `text` as it may appear in an error message: at most `max_chars` characters (then "..."),
 // bytes outside printable ASCII as \xNN, so a binary file never floods a terminal.

@@ -1,5 +1,6 @@
-// trace.h — reading request traces: a CSV of `timestamp[,key[,cost]]` or an nginx/Apache
-// access log in the common/combined format, streamed line by line.
+// trace.h — reading request traces, streamed line by line: a CSV of
+// `timestamp[,key[,cost]]`, an access log (nginx or Apache, predefined or any log_format /
+// LogFormat string; see log_format.h), or JSON lines (one object a line; see log_record.h).
 //
 // Why streaming: production logs run to tens of millions of lines; the reader holds one
 // buffer (1 MiB plus the longest line, itself capped at kMaxLineBytes) whatever the file size.
@@ -10,11 +11,13 @@
 //             quote) and are trimmed of spaces. Blank lines and lines starting with '#' are
 //             skipped, and so is a header on the first content line (a first field that
 //             starts with a letter, such as "timestamp").
-//   combined  host ident user [10/Oct/2000:13:55:36 -0700] "request" ... — the client
-//             address (first field) is the key, the bracketed time the timestamp, cost 1.
-//             The common log format (without referer and user agent) parses the same way.
-// Auto-detection looks at the first content line: a valid access-log line means combined,
-// anything else CSV.
+//   combined  the combined log format (nginx's and Apache's default), also accepting the
+//             common format (no referer and user agent) and nginx's `main` (plus
+//             "$http_x_forwarded_for"); keyed by `client` unless --key says otherwise.
+//   log       any nginx log_format or Apache LogFormat string (--log-format).
+//   json      one JSON object a line; members mapped with --json-fields.
+// Auto-detection looks at the first content line: '{' means JSON, a valid combined line
+// means combined, anything else CSV.
 #pragma once
 
 #include <cstdint>
@@ -22,43 +25,60 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "log_record.h"
 #include "ratelimit/status.h"
 
 namespace ratelimit::sim {
 
-enum class TraceFormat : uint8_t { kAuto, kCsv, kCombined };
+enum class TraceFormat : uint8_t { kAuto, kCsv, kCombined, kLog, kJson };
 
-// "auto", "csv", "combined".
+// "auto", "csv", "combined", "json" ("log" is chosen by giving --log-format).
 Result<TraceFormat> parse_trace_format(std::string_view name);
 const char* trace_format_name(TraceFormat f);
 
-// One request read from a line. `key` points into the line or into the parser's buffer and
-// stays valid until the next parse call.
-struct TraceRecord {
-  int64_t t_us = 0;
-  std::string_view key;
-  int64_t cost = 1;
+// How to read a trace: the format, the --log-format string (for kLog) and the field rules
+// (key, cost, JSON mapping) for access logs and JSON.
+struct TraceSpec {
+  TraceFormat format = TraceFormat::kAuto;
+  std::string log_format;
+  FieldOptions fields;
+  bool fields_given = false;  // --key, --cost-field or --request-start were given
 };
 
 enum class LineKind : uint8_t { kRecord, kSkip };
 
 // Parses one line (without its line break). kSkip for blank/comment lines (and, when
 // `first_content_line`, a CSV header). Error messages do not include the line number (the
-// caller adds it).
+// caller adds it). Movable, not thread-safe.
 class LineParser {
  public:
-  explicit LineParser(TraceFormat format) : format_(format) {}
+  // CSV, combined or JSON with the default field rules. Precondition: not kAuto or kLog.
+  explicit LineParser(TraceFormat format);
+  // Any format; `format` is the resolved one (not kAuto). Error for a --log-format that does
+  // not compile, or a --key / --cost-field the format cannot give, or field options on a CSV.
+  static Result<LineParser> create(TraceFormat format, const TraceSpec& spec);
+  LineParser(LineParser&&) noexcept;
+  LineParser& operator=(LineParser&&) noexcept;
+  ~LineParser();
+
   Result<LineKind> parse(std::string_view line, bool first_content_line, TraceRecord& out);
 
+  // Requests whose key lacked a part (see RecordBuilder::missing_key_parts).
+  int64_t missing_key_parts() const;
+  // "csv", "combined", "nginx log_format '...'", "JSON lines", with the time's source.
+  std::string describe() const;
+
  private:
+  struct Impl;
+  explicit LineParser(std::unique_ptr<Impl> impl);
   Result<LineKind> parse_csv(std::string_view line, bool first_content_line, TraceRecord& out);
-  Result<LineKind> parse_combined(std::string_view line, TraceRecord& out);
-  TraceFormat format_;
-  std::string field_buf_;  // an unquoted copy of a quoted key
+  std::unique_ptr<Impl> impl_;
 };
 
-// Picks combined if `first_content_line` is a valid access-log line, CSV otherwise.
+// JSON if `first_content_line` starts with '{', combined if it is a valid combined line, CSV
+// otherwise.
 TraceFormat detect_trace_format(std::string_view first_content_line);
 
 // True for blank lines and '#' comments (skipped by every format).

@@ -93,8 +93,9 @@ TEST(CombinedLine, ClientAndBracketedTime) {
   r = parse_ok(TraceFormat::kCombined, R"(2001:db8::1 - - [01/Jan/2024:00:00:01 +0000] "GET / HTTP/1.1" 200 5)");
   EXPECT_EQ(r.key, "2001:db8::1");
   EXPECT_EQ(r.t_us, 1'704'067'201'000'000);
-  EXPECT_NE(parse_error(TraceFormat::kCombined, "1.5,key").find("access-log"), std::string::npos);
-  EXPECT_NE(parse_error(TraceFormat::kCombined, R"(h - - [10/Oct/2000:13:55:36] "GET /")")
+  EXPECT_NE(parse_error(TraceFormat::kCombined, "1.5,key").find("does not match the log format"),
+            std::string::npos);
+  EXPECT_NE(parse_error(TraceFormat::kCombined, R"(h - - [10/Oct/2000:13:55:36] "GET /" 200 5)")
                 .find("invalid time"),
             std::string::npos);
 }
@@ -105,7 +106,9 @@ TEST(Detect, AccessLogOrCsv) {
   EXPECT_EQ(detect_trace_format("1.5,1.2.3.4"), TraceFormat::kCsv);
   EXPECT_EQ(detect_trace_format("timestamp,key"), TraceFormat::kCsv);
   EXPECT_EQ(*parse_trace_format("combined"), TraceFormat::kCombined);
-  EXPECT_FALSE(parse_trace_format("json").ok());
+  EXPECT_EQ(*parse_trace_format("json"), TraceFormat::kJson);
+  EXPECT_EQ(detect_trace_format(R"({"time": 1.5})"), TraceFormat::kJson);
+  EXPECT_FALSE(parse_trace_format("xml").ok());
 }
 
 TEST(LineReaderTest, LinesAcrossChunkBoundariesCrlfAndNoFinalNewline) {
@@ -165,7 +168,7 @@ Result<std::vector<Report>> run_trace(const std::string& path, bool skip_bad = f
                                       TokenFill fill = {}) {
   RunOptions o;
   o.trace_path = path;
-  o.skip_bad = skip_bad;
+  o.bad_lines = skip_bad ? BadLines::kSkipAll : BadLines::kSkipFew;
   o.unsorted = unsorted;
   o.token_fill = fill;
   return simulate(o);

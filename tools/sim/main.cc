@@ -67,11 +67,47 @@ int main(int argc, char** argv) {
                                      "attack) or all")
                           ->capture_default_str();
   auto* trace_opt = app.add_option("-t,--trace", trace,
-                                   "Replay this file instead: CSV timestamp[,key[,cost]] or an "
-                                   "nginx/Apache combined access log ('-' = stdin)");
+                                   "Replay this file instead: CSV timestamp[,key[,cost]], an "
+                                   "nginx/Apache access log or JSON lines ('-' = stdin)");
   trace_opt->excludes(pattern_opt);
-  app.add_option("--trace-format", trace_format, "auto, csv or combined")->capture_default_str();
-  app.add_flag("--skip-bad", o.skip_bad, "Skip malformed trace lines (counted) instead of stopping");
+  app.add_option("--trace-format", trace_format,
+                 "auto (from the first line), csv, combined (nginx/Apache combined, common or "
+                 "nginx main) or json (one object a line)")
+      ->capture_default_str();
+  std::string log_format;
+  app.add_option("--log-format", log_format,
+                 "An nginx log_format ('$remote_addr [$time_local] \"$request\" $msec ...') or "
+                 "Apache LogFormat ('%h %l %u %t \"%r\" %>s %b %{usec}t') string, or combined, "
+                 "main, common, vhost_combined");
+  std::string key;
+  app.add_option("--key", key,
+                 "Access logs and JSON: what one client is, a field or several joined: client "
+                 "(first X-Forwarded-For address, else remote_addr), path, method, "
+                 "header:NAME, or any field name (remote_addr,path); default client");
+  std::string cost_field;
+  app.add_option("--cost-field", cost_field, "Access logs and JSON: a field holding each request's cost");
+  app.add_flag("--request-start", o.trace.fields.request_start,
+               "Access logs and JSON: time = logged time - $request_time (%D, %T): when the "
+               "request arrived (nginx logs it when it ends); combine with --unsorted=sort");
+  std::string json_fields;
+  app.add_option("--json-fields", json_fields,
+                 "JSON lines: NAME=MEMBER,... e.g. time=ts,remote_addr=client.ip (dots walk into "
+                 "objects)");
+  std::string time_unit = "s";
+  app.add_option("--time-unit", time_unit, "JSON lines: unit of a numeric time: s, ms, us or ns")
+      ->capture_default_str();
+  std::string spread;
+  auto* spread_opt =
+      app.add_option("--spread", spread,
+                     "Space requests that share one timestamp evenly over this span (default 1s; "
+                     "never past the next timestamp): an approximation for one-second logs")
+          ->expected(0, 1);
+  bool skip_bad = false;
+  bool strict = false;
+  auto* skip_opt = app.add_flag("--skip-bad", skip_bad,
+                                "Skip any number of malformed trace lines (counted); by default a "
+                                "few are skipped, but a bad first line or more than 1% bad fails");
+  app.add_flag("--strict", strict, "Stop at the first malformed trace line")->excludes(skip_opt);
   app.add_option("--unsorted", unsorted,
                  "Timestamps going backwards: reject (stop with the line number) or sort (read "
                  "the trace into memory, ~16 bytes a line plus each distinct key, and sort it)")
@@ -151,7 +187,40 @@ int main(int argc, char** argv) {
   }
   auto tf = sim::parse_trace_format(trace_format);
   if (!tf) return fail("--trace-format: " + tf.status().message());
-  o.trace_format = *tf;
+  o.trace.format = *tf;
+  if (!log_format.empty()) {
+    if (o.trace.format != sim::TraceFormat::kAuto && o.trace.format != sim::TraceFormat::kLog) {
+      return fail("--log-format describes the lines itself: leave out --trace-format");
+    }
+    o.trace.log_format = log_format;
+  }
+  if (!key.empty()) {
+    auto k = sim::parse_key_list(key);
+    if (!k) return fail(k.status().message());
+    o.trace.fields.key = *k;
+    o.trace.fields_given = true;
+  }
+  if (!cost_field.empty()) {
+    o.trace.fields.cost_field = cost_field;
+    o.trace.fields_given = true;
+  }
+  if (o.trace.fields.request_start) o.trace.fields_given = true;
+  if (!json_fields.empty()) {
+    auto j = sim::parse_json_fields(json_fields);
+    if (!j) return fail(j.status().message());
+    o.trace.fields.json_fields = *j;
+  }
+  auto tu = sim::parse_time_unit(time_unit);
+  if (!tu) return fail(tu.status().message());
+  o.trace.fields.json_time_unit = *tu;
+  if (spread_opt->count() > 0) {
+    auto sp = parse_duration_flag("--spread", spread.empty() ? "1s" : spread);
+    if (!sp) return fail(sp.status().message());
+    o.spread = *sp;
+  }
+  o.bad_lines = skip_bad ? sim::BadLines::kSkipAll
+                : strict ? sim::BadLines::kFail
+                         : sim::BadLines::kSkipFew;
   auto us = sim::parse_unsorted(unsorted);
   if (!us) return fail(us.status().message());
   o.unsorted = *us;
