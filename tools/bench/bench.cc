@@ -16,12 +16,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "closed_loop.h"
@@ -66,7 +68,9 @@ Result<Policy> allow_policy(const std::string& algorithm) {
   if (!a.ok()) return a.status();
   const Micros second{1'000'000};
   switch (*a) {
-    case Algorithm::kFixedWindow: return Policy::fixed_window(1'000'000'000, second);
+    // 60 s as the peers' allow limit (bench/peers/README.md), so 100k keys stay alive between
+    // visits exactly as rate-limiter-flexible's do.
+    case Algorithm::kFixedWindow: return Policy::fixed_window(1'000'000'000, 60 * second);
     case Algorithm::kSlidingWindowLog: return Policy::sliding_window_log(kMaxSlidingLogLimit, second);
     case Algorithm::kSlidingWindowCounter: return Policy::sliding_window_counter(1'000'000'000, second);
     case Algorithm::kTokenBucket: return Policy::token_bucket(1e9 / 60, 1'000'000'000);
@@ -165,6 +169,29 @@ class NaiveLimiter {
   redis_detail::RouterCounters counters_;
   std::unique_ptr<redis_detail::Router> router_;
 };
+
+// utime + stime of process `pid` in seconds, from /proc/<pid>/stat (fields 14 and 15, in
+// clock ticks); -1 when it cannot be read. Covers every thread of the process.
+double process_cpu_seconds(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  char buf[2048];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may contain spaces
+  if (p == nullptr) return -1;
+  unsigned long long utime = 0, stime = 0;
+  // After ") ": state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt, cminflt, majflt,
+  // cmajflt, utime, stime.
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
@@ -346,17 +373,23 @@ int run_throughput(const ThroughputOptions& o) {
     for (size_t i = 0; i < w.size(); ++i) chain(i);
   }
   std::this_thread::sleep_for(duration<double>(o.warmup_seconds));
+  const double server0 = o.server_pid > 0 ? process_cpu_seconds(o.server_pid) : -1;
   const auto start = steady_clock::now();
   phase = 1;
   std::this_thread::sleep_for(duration<double>(o.seconds));
   phase = 2;
   const double elapsed = duration<double>(steady_clock::now() - start).count();
+  const double server1 = o.server_pid > 0 ? process_cpu_seconds(o.server_pid) : -1;
   for (int i = 0; i < 10'000 && running.load() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (auto& t : threads) t.join();
   if (running.load() > 0) {
     std::cerr << "ratelimit-bench throughput: calls did not drain\n";
+    return 1;
+  }
+  if (o.server_pid > 0 && (server0 < 0 || server1 < 0)) {
+    std::cerr << "ratelimit-bench throughput: cannot read /proc/" << o.server_pid << "/stat\n";
     return 1;
   }
   std::vector<double> lat;
@@ -370,19 +403,30 @@ int run_throughput(const ThroughputOptions& o) {
   const double rate = static_cast<double>(done) / elapsed;
   const double p50 = percentile(lat, 0.50);
   const double p99 = percentile(lat, 0.99);
+  // Server CPU as a fraction of one core over the measured window (-1: not measured).
+  const double server_cpu = o.server_pid > 0 ? (server1 - server0) / elapsed : -1;
   std::printf("store=%s algorithm=%s keys=%lld %s=%d seconds=%.1f decisions/s=%.0f p50_us=%.1f "
-              "p99_us=%.1f denied=%llu failed=%llu\n",
+              "p99_us=%.1f denied=%llu failed=%llu",
               memory ? "memory" : "redis", o.algorithm.c_str(), static_cast<long long>(o.keys),
               memory ? "threads" : "inflight", workers, elapsed, rate, p50, p99,
               static_cast<unsigned long long>(denied), static_cast<unsigned long long>(failed));
+  if (server_cpu >= 0) {
+    std::printf(" server_cpu=%.3f server_us_per_decision=%.2f", server_cpu,
+                done > 0 ? server_cpu * 1e6 / rate : 0.0);
+  }
+  std::printf("\n");
   if (!o.json_peer.empty()) {
-    const std::string workload = memory ? (o.keys == 1 ? "inproc.hot" : "inproc.100k")
-                                        : (o.keys == 1 ? "remote.c50.hot" : "remote.c50.100k");
+    const std::string workload =
+        memory ? (o.keys == 1 ? "inproc.hot" : "inproc.100k")
+               : "remote.c" + std::to_string(o.inflight) + (o.keys == 1 ? ".hot" : ".100k");
     std::printf("{\"peer\": \"%s\", \"workload\": \"%s\", \"metric\": \"decisions_per_s\", "
-                "\"value\": %.1f, \"unit\": \"ops/s\", \"p50_us\": %.0f, \"p99_us\": %.0f, "
-                "\"denied\": %llu, \"errors\": %llu}\n",
-                o.json_peer.c_str(), workload.c_str(), rate, p50, p99,
-                static_cast<unsigned long long>(denied), static_cast<unsigned long long>(failed));
+                "\"value\": %.1f, \"unit\": \"ops/s\", \"ops\": %llu, \"seconds\": %.3f, "
+                "\"p50_us\": %.0f, \"p99_us\": %.0f, \"denied\": %llu, \"errors\": %llu",
+                o.json_peer.c_str(), workload.c_str(), rate, static_cast<unsigned long long>(done),
+                elapsed, p50, p99, static_cast<unsigned long long>(denied),
+                static_cast<unsigned long long>(failed));
+    if (server_cpu >= 0) std::printf(", \"server_cpu\": %.4f", server_cpu);
+    std::printf("}\n");
   }
   return failed == 0 ? 0 : 1;
 }

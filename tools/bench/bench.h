@@ -40,6 +40,7 @@ struct ThroughputOptions {
   double warmup_seconds = 1;
   size_t connections = 0;
   std::string json_peer;  // non-empty: also print one JSON line in the peers' format
+  int server_pid = 0;     // > 0: report this process' CPU (/proc/<pid>/stat) over the window
 };
 int run_throughput(const ThroughputOptions& o);
 

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{256}));
   t->add_option("--json-peer", tp.json_peer,
                 "also print a JSON line in the peers' result format, with this peer name");
+  t->add_option("--server-pid", tp.server_pid,
+                "report this process' CPU use (the Redis server's, from /proc/PID/stat) over the "
+                "measured window, and its CPU microseconds per decision")
+      ->check(CLI::Range(1, 1 << 22));
 
   EvalshaArgsOptions ea;
   auto* e = app.add_subcommand(

@@ -1,0 +1,506 @@
+// denial_cache.cc — DenialCache: remembered denials in sharded hash maps, in front of any Store
+// (contract and the argument for exactness in include/ratelimit/denial_cache.h).
+//
+// Layout: a (policy, key) pair maps to one entry in the shard its hash picks; the entry holds
+// the policy's parameters (a redefinition under the same name is a different policy) and up to
+// kDenialCacheCostsPerKey remembered denials, one per cost. Entries are kept in insertion order
+// (refreshed when a denial is remembered again) so a full shard drops its oldest one, and the
+// oldest entries are checked for expiry whenever something is inserted.
+// Invariants:
+//   - only kOverLimit denials with retry_after > 0 are remembered, for policies that do not count
+//     denied attempts; a remembered denial answers only for denied_at <= now < expires_at, with
+//     expires_at = min(denied_at + retry_after, denied_at + max_ttl), so a clock that stepped
+//     back answers from the store, never from a denial made "in the future";
+//   - denied_at is read before the store is asked, so it is never later than the store's own
+//     decision: expires_at never passes the instant the store could first admit the request;
+//   - a shard's generation changes at the start and at the end of every reset through this
+//     cache; an answer from the store is remembered only if its shard's generation did not change
+//     while it was in flight, so a denial decided before a reset is never remembered after it;
+//   - no lock is held while the inner store is called or a completion runs.
+#include "ratelimit/denial_cache.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ratelimit {
+namespace {
+
+constexpr size_t kMaxEntries = 100'000'000;
+constexpr size_t kMaxShards = 1024;
+
+// The default clock: only differences matter, and a monotonic clock cannot step back.
+class MonotonicClock final : public Clock {
+ public:
+  Micros now() const override {
+    return std::chrono::duration_cast<Micros>(
+        std::chrono::steady_clock::now().time_since_epoch());
+  }
+};
+const MonotonicClock kMonotonicClock;
+
+// Every parameter of a Policy but its name (the name is part of the map key).
+struct PolicyParams {
+  int64_t limit = 0;
+  int64_t window_us = 0;
+  uint64_t rate_bits = 0;
+  uint8_t algorithm = 0;
+  uint8_t mode = 0;
+  bool count_denied = false;
+  friend bool operator==(const PolicyParams&, const PolicyParams&) = default;
+
+  static PolicyParams of(const Policy& p) {
+    PolicyParams out;
+    out.limit = p.limit();
+    out.window_us = p.window().count();
+    const double rate = p.rate();
+    std::memcpy(&out.rate_bits, &rate, sizeof rate);
+    out.algorithm = static_cast<uint8_t>(p.algorithm());
+    out.mode = static_cast<uint8_t>(p.leaky_mode());
+    out.count_denied = p.count_denied();
+    return out;
+  }
+};
+
+// One remembered denial. cost == 0: an empty slot.
+struct Slot {
+  int64_t cost = 0;
+  int64_t denied_at = 0;
+  int64_t expires_at = 0;
+  int64_t retry_at = 0;   // denied_at + retry_after
+  int64_t reset_at = 0;   // denied_at + reset_after
+  int64_t remaining = 0;
+
+  bool live(int64_t now) const { return cost != 0 && denied_at <= now && now < expires_at; }
+};
+
+// The map key: the policy name's length (<= 64, one byte), the name, then the user key. Built on
+// the stack: at most 1 + kMaxPolicyNameLength + kMaxKeyLength bytes.
+class CompositeKey {
+ public:
+  CompositeKey(const Policy& policy, std::string_view key) {
+    const std::string& name = policy.name();
+    buf_[0] = static_cast<char>(name.size());
+    std::memcpy(buf_ + 1, name.data(), name.size());
+    std::memcpy(buf_ + 1 + name.size(), key.data(), key.size());
+    size_ = 1 + name.size() + key.size();
+  }
+  std::string_view view() const { return {buf_, size_}; }
+
+ private:
+  char buf_[1 + kMaxPolicyNameLength + kMaxKeyLength];
+  size_t size_;
+};
+
+}  // namespace
+
+struct DenialCache::Core {
+  struct Entry {
+    PolicyParams params;
+    std::array<Slot, kDenialCacheCostsPerKey> slots;
+    int64_t last_denied_at = 0;           // the newest slot's denied_at
+    std::list<std::string>::iterator pos;  // its key in Shard::order
+  };
+
+  struct Shard {
+    std::mutex mu;
+    // Keys, most recently remembered first; the map's string_views point into these nodes
+    // (std::list never moves a node, splice included).
+    std::list<std::string> order;
+    std::unordered_map<std::string_view, Entry> map;
+    uint64_t generation = 0;
+  };
+
+  // What a lookup learned, for the answer's completion.
+  struct Lookup {
+    bool hit = false;
+    Decision decision;
+    uint64_t generation = 0;
+  };
+
+  DenialCacheOptions options;
+  const Clock* clock = &kMonotonicClock;
+  size_t shard_mask = 0;
+  size_t per_shard = 1;
+  std::unique_ptr<Shard[]> shards;
+
+  std::atomic<uint64_t> hits{0}, misses{0}, bypassed{0}, inserts{0}, evictions{0},
+      invalidations{0}, entries{0};
+
+  static void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  Shard& shard_of(std::string_view composite) {
+    return shards[std::hash<std::string_view>{}(composite) & shard_mask];
+  }
+
+  // Erases `it` (whose node is `pos`). Caller holds the shard's lock.
+  void erase(Shard& s, std::unordered_map<std::string_view, Entry>::iterator it) {
+    const auto pos = it->second.pos;
+    s.map.erase(it);
+    s.order.erase(pos);
+    entries.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  bool expired(const Entry& e, int64_t now) const {
+    if (now < e.last_denied_at) return false;  // clock stepped back: decided by the slots
+    for (const Slot& slot : e.slots) {
+      if (slot.live(now)) return false;
+    }
+    return true;
+  }
+
+  Lookup lookup(std::string_view composite, const PolicyParams& params, int64_t limit,
+                int64_t cost, int64_t now) {
+    Shard& s = shard_of(composite);
+    Lookup out;
+    std::lock_guard lock(s.mu);
+    out.generation = s.generation;
+    auto it = s.map.find(composite);
+    if (it == s.map.end()) return out;
+    Entry& e = it->second;
+    if (e.params != params) return out;  // another definition; replaced when one is remembered
+    for (const Slot& slot : e.slots) {
+      if (!slot.live(now)) continue;
+      if (slot.cost == cost) {
+        out.hit = true;
+        Decision& d = out.decision;
+        d.allowed = false;
+        d.reason = DecisionReason::kOverLimit;
+        d.limit = limit;
+        d.remaining = slot.remaining;
+        d.retry_after = Micros{slot.retry_at - now};
+        d.reset_after = Micros{std::max<int64_t>(0, slot.reset_at - now)};
+        d.delay = Micros{0};
+        return out;
+      }
+    }
+    return out;
+  }
+
+  // Drops the oldest entries of `s` while they have expired (at most two per call: enough to
+  // keep up with inserts, which call it). Caller holds the lock.
+  void drop_expired_tail(Shard& s, int64_t now) {
+    for (int i = 0; i < 2 && !s.order.empty(); ++i) {
+      auto it = s.map.find(std::string_view(s.order.back()));
+      if (!expired(it->second, now)) return;
+      erase(s, it);
+    }
+  }
+
+  void remember(std::string_view composite, const PolicyParams& params, int64_t cost,
+                int64_t denied_at, uint64_t generation, const Decision& d) {
+    Shard& s = shard_of(composite);
+    std::lock_guard lock(s.mu);
+    if (s.generation != generation) return;  // a reset ran while this was in flight
+    const int64_t now = clock->now().count();
+    auto it = s.map.find(composite);
+    if (it == s.map.end()) {
+      s.order.emplace_front(composite);
+      Entry e;
+      e.params = params;
+      e.pos = s.order.begin();
+      it = s.map.emplace(std::string_view(s.order.front()), e).first;
+      bump(entries);
+    } else {
+      s.order.splice(s.order.begin(), s.order, it->second.pos);
+    }
+    Entry& e = it->second;
+    if (e.params != params) {
+      e.params = params;
+      e.slots = {};
+    }
+    // The slot of this cost, else an empty or dead one, else the one that expires first.
+    Slot* slot = nullptr;
+    for (Slot& x : e.slots) {
+      if (x.cost == cost) {
+        slot = &x;
+        break;
+      }
+    }
+    if (slot == nullptr) {
+      for (Slot& x : e.slots) {
+        if (!x.live(now)) {
+          slot = &x;
+          break;
+        }
+      }
+    }
+    if (slot == nullptr) {
+      slot = &*std::min_element(e.slots.begin(), e.slots.end(), [](const Slot& a, const Slot& b) {
+        return a.expires_at < b.expires_at;
+      });
+    }
+    slot->cost = cost;
+    slot->denied_at = denied_at;
+    slot->retry_at = denied_at + d.retry_after.count();
+    slot->expires_at = denied_at + std::min(d.retry_after.count(), options.max_ttl.count());
+    slot->reset_at = denied_at + d.reset_after.count();
+    for (Slot& x : e.slots) x.remaining = d.remaining;  // the newest figure for every cost
+    e.last_denied_at = std::max(e.last_denied_at, denied_at);
+    bump(inserts);
+
+    drop_expired_tail(s, now);
+    while (s.map.size() > per_shard) {
+      auto oldest = s.map.find(std::string_view(s.order.back()));
+      if (!expired(oldest->second, now)) bump(evictions);
+      erase(s, oldest);
+    }
+  }
+
+  // The store admitted `cost`. An acquire consumed units, which moves the remembered denials'
+  // instants later: they are forgotten (a fresh denial is remembered soon enough). A peek
+  // consumed nothing, but its admission contradicts the remembered denials at costs <= it.
+  void admitted(std::string_view composite, const PolicyParams& params, int64_t cost,
+                bool acquire) {
+    Shard& s = shard_of(composite);
+    std::lock_guard lock(s.mu);
+    auto it = s.map.find(composite);
+    if (it == s.map.end() || it->second.params != params) return;
+    bool any = false;
+    bool left = false;
+    for (Slot& x : it->second.slots) {
+      if (x.cost != 0 && (acquire || x.cost <= cost)) {
+        any = any || x.cost <= cost;
+        x = Slot{};
+      }
+      left = left || x.cost != 0;
+    }
+    if (any) bump(invalidations);
+    if (!left) erase(s, it);
+  }
+
+  // What a store's answer teaches: a denial to remember, or an admission that contradicts
+  // remembered denials at lower costs. Failure-policy answers and errors teach nothing.
+  void learn(std::string_view composite, const PolicyParams& params, int64_t cost, bool acquire,
+             int64_t denied_at, uint64_t generation, const Result<Decision>& r) {
+    if (!r.ok()) return;
+    const Decision& d = *r;
+    if (d.reason == DecisionReason::kOverLimit && d.retry_after.count() > 0) {
+      remember(composite, params, cost, denied_at, generation, d);
+    } else if (d.allowed && d.reason == DecisionReason::kWithinLimit &&
+               entries.load(std::memory_order_relaxed) > 0) {
+      admitted(composite, params, cost, acquire);
+    }
+  }
+
+  // Forgets every cost of (policy, key) and starts a new generation in its shard.
+  void forget(std::string_view composite) {
+    Shard& s = shard_of(composite);
+    std::lock_guard lock(s.mu);
+    ++s.generation;
+    auto it = s.map.find(composite);
+    if (it == s.map.end()) return;
+    erase(s, it);
+    bump(invalidations);
+  }
+};
+
+namespace {
+
+bool cacheable_input(std::string_view key, int64_t cost) {
+  return !key.empty() && key.size() <= kMaxKeyLength && cost >= 1 && cost <= kMaxCost;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<DenialCache>> DenialCache::wrap(std::shared_ptr<Store> inner,
+                                                       DenialCacheOptions options) {
+  if (inner == nullptr) return Status::invalid_argument("denial cache: the inner store is null");
+  if (options.max_entries < 1 || options.max_entries > kMaxEntries) {
+    return Status::invalid_argument("denial cache: max_entries must be 1 ... " +
+                                    std::to_string(kMaxEntries));
+  }
+  if (options.max_ttl < kMinWindow || options.max_ttl > kMaxWindow) {
+    return Status::invalid_argument("denial cache: max_ttl must be 1ms ... 366d");
+  }
+  if (options.shards < 1 || options.shards > kMaxShards) {
+    return Status::invalid_argument("denial cache: shards must be 1 ... " +
+                                    std::to_string(kMaxShards));
+  }
+  auto core = std::make_shared<Core>();
+  size_t shards = std::bit_ceil(options.shards);
+  while (shards > 1 && shards > options.max_entries) shards /= 2;
+  options.shards = shards;
+  core->options = options;
+  if (options.clock != nullptr) core->clock = options.clock;
+  core->shard_mask = shards - 1;
+  core->per_shard = options.max_entries / shards;
+  core->shards = std::make_unique<Core::Shard[]>(shards);
+  return std::shared_ptr<DenialCache>(new DenialCache(std::move(inner), std::move(core)));
+}
+
+DenialCache::DenialCache(std::shared_ptr<Store> inner, std::shared_ptr<Core> core)
+    : core_(std::move(core)), inner_(std::move(inner)) {}
+
+DenialCache::~DenialCache() = default;
+
+namespace {
+
+// acquire and peek share everything but the inner call.
+template <typename Inner>
+void decide_async(const std::shared_ptr<DenialCache::Core>& core, const Policy& policy,
+                  std::string_view key, int64_t cost, bool acquire, DecisionCallback done,
+                  Inner inner) {
+  if (policy.count_denied() || !cacheable_input(key, cost)) {
+    if (policy.count_denied()) DenialCache::Core::bump(core->bypassed);
+    return inner(std::move(done));
+  }
+  const int64_t now = core->clock->now().count();
+  const CompositeKey composite(policy, key);
+  const PolicyParams params = PolicyParams::of(policy);
+  auto look = core->lookup(composite.view(), params, policy.limit(), cost, now);
+  if (look.hit) {
+    DenialCache::Core::bump(core->hits);
+    return done(look.decision);
+  }
+  DenialCache::Core::bump(core->misses);
+  inner([core, composite = std::string(composite.view()), params, cost, acquire, now,
+         generation = look.generation,
+         done = std::move(done)](Result<Decision> r) {
+    core->learn(composite, params, cost, acquire, now, generation, r);
+    done(std::move(r));
+  });
+}
+
+template <typename Inner>
+Result<Decision> decide_sync(DenialCache::Core& core, const Policy& policy, std::string_view key,
+                             int64_t cost, bool acquire, Inner inner) {
+  if (policy.count_denied() || !cacheable_input(key, cost)) {
+    if (policy.count_denied()) DenialCache::Core::bump(core.bypassed);
+    return inner();
+  }
+  const int64_t now = core.clock->now().count();
+  const CompositeKey composite(policy, key);
+  const PolicyParams params = PolicyParams::of(policy);
+  auto look = core.lookup(composite.view(), params, policy.limit(), cost, now);
+  if (look.hit) {
+    DenialCache::Core::bump(core.hits);
+    return look.decision;
+  }
+  DenialCache::Core::bump(core.misses);
+  Result<Decision> r = inner();
+  core.learn(composite.view(), params, cost, acquire, now, look.generation, r);
+  return r;
+}
+
+}  // namespace
+
+void DenialCache::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
+                                DecisionCallback done) {
+  decide_async(core_, policy, key, cost, true, std::move(done), [&](DecisionCallback cb) {
+    inner_->acquire_async(policy, key, cost, std::move(cb));
+  });
+}
+
+void DenialCache::peek_async(const Policy& policy, std::string_view key, int64_t cost,
+                             DecisionCallback done) {
+  decide_async(core_, policy, key, cost, false, std::move(done), [&](DecisionCallback cb) {
+    inner_->peek_async(policy, key, cost, std::move(cb));
+  });
+}
+
+Result<Decision> DenialCache::acquire(const Policy& policy, std::string_view key, int64_t cost) {
+  return decide_sync(*core_, policy, key, cost, true,
+                     [&] { return inner_->acquire(policy, key, cost); });
+}
+
+Result<Decision> DenialCache::peek(const Policy& policy, std::string_view key, int64_t cost) {
+  return decide_sync(*core_, policy, key, cost, false,
+                     [&] { return inner_->peek(policy, key, cost); });
+}
+
+void DenialCache::acquire_all_async(std::span<const Policy> policies, std::string_view key,
+                                    int64_t cost, DecisionsCallback done) {
+  const bool valid = validate_acquire_all(policies, key, cost).is_ok();
+  const bool counts = std::any_of(policies.begin(), policies.end(),
+                                  [](const Policy& p) { return p.count_denied(); });
+  if (!valid || counts) {
+    if (counts) Core::bump(core_->bypassed);
+    return inner_->acquire_all_async(policies, key, cost, std::move(done));
+  }
+  const int64_t now = core_->clock->now().count();
+  struct Known {
+    std::string composite;
+    PolicyParams params;
+    uint64_t generation;
+  };
+  std::vector<Known> known;
+  known.reserve(policies.size());
+  std::vector<Decision> cached;
+  cached.reserve(policies.size());
+  for (const Policy& p : policies) {
+    const CompositeKey composite(p, key);
+    const PolicyParams params = PolicyParams::of(p);
+    auto look = core_->lookup(composite.view(), params, p.limit(), cost, now);
+    if (look.hit) cached.push_back(look.decision);
+    known.push_back({std::string(composite.view()), params, look.generation});
+  }
+  if (cached.size() == policies.size()) {
+    Core::bump(core_->hits);
+    return done(std::move(cached));
+  }
+  Core::bump(core_->misses);
+  inner_->acquire_all_async(
+      policies, key, cost,
+      [core = core_, known = std::move(known), cost, now,
+       done = std::move(done)](Result<std::vector<Decision>> r) {
+        if (r.ok() && r->size() == known.size()) {
+          const bool all = std::all_of(r->begin(), r->end(), [](const Decision& d) {
+            return d.reason == DecisionReason::kWithinLimit;
+          });
+          for (size_t i = 0; i < known.size(); ++i) {
+            const Decision& d = (*r)[i];
+            if (all) {
+              core->admitted(known[i].composite, known[i].params, cost, true);
+            } else if (d.reason == DecisionReason::kOverLimit && d.retry_after.count() > 0) {
+              core->remember(known[i].composite, known[i].params, cost, now, known[i].generation,
+                             d);
+            }
+          }
+        }
+        done(std::move(r));
+      });
+}
+
+void DenialCache::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
+  if (!cacheable_input(key, 1)) return inner_->reset_async(policy, key, std::move(done));
+  const CompositeKey composite(policy, key);
+  core_->forget(composite.view());
+  inner_->reset_async(policy, key,
+                      [core = core_, composite = std::string(composite.view()),
+                       done = std::move(done)](Status s) {
+                        core->forget(composite);
+                        done(std::move(s));
+                      });
+}
+
+DenialCacheCounters DenialCache::counters() const {
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  const Core& c = *core_;
+  DenialCacheCounters out;
+  out.hits = get(c.hits);
+  out.misses = get(c.misses);
+  out.bypassed = get(c.bypassed);
+  out.inserts = get(c.inserts);
+  out.evictions = get(c.evictions);
+  out.invalidations = get(c.invalidations);
+  out.entries = get(c.entries);
+  return out;
+}
+
+const DenialCacheOptions& DenialCache::options() const { return core_->options; }
+
+Store& DenialCache::inner() const { return *inner_; }
+
+}  // namespace ratelimit
