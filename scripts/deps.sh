@@ -1,10 +1,10 @@
 # scripts/deps.sh — the one list of Debian packages this project needs, and an idempotent
 # installer. Sourced by scripts/test and scripts/run. Fast and silent when all are present.
 RATELIMIT_PACKAGES=(
-  g++ cmake make ccache pkg-config python3
+  g++ cmake make ccache pkg-config python3 dpkg-dev systemd
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
-  libhiredis-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
+  libhiredis-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
   redis-server redis-tools
   clang libclang-rt-14-dev
 )

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "ratelimit/version.h"
+
 namespace ratelimit::server {
 namespace {
 
@@ -15,6 +17,8 @@ struct Family {
 
 // Every metric ratelimitd exports (store-specific gauges are declared beside their reader in
 // server.cc and documented in README.md (ratelimitd)).
+constexpr Family kBuildInfo{"ratelimitd_build_info", "gauge",
+                            "Always 1; the labels say which build is running (version, git describe)."};
 constexpr Family kRequests{"ratelimitd_http_requests_total", "counter",
                            "HTTP requests answered, by endpoint and status code."};
 constexpr Family kDecisions{"ratelimitd_decisions_total", "counter",
@@ -128,6 +132,10 @@ void Metrics::set_extra(std::function<void(std::string&)> extra) {
 std::string Metrics::render() const {
   std::string out;
   out.reserve(8192);
+  header(out, kBuildInfo);
+  // Neither label can hold a quote, backslash or newline (a semantic version, git describe).
+  sample(out, kBuildInfo.name,
+         std::string("version=\"") + RATELIMIT_VERSION + "\",revision=\"" + RATELIMIT_GIT_DESCRIBE + '"', 1);
   header(out, kRequests);
   for (size_t e = 0; e < kEndpointCount; ++e) {
     for (size_t s = 0; s < 12; ++s) {

@@ -45,6 +45,7 @@
 #include "ratelimit/memory_store.h"
 #include "service.h"
 #include "store_factory.h"
+#include "systemd_notify.h"
 
 namespace ratelimit::server {
 namespace {
@@ -536,7 +537,9 @@ int run_server(const ServerOptions& options) {
       if (ec) return;
       if (sig == SIGHUP) {
         log_line("info", "SIGHUP: reloading " + options.config_path);
+        systemd::notify_reloading();
         Status s = service.reload(options.config_path, options.overrides);
+        systemd::notify_ready("listening on " + where);  // the old or the new configuration
         if (s.is_ok()) {
           auto c = service.config();
           log_line("info", "reload ok: generation " + std::to_string(service.generation()) +
@@ -553,6 +556,7 @@ int run_server(const ServerOptions& options) {
         return;
       }
       stopping = true;
+      systemd::notify_stopping();
       log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
       listener.close();
       for (auto& w : workers) w->drain();
@@ -574,6 +578,7 @@ int run_server(const ServerOptions& options) {
                        " threads, store " + store_description(config->store) + ", " +
                        std::to_string(config->policies.size()) + " policies, admin " +
                        (config->admin_token ? "enabled" : "disabled") + ")");
+  systemd::notify_ready("listening on " + where);
 
   // The control loop ends once every worker has finished draining.
   std::thread joiner([&] {

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "bench.h"
+#include "ratelimit/version.h"
 
 int main(int argc, char** argv) {
   using namespace ratelimit::bench;
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   const auto algorithms = CLI::IsMember({"fixed_window", "sliding_window_log",
                                          "sliding_window_counter", "token_bucket",
                                          "leaky_bucket"});
+  app.set_version_flag("--version", ratelimit::version_line("ratelimit-bench"));
   app.require_subcommand(1);
 
   RaceOptions race;
@@ -68,8 +70,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& help) {
-    return app.exit(help);
+  } catch (const CLI::Success& help_or_version) {  // --help, --version
+    return app.exit(help_or_version);
   } catch (const CLI::ParseError& err) {
     std::cerr << "ratelimit-bench: " << err.what() << "\nRun 'ratelimit-bench --help' for usage.\n";
     return 2;

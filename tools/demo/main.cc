@@ -3,11 +3,13 @@
 // output is the same on every run. Shows what each algorithm admits and the Decision fields
 // an HTTP layer would turn into headers.
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "ratelimit/limiter.h"
 #include "ratelimit/memory_store.h"
+#include "ratelimit/version.h"
 
 namespace {
 
@@ -37,7 +39,15 @@ void run(const char* title, const Policy& policy) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("%s\n", ratelimit::version_line("ratelimit-demo").c_str());
+    return 0;
+  }
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: ratelimit-demo [--version]  (a fixed tour of the algorithms; no flags)\n");
+    return 2;
+  }
   const Micros second{1'000'000};
   run("fixed_window: 5 per 1s", Policy::fixed_window(5, second).value());
   run("sliding_window_log: 5 per 1s", Policy::sliding_window_log(5, second).value());

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ratelimit/version.h"
 #include "server.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
       "configuration stays); SIGTERM/SIGINT drain connections and exit 0.\n"
       "Exit codes: 0 ok, 1 runtime failure (cannot listen, store unreachable), 2 invalid "
       "configuration or flags."};
+  app.set_version_flag("--version", ratelimit::version_line("ratelimitd"));
   // Checked by hand after parsing (not ->required()), so an unknown flag is named as such
   // instead of being reported as a missing --config.
   auto* config_opt =

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "ratelimit/version.h"
 #include "run.h"
 #include "timestamps.h"
 
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
       "(fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket)\n"
       "with a manual clock and report what each admits."};
   app.set_help_flag("-h,--help", "Show this help and exit");
+  app.set_version_flag("--version", ratelimit::version_line("ratelimit-sim"), "Show the version and exit");
   sim::RunOptions o;
 
   std::string pattern = "all";
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return fail(std::string(e.what()) + " (see --help)");
