@@ -53,8 +53,12 @@ has "$v" ./usr/include/ratelimit/limiter.h ./usr/include/ratelimit/version.h \
          ./usr/lib/libratelimit_redis.a ./usr/lib/libratelimit_test_vectors.a \
          ./usr/lib/cmake/ratelimit/ratelimitConfig.cmake ./usr/lib/pkgconfig/ratelimit.pc \
          ./usr/lib/pkgconfig/ratelimit-redis.pc ./usr/share/ratelimit/test_vectors/token_bucket.json
-if dpkg-deb -c "$v" | awk '{print $NF}' | grep -E '/(connection|script_codec|lua_scripts|shard|spin_lock|key_hash)\.h$|^\./usr/bin/'; then
-  fail "libratelimit-dev ships an internal header or a binary"
+# Exactly the public headers (include/ratelimit/*.h, version.h, the vector runner's), no binary.
+want=$( (cd "$src/include" && ls ratelimit/*.h; echo ratelimit/version.h; echo ratelimit/test_vectors/vectors.h) | sort)
+got=$(dpkg-deb -c "$v" | awk '{print $NF}' | sed -n 's|^\./usr/include/\(.*\.h\)$|\1|p' | sort)
+[ "$want" = "$got" ] || fail "libratelimit-dev headers differ from the public ones: $(diff <(echo "$want") <(echo "$got") | tr '\n' ' ')"
+if dpkg-deb -c "$v" | awk '{print $NF}' | grep -E '^\./usr/bin/'; then
+  fail "libratelimit-dev ships a binary"
 fi
 for p in "$d" "$t"; do
   if dpkg-deb -c "$p" | awk '{print $NF}' | grep -E '^\./usr/(include|lib/[^/]*\.a)'; then
