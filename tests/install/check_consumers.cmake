@@ -41,7 +41,7 @@ if(MODE STREQUAL "installed")
   foreach(f include/ratelimit/limiter.h include/ratelimit/version.h
             include/ratelimit/test_vectors/vectors.h
             lib/libratelimit_core.a lib/libratelimit_memory.a lib/libratelimit_http.a
-            lib/libratelimit_redis.a lib/libratelimit_test_vectors.a
+            lib/libratelimit_redis.a lib/libratelimit_test_vectors.a lib/libratelimit_denial_cache.a
             lib/cmake/ratelimit/ratelimitConfig.cmake lib/cmake/ratelimit/ratelimitTargets.cmake
             lib/pkgconfig/ratelimit.pc lib/pkgconfig/ratelimit-redis.pc
             share/ratelimit/test_vectors/token_bucket.json)
