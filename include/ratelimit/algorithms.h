@@ -15,7 +15,7 @@
 //   - Op::kPeek never changes what any decision observes; it may still write (the sliding
 //     log drops expired entries), so callers serialise peeks like acquires. A denied request
 //     never changes state, except in the policy's count-denied mode (see
-//     Policy::with_count_denied).
+//     Policy::with_count_denied) and Policy::fixed_window_every_hit, which counts every hit.
 //   - Every function is deterministic and allocation-free except the sliding log, whose state
 //     holds at most policy.limit() entries.
 // Not thread-safe by themselves: callers serialise access to one state (the memory store
@@ -78,7 +78,8 @@ using AlgorithmState = std::variant<FixedWindowState, SlidingWindowLogState,
                                     LeakyBucketState>;
 
 // Preconditions for every decide(): policy.algorithm() matches the state type; 1 <= cost <=
-// kMaxCost (validate_cost). A cost above the capacity yields reason kExceedsCapacity.
+// kMaxCost (validate_cost; 0 too for a policy that counts every hit). A cost above the
+// capacity yields reason kExceedsCapacity.
 Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64_t cost, Op op);
 Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, int64_t cost,
                 Op op);

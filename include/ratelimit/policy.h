@@ -4,7 +4,8 @@
 // its parameters and returns an error value for anything out of range, so every Policy in
 // the program is valid and the algorithms never see a zero window, a NaN rate or an overflow.
 // Invariants (hold for every Policy value):
-//   - limit(), burst(): 1 ... kMaxLimit; window(): kMinWindow ... kMaxWindow;
+//   - limit(), burst(): 1 ... kMaxLimit (a fixed_window_every_hit: 0 ... kMaxEveryHitLimit);
+//     window(): kMinWindow ... kMaxWindow;
 //   - sliding_window_counter: (limit + 1) * window_us <= 2^53 (exact in a Lua double);
 //   - rate(): finite, kMinRate ... kMaxRate tokens per second;
 //   - sliding_window_log: limit <= kMaxSlidingLogLimit (its state grows with the limit);
@@ -39,6 +40,7 @@ Result<Algorithm> parse_algorithm(std::string_view name);
 enum class LeakyMode : uint8_t { kPolice, kShape };
 
 inline constexpr int64_t kMaxLimit = 1'000'000'000;          // limit and burst
+inline constexpr int64_t kMaxEveryHitLimit = 4'294'967'295;  // envoyproxy/ratelimit's uint32
 inline constexpr int64_t kMaxCost = 1'000'000'000;           // cost of one request
 inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see README
 inline constexpr Micros kMinWindow{1'000};                   // 1 ms
@@ -53,6 +55,13 @@ class Policy {
   static Result<Policy> fixed_window(int64_t limit, Micros window);
   static Result<Policy> sliding_window_log(int64_t limit, Micros window);
   static Result<Policy> sliding_window_counter(int64_t limit, Micros window);
+  // envoyproxy/ratelimit's counter (its Redis INCRBY): a fixed window in which every hit is
+  // counted, admitted or denied, and a request is admitted when the count *after* adding its
+  // cost is <= limit. Unlike fixed_window it also accepts limit 0 (everything over) and cost 0
+  // (check only: admitted when the count is <= limit, nothing changes). The stored count is
+  // kept at most limit + 1: every count above the limit decides alike, so state stays bounded
+  // while decisions stay exact. counts_every_hit() is true; algorithm() is kFixedWindow.
+  static Result<Policy> fixed_window_every_hit(int64_t limit, Micros window);
   // Bucket algorithms: `rate` units per second on average, bursts of up to `burst` units.
   static Result<Policy> token_bucket(double rate_per_second, int64_t burst);
   static Result<Policy> leaky_bucket(double rate_per_second, int64_t burst,
@@ -84,6 +93,8 @@ class Policy {
   double rate() const { return rate_; }
   LeakyMode leaky_mode() const { return leaky_mode_; }
   bool count_denied() const { return count_denied_; }
+  // True for fixed_window_every_hit (see there).
+  bool counts_every_hit() const { return every_hit_; }
   bool is_bucket() const {
     return algorithm_ == Algorithm::kTokenBucket || algorithm_ == Algorithm::kLeakyBucket;
   }
@@ -96,6 +107,7 @@ class Policy {
   Algorithm algorithm_ = Algorithm::kFixedWindow;
   LeakyMode leaky_mode_ = LeakyMode::kPolice;
   bool count_denied_ = false;
+  bool every_hit_ = false;
   int64_t limit_ = 0;
   Micros window_{0};
   double rate_ = 0;
@@ -106,6 +118,8 @@ class Policy {
 // Checks a request's cost: 1 ... kMaxCost. A cost above the policy's capacity is valid input
 // (it yields a Decision with reason kExceedsCapacity), an absurd one is an error.
 Status validate_cost(int64_t cost);
+// As above, but for a policy that counts every hit cost 0 (check only) is valid too.
+Status validate_cost(const Policy& policy, int64_t cost);
 
 // Checks a policy name (see top): used by Policy::with_name and by configuration loaders.
 Status validate_policy_name(std::string_view name);

@@ -3,6 +3,8 @@
 // State: the window's start and the units admitted in it. Admitted when count + cost <= L.
 // Cheapest algorithm (16 bytes, O(1)); admits up to 2L across a window edge (the boundary
 // attack), which the tests demonstrate. Mirrored by src/redis/lua/fixed_window.lua.
+// The every-hit variant (Policy::fixed_window_every_hit) is envoyproxy/ratelimit's counter:
+// every hit counts, admitted when count + cost <= L, cost 0 checks only.
 #include "ratelimit/algorithms.h"
 #include "units.h"
 
@@ -18,6 +20,24 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
 
   Decision d;
   d.limit = limit;
+  if (policy.counts_every_hit()) {
+    // envoyproxy/ratelimit: INCRBY cost, then admitted iff the count after it is <= limit.
+    // Denied hits count too; a count past limit + 1 decides like limit + 1, so it stops there.
+    const int64_t after = count + cost;
+    d.reset_after = Micros{after > 0 ? until_end : 0};
+    if (after <= limit) {
+      d.allowed = true;
+      d.reason = DecisionReason::kWithinLimit;
+      d.remaining = limit - after;
+    } else if (cost > limit) {
+      d.reason = DecisionReason::kExceedsCapacity;  // counted all the same, no wait helps
+    } else {
+      d.reason = DecisionReason::kOverLimit;
+      d.retry_after = Micros{until_end};
+    }
+    if (op == Op::kAcquire && cost > 0) s = {start, std::min(after, limit + 1)};
+    return d;
+  }
   if (cost > limit) {
     d.reason = DecisionReason::kExceedsCapacity;
     d.remaining = limit - count;

@@ -99,6 +99,23 @@ Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
   return p;
 }
 
+Result<Policy> Policy::fixed_window_every_hit(int64_t limit, Micros window) {
+  if (limit < 0 || limit > kMaxEveryHitLimit) {
+    return Status::invalid_argument("limit must be between 0 and " +
+                                    std::to_string(kMaxEveryHitLimit) + ", got " +
+                                    std::to_string(limit));
+  }
+  if (auto s = check_window(window); !s.is_ok()) return s;
+  Policy p;
+  p.algorithm_ = Algorithm::kFixedWindow;
+  p.every_hit_ = true;
+  p.limit_ = limit;
+  p.window_ = window;
+  p.set_name("fixed_window_every_hit:l" + std::to_string(limit) + ":w" +
+             std::to_string(window.count()) + "us");
+  return p;
+}
+
 Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
   if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
   if (limit > kMaxSlidingLogLimit) {
@@ -180,6 +197,11 @@ Status validate_cost(int64_t cost) {
                                     ", got " + std::to_string(cost));
   }
   return {};
+}
+
+Status validate_cost(const Policy& policy, int64_t cost) {
+  if (cost == 0 && policy.counts_every_hit()) return {};
+  return validate_cost(cost);
 }
 
 Status validate_policy_name(std::string_view name) {

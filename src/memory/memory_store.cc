@@ -143,9 +143,9 @@ struct MemoryStore::Impl {
 namespace {
 
 // Cheap inline checks first, so the hot path does not call out for valid input.
-Status check_key_and_cost(std::string_view key, int64_t cost) {
+Status check_key_and_cost(const Policy& policy, std::string_view key, int64_t cost) {
   if (key.empty() || key.size() > kMaxKeyLength) return validate_key(key);
-  if (cost < 1 || cost > kMaxCost) return validate_cost(cost);
+  if (cost < 1 || cost > kMaxCost) return validate_cost(policy, cost);
   return {};
 }
 
@@ -176,13 +176,13 @@ MemoryStore::MemoryStore(MemoryStoreOptions options) : impl_(std::make_unique<Im
 MemoryStore::~MemoryStore() = default;
 
 Result<Decision> MemoryStore::acquire(const Policy& policy, std::string_view key, int64_t cost) {
-  if (Status s = check_key_and_cost(key, cost); !s.is_ok()) return s;
+  if (Status s = check_key_and_cost(policy, key, cost); !s.is_ok()) return s;
   return impl_->decide_one(policy, key, cost, Op::kAcquire);
 }
 
 
 Result<Decision> MemoryStore::peek(const Policy& policy, std::string_view key, int64_t cost) {
-  if (Status s = check_key_and_cost(key, cost); !s.is_ok()) return s;
+  if (Status s = check_key_and_cost(policy, key, cost); !s.is_ok()) return s;
   return impl_->decide_one(policy, key, cost, Op::kPeek);
 }
 

@@ -190,7 +190,7 @@ class alignas(64) Shard {
   static bool same_parameters(const Policy& a, const Policy& b) {
     return a.algorithm() == b.algorithm() && a.limit() == b.limit() && a.window() == b.window() &&
            a.rate() == b.rate() && a.leaky_mode() == b.leaky_mode() &&
-           a.count_denied() == b.count_denied();
+           a.count_denied() == b.count_denied() && a.counts_every_hit() == b.counts_every_hit();
   }
 
   Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & kChunkMask]; }

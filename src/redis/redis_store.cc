@@ -114,7 +114,7 @@ struct RedisStore::Impl {
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
               DecisionCallback done) {
     if (Status s = validate_key(key); !s.is_ok()) return done(s);
-    if (Status s = validate_cost(cost); !s.is_ok()) return done(s);
+    if (Status s = validate_cost(policy, cost); !s.is_ok()) return done(s);
     run_script(decide_call(options.key_prefix, policy, key, cost, op, now_arg()),
                {policy.limit()}, [done = std::move(done)](std::vector<Decision> d) {
                  done(d.front());

@@ -23,7 +23,8 @@ std::string now_arg(std::optional<int64_t> now_us) {
   return now_us ? int_arg(*now_us) : std::string("-");
 }
 
-// limit, window_us, rate, shape, count_denied (read_policy in common.lua).
+// limit, window_us, rate, shape, counting (read_policy in common.lua: 0, 1 count denied,
+// 2 every hit).
 void append_policy_args(const Policy& p, std::vector<std::string>& args) {
   args.push_back(int_arg(p.limit()));
   args.push_back(int_arg(p.window().count()));
@@ -31,7 +32,7 @@ void append_policy_args(const Policy& p, std::vector<std::string>& args) {
   args.push_back(p.algorithm() == Algorithm::kLeakyBucket && p.leaky_mode() == LeakyMode::kShape
                      ? "1"
                      : "0");
-  args.push_back(p.count_denied() ? "1" : "0");
+  args.push_back(p.counts_every_hit() ? "2" : p.count_denied() ? "1" : "0");
 }
 
 std::string op_arg(algo::Op op) { return op == algo::Op::kAcquire ? "0" : "1"; }

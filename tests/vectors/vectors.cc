@@ -57,9 +57,12 @@ StepOp parse_op(const std::string& s) {
   fail("unknown op '" + s + "' (expected acquire, peek or reset)");
 }
 
-Policy parse_policy(Algorithm algorithm, const json& p, bool count_denied) {
+Policy parse_policy(Algorithm algorithm, const json& p, bool count_denied, bool every_hit) {
   Result<Policy> r = Status::internal("unreachable");
-  if (algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket) {
+  if (every_hit) {
+    if (algorithm != Algorithm::kFixedWindow) fail("'every_hit' applies to fixed_window only");
+    r = Policy::fixed_window_every_hit(int_field(p, "limit"), Micros{int_field(p, "window_us")});
+  } else if (algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket) {
     const json& rate = field(p, "rate");
     if (!rate.is_number()) fail("field 'rate' must be a number");
     const int64_t burst = int_field(p, "burst");
@@ -151,7 +154,9 @@ Result<VectorFile> load_file(const std::string& path) {
       where = path + ": case '" + name + "'";
       bool count_denied = false;
       if (c.contains("count_denied")) count_denied = field(c, "count_denied").get<bool>();
-      Policy policy = parse_policy(file.algorithm, field(c, "policy"), count_denied);
+      bool every_hit = false;
+      if (c.contains("every_hit")) every_hit = field(c, "every_hit").get<bool>();
+      Policy policy = parse_policy(file.algorithm, field(c, "policy"), count_denied, every_hit);
       const json& steps = field(c, "steps");
       if (!steps.is_array() || steps.empty()) fail("'steps' must be a non-empty array");
       std::vector<Step> parsed;
@@ -275,7 +280,7 @@ std::vector<Failure> run_vectors_pure(const VectorFile& file) {
   return run_file(
       file, "pure:",
       [&](const Policy& policy, const std::string& key, const Step& step) -> Result<Decision> {
-        if (auto s = validate_cost(step.cost); !s.is_ok()) return s;
+        if (auto s = validate_cost(policy, step.cost); !s.is_ok()) return s;
         auto it = states.try_emplace(key, algo::fresh_state(policy)).first;
         return algo::decide(policy, it->second, step.t_us, step.cost,
                             step.op == StepOp::kPeek ? algo::Op::kPeek : algo::Op::kAcquire);

@@ -20,6 +20,7 @@
 //               "policy": {"limit": 10, "window_us": 1000000}          (window algorithms)
 //                      or {"rate": 2.5, "burst": 5, "mode": "police"}  (buckets; mode: leaky),
 //               "count_denied": false,                                  (optional, default false)
+//               "every_hit": false,          (optional; fixed_window: Policy::fixed_window_every_hit)
 //               "steps": [{"t_us": 0, "cost": 1, "op": "acquire",       (cost default 1;
 //                          "key": "a",                                  op acquire|peek|reset;
 //                          "expect": {"allowed": true, "reason": "within_limit",   key default

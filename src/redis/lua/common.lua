@@ -82,11 +82,12 @@ local function read_now(arg)
   return tonumber(arg), true
 end
 
--- The policy fields, from ARGV[i] on: limit, window_us, rate, shape (0/1), count_denied (0/1).
+-- The policy fields, from ARGV[i] on: limit, window_us, rate, shape (0/1), counting (0 admitted
+-- only, 1 count denied, 2 every hit: Policy::fixed_window_every_hit).
 local function read_policy(argv, i)
   return {limit = tonumber(argv[i]), window_us = tonumber(argv[i + 1]),
           rate = tonumber(argv[i + 2]), shape = argv[i + 3] == '1',
-          count_denied = argv[i + 4] == '1'}
+          count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
 -- Writes a changed state back with a TTL that ends when the state is idle again

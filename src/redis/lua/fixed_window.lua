@@ -31,6 +31,24 @@ function fixed_window.decide(policy, s, now_us, cost, op)
   local until_end = start + window - t
 
   local d = new_decision(limit)
+  if policy.every_hit then
+    local after = count + cost
+    if after > 0 then d.reset_after = until_end else d.reset_after = 0 end
+    if after <= limit then
+      d.allowed = true
+      d.reason = kWithinLimit
+      d.remaining = limit - after
+    elseif cost > limit then
+      d.reason = kExceedsCapacity
+    else
+      d.reason = kOverLimit
+      d.retry_after = until_end
+    end
+    if op == kAcquire and cost > 0 then
+      s.window_start_us, s.count, s.dirty = start, math.min(after, limit + 1), true
+    end
+    return d
+  end
   if cost > limit then
     d.reason = kExceedsCapacity
     d.remaining = limit - count
