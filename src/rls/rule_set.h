@@ -1,0 +1,171 @@
+// rule_set.h — envoyproxy/ratelimit's descriptor configuration, loaded unmodified, and its
+// matching: which limit applies to each descriptor of a RateLimitRequest.
+//
+// Why here: the gRPC front-end (ShouldRateLimit), the HTTP /json front-end and the debug
+// /rlconfig page all need the same answer to "which rule, which counter, which metric key";
+// this library gives it once, with no transport and no store in sight. The decision itself is
+// made by src/core with the Policy each rule carries.
+//
+// Semantics (taken from envoyproxy/ratelimit's src/config/config_impl.go and
+// src/service/ratelimit.go; the README's "Envoy and Istio" section documents them for users):
+//   - A file is one `domain` with nested `descriptors` ({key, value?, rate_limit?,
+//     descriptors?, shadow_mode, detailed_metric, value_to_metric, share_threshold,
+//     quota_mode, metadata}). Keys are checked against envoyproxy/ratelimit's list (plus our
+//     extension keys inside rate_limit: algorithm, burst, mode); a misspelled key anywhere
+//     refuses the file.
+//   - Matching, per request entry, level by level: "key_value" exactly, else the first
+//     wildcard pattern of that level (in file order) that matches "key_value" (`*` = any run of
+//     characters, anywhere, several allowed; matched against the joined "key_value" string
+//     exactly as envoyproxy/ratelimit does), else the key-only default. A limit applies only if
+//     it sits at the level of the request's *last* entry (exact depth). The request's own
+//     `limit` override wins over the configuration (the domain must still exist). After all
+//     descriptors are resolved, a rule whose `name` is in any matched rule's `replaces` is
+//     dropped (as if nothing matched).
+//   - Several files: each domain once, unless merge_domains (MERGE_DOMAIN_CONFIG) joins them;
+//     a duplicate descriptor (same composite key) is refused even when merging. Any error in
+//     any file refuses the whole set: nothing is half-loaded.
+// Thread-safety: a RuleSet is immutable after load(); share it as shared_ptr<const RuleSet>
+// and call resolve() from any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ratelimit/policy.h"
+#include "ratelimit/status.h"
+
+namespace ratelimit::rls {
+
+// RateLimitResponse.RateLimit.Unit, with the wire values of Envoy's API.
+enum class Unit : uint8_t {
+  kUnknown = 0, kSecond = 1, kMinute = 2, kHour = 3, kDay = 4, kMonth = 5, kYear = 6, kWeek = 7,
+};
+// Seconds per unit as envoyproxy/ratelimit counts them (month = 30 days, year = 365 days);
+// 0 for kUnknown. Windows are aligned to the Unix epoch: start = now - now % seconds.
+int64_t unit_seconds(Unit unit);
+// "SECOND" ... "WEEK", "UNKNOWN" (the proto enum names; also what /rlconfig prints).
+const char* unit_name(Unit unit);
+// Case-insensitive proto name; nullopt for anything else, "unknown" included.
+std::optional<Unit> parse_unit(std::string_view text);
+// Unit from its wire value; nullopt for 0 (UNKNOWN) and values outside the enum.
+std::optional<Unit> unit_from_wire(int64_t value);
+
+// One configured rate_limit (or a request's override), with everything a front-end needs.
+struct Rule {
+  uint32_t requests_per_unit = 0;
+  Unit unit = Unit::kUnknown;  // kUnknown only when unlimited
+  bool unlimited = false;      // answer OK with limit_remaining 4294967295, count nothing
+  bool shadow_mode = false;    // decide and count, but report OK (and count shadow_mode)
+  bool quota_mode = false;     // envoyproxy/ratelimit's quota mode (see README)
+  bool detailed_metric = false;
+  std::string name;                   // rate_limit.name; also current_limit.name
+  std::vector<std::string> replaces;  // rule names this rule replaces when both match
+  // The stats key envoyproxy/ratelimit gives the rule: "domain.key_value.key" (the config's
+  // composite key, values as configured). Metric names are built from it.
+  std::string full_key;
+  // What to decide with: by default Policy::fixed_window_every_hit(requests_per_unit, unit)
+  // (envoyproxy/ratelimit's counter); with the `algorithm` extension, that algorithm. Unset
+  // for unlimited rules.
+  std::optional<Policy> policy;
+  std::string metadata_json;  // `metadata` as compact JSON ("" when absent)
+  std::string file;           // where it was defined (for /rlconfig and messages)
+  int line = 0;
+};
+
+// A request's descriptor as the front-end received it. Views into the caller's buffers.
+struct Entry {
+  std::string_view key;
+  std::string_view value;
+};
+struct LimitOverride {
+  uint32_t requests_per_unit = 0;
+  int64_t unit = 0;  // wire value; 0 (UNKNOWN) or out of range is refused by resolve()
+};
+struct Descriptor {
+  std::span<const Entry> entries;
+  std::optional<LimitOverride> limit;  // RateLimitDescriptor.limit
+};
+
+// What applies to one descriptor of a request.
+struct Applied {
+  // The limit to decide with; nullptr when none applies (no domain, no match, depth mismatch,
+  // replaced, or unlimited — see `unlimited`). Points into the RuleSet or into `override_rule`
+  // — valid while both the RuleSet and this Applied live (do not copy an Applied that holds an
+  // override and keep the pointer; use rule() after a copy).
+  const Rule* rule() const { return override_rule ? &*override_rule : configured; }
+  bool unlimited = false;  // matched an unlimited rule: OK, limit_remaining = 4294967295
+  // The store key: CACHE_KEY_PREFIX + domain + "_" + (key + "_" + value + "_") per entry, as
+  // sent (share_threshold replaces a value by its wildcard pattern, so all values share one
+  // counter). envoyproxy/ratelimit appends the window start; here the window lives in the
+  // fixed-window state, so the key is the same for every window. Empty when rule() is null.
+  std::string cache_key;
+  // The metric key of this hit (detailed_metric / value_to_metric / share_threshold applied,
+  // exactly as envoyproxy/ratelimit builds it); raw — pass it to sanitize_stat_name() for a
+  // metric name. detailed_metric keys carry request values: callers must cap their number.
+  std::string stats_key;
+  bool detailed = false;  // stats_key was built from request values (detailed_metric)
+
+  const Rule* configured = nullptr;
+  std::optional<Rule> override_rule;
+};
+
+struct LoadOptions {
+  bool merge_domains = false;    // MERGE_DOMAIN_CONFIG
+  std::string cache_key_prefix;  // CACHE_KEY_PREFIX
+};
+
+// One configuration file's text and the name that labels its messages (its path).
+struct SourceFile {
+  std::string name;
+  std::string text;
+};
+
+class RuleSet {
+ public:
+  // Parses and validates every file; all or nothing. Errors (kInvalidArgument) are
+  // "name:line: reason" with envoyproxy/ratelimit's reason where it has one. An empty list of
+  // files is a valid, empty RuleSet (every domain unknown).
+  static Result<std::shared_ptr<const RuleSet>> load(std::span<const SourceFile> files,
+                                                     const LoadOptions& options = {});
+
+  // Resolves every descriptor of one request (domain and descriptors as received). `out`
+  // gets one Applied per descriptor, in order, with `replaces` applied across them.
+  // Errors (kInvalidArgument, nothing resolved): an override with an unknown unit, or a
+  // cache key longer than kMaxKeyLength. An unknown domain is not an error: nothing applies.
+  Status resolve(std::string_view domain, std::span<const Descriptor> descriptors,
+                 std::vector<Applied>& out) const;
+
+  bool has_domain(std::string_view domain) const;
+  bool empty() const { return domains_.empty(); }
+  size_t rule_count() const { return rules_.size(); }
+  // Every rule, in load order (for /rlconfig): "full_key: unit=MINUTE requests_per_unit=10,
+  // shadow_mode: false, quota_mode: false" lines, as envoyproxy/ratelimit's dump prints them.
+  std::string dump() const;
+  const std::vector<std::unique_ptr<Rule>>& rules() const { return rules_; }
+
+  struct Node;  // one descriptor level (defined in rule_set.cc)
+
+ private:
+  RuleSet() = default;
+  friend class Loader;
+  std::unordered_map<std::string, std::unique_ptr<Node>> domains_;
+  std::vector<std::unique_ptr<Rule>> rules_;
+  std::string cache_key_prefix_;
+};
+
+// envoyproxy/ratelimit's SanitizeStatName: ':' and '|' become '_', and the dots of anything
+// shaped like an IPv4 address (d.d.d.d, 1-3 digits each) become '_'.
+std::string sanitize_stat_name(std::string_view key);
+
+// Wildcard match as envoyproxy/ratelimit does it: `pattern` split on '*'; `text` must start
+// with the first part, end with the last, and contain the middle parts in order, without
+// overlap. A pattern without '*' matches only itself.
+bool wildcard_match(std::string_view pattern, std::string_view text);
+
+}  // namespace ratelimit::rls
