@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "envoy_startup.h"
 #include "ratelimit/version.h"
 #include "server.h"
 
@@ -36,11 +37,31 @@ int main(int argc, char** argv) {
       "-t,--threads", threads, "I/O threads, overriding the file's 'threads' (0 = one per core)");
   app.add_flag("--check", options.check_only,
                "validate the configuration (and overrides), print the result, and exit");
+  bool envoy_env = false;
+  app.add_flag("--envoy-env", envoy_env,
+               "configure from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, "
+               "GRPC_PORT, BACKEND_TYPE, ...) instead of --config; with --check, validate them "
+               "and the configuration directory, print what would be served, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : ratelimit::server::kExitConfig;
+  }
+  if (envoy_env) {
+    if (*config_opt || *listen_opt || *store_opt || *threads_opt) {
+      std::cerr << "ratelimitd: --envoy-env takes its settings from the environment; drop "
+                   "--config, --listen, --store and --threads\n";
+      return ratelimit::server::kExitConfig;
+    }
+    if (!options.check_only) {
+      std::cerr << "ratelimitd: --envoy-env serves Envoy's gRPC rate-limit API, which this build "
+                   "does not include yet; use --envoy-env --check to validate the environment "
+                   "and the configuration directory\n";
+      return ratelimit::server::kExitConfig;
+    }
+    return ratelimit::rls::check_envoy_env(ratelimit::rls::process_environment(), std::cout,
+                                           std::cerr);
   }
   if (!*config_opt) {
     std::cerr << "ratelimitd: --config is required (run with --help for usage)\n";
