@@ -7,6 +7,7 @@ RATELIMIT_PACKAGES=(
   libhiredis-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
   redis-server redis-tools
   clang libclang-rt-14-dev
+  chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless
 )
 # The peers of the benchmarks (bench/peers, docs/BENCHMARKS.md): not needed to build or test.
 # bench/peers/lib.sh installs them with `ratelimit_install_deps "${RATELIMIT_BENCH_PACKAGES[@]}"`;

@@ -142,6 +142,17 @@ int AccessLogFormat::field_index(std::string_view name) const {
 
 Result<AccessLogFormat> AccessLogFormat::compile(std::string_view spec) {
   const std::string_view s = trim(spec);
+  // "combined $msec": a predefined layout with fields appended (strict, like any spec).
+  for (const auto& [name, layout] : {std::pair{std::string_view("combined"), kNginxCombined},
+                                     std::pair{std::string_view("main"), kNginxMain},
+                                     std::pair{std::string_view("common"), kApacheCommon},
+                                     std::pair{std::string_view("vhost_combined"), kApacheVhostCombined}}) {
+    if (s.size() > name.size() + 1 && s.substr(0, name.size()) == name && s[name.size()] == ' ') {
+      auto f = compile(std::string(layout) + std::string(s.substr(name.size())));
+      if (f) f->description_ = std::string(s) + " (" + f->description_ + ")";
+      return f;
+    }
+  }
   if (s == "combined") {
     auto f = nginx(kNginxCombined);
     f->description_ = "combined (" + std::string(kNginxCombined) + ")";

@@ -37,7 +37,8 @@ class AccessLogFormat {
   // nginx syntax ("$remote_addr - [$time_local] ..."), Apache syntax ("%h %l %u %t ...") or the
   // name of a predefined format: combined (nginx; the same layout as Apache's), main (nginx's
   // default nginx.conf), common, vhost_combined (Apache). The syntax is told apart by the
-  // first '$' or '%'. A spec pasted from a config file ("log_format main '...' '...';" or the
+  // first '$' or '%'. A predefined name followed by more ("combined $msec") is that layout
+  // with the rest appended. A spec pasted from a config file ("log_format main '...' '...';" or the
   // quoted Apache string with \") is unwrapped. Error names the offending directive.
   static Result<AccessLogFormat> compile(std::string_view spec);
   static Result<AccessLogFormat> nginx(std::string_view spec);

@@ -43,7 +43,37 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+// Runs whose times are Unix epoch times (a trace) read better as dates; a pattern's times
+// start at 0.
+bool absolute_times(const Report& r) { return r.first_us >= kEpochTimesFromUs; }
+
+// Lays out rows (the first is the header) in columns; columns from `first_numeric` on are
+// right-aligned.
+std::string columns(const std::vector<std::vector<std::string>>& rows, size_t first_numeric) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) line += "  ";
+      line += pad(row[i], width[i], i >= first_numeric);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string format_instant(const Report& r, int64_t t_us) {
+  if (!absolute_times(r)) return format_seconds(t_us) + " s";
+  return format_rfc3339(t_us) + " (+" + format_seconds(t_us - r.first_us) + " s)";
+}
 
 Result<OutputFormat> parse_output_format(std::string_view name) {
   if (name == "table") return OutputFormat::kTable;
@@ -53,6 +83,102 @@ Result<OutputFormat> parse_output_format(std::string_view name) {
                                   "' (expected table, json or csv)");
 }
 
+std::vector<std::string> summary_lines(const Report& r) {
+  std::vector<std::string> lines;
+  std::string first = std::to_string(r.requests) + " requests";
+  if (r.requests > 0) {
+    first += " from " + format_instant(r, r.first_us) + " to " + format_instant(r, r.last_us);
+  }
+  first += "; token bucket starts " + (r.token_fill ? "with " + fill_text(r) : std::string("full"));
+  if (r.token_fill) first += " at " + format_instant(r, r.start_us);
+  lines.push_back(first);
+  if (r.resolution_us > 0) {
+    std::string res = "time resolution " + format_duration(Micros{r.resolution_us});
+    if (r.spread_us > 0) {
+      res += "; --spread " + format_duration(Micros{r.spread_us}) +
+             ": same-stamp requests spaced evenly (an approximation)";
+    }
+    lines.push_back(res);
+  }
+  if (r.skipped_lines > 0) {
+    lines.push_back("skipped " + std::to_string(r.skipped_lines) + " malformed line" +
+                    (r.skipped_lines == 1 ? "" : "s") + " (first ones on stderr)");
+  }
+  for (const std::string& n : r.notices) lines.push_back("warning: " + n);
+  return lines;
+}
+
+std::vector<std::vector<std::string>> algorithm_rows(const Report& r) {
+  const bool marked = has_marked(r);
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header = {"algorithm",     "policy",      "offered", "admitted",
+                                     "denied",        "clients limited", "peak admitted",
+                                     "peak per key"};
+  if (marked) header.emplace_back("attack admitted");
+  rows.push_back(header);
+  for (const AlgorithmResult& a : r.algorithms) {
+    std::vector<std::string> row = {
+        algorithm_name(a.policy.algorithm()),
+        describe_policy(a.policy),
+        std::to_string(a.requests),
+        std::to_string(a.admitted),
+        std::to_string(a.denied),
+        std::to_string(a.clients_limited),
+        std::to_string(a.peak_admitted) + " in " + format_duration(a.peak_window),
+        std::to_string(a.peak_admitted_per_key)};
+    if (marked) {
+      row.push_back(std::to_string(a.marked_admitted) + " of " + std::to_string(a.marked_requests));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string departures_line(const Report& r) {
+  if (r.algorithms.size() <= kLeakyBucket) return "";
+  const AlgorithmResult& leaky = r.algorithms[kLeakyBucket];
+  if (leaky.departures == 0) return "";
+  std::string out = "leaky_bucket departures (now + level/rate): " +
+                    std::to_string(leaky.departures) + " from " +
+                    format_instant(r, leaky.first_departure_us) + " to " +
+                    format_instant(r, leaky.last_departure_us) + " (span " +
+                    format_seconds(leaky.last_departure_us - leaky.first_departure_us) + " s)";
+  if (static_cast<size_t>(leaky.departures) <= kMaxListedDepartures &&
+      leaky.departure_list_us.size() == static_cast<size_t>(leaky.departures)) {
+    const bool absolute = absolute_times(r);
+    out += absolute ? ", seconds after the first request:" : ":";
+    for (int64_t d : leaky.departure_list_us) {
+      out += " " + format_seconds(absolute ? d - r.first_us : d);
+    }
+  }
+  return out;
+}
+
+std::string top_keys_heading(const Report& r) {
+  std::string out = "top " + std::to_string(r.top_keys.size()) +
+                    " keys by requests offered: admitted by each algorithm (in brackets: the "
+                    "most admitted within one window)";
+  if (r.top_keys_error > 0) {
+    out += "; approximate: counts may miss up to " + std::to_string(r.top_keys_error) + " requests";
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> top_key_rows(const Report& r) {
+  std::vector<std::vector<std::string>> keys;
+  std::vector<std::string> head = {"key", "offered"};
+  for (const AlgorithmResult& a : r.algorithms) head.emplace_back(algorithm_name(a.policy.algorithm()));
+  keys.push_back(head);
+  for (const KeyRow& k : r.top_keys) {
+    std::vector<std::string> row = {printable(k.key, 40), std::to_string(k.offered)};
+    for (size_t i = 0; i < r.algorithms.size(); ++i) {
+      row.push_back(std::to_string(k.admitted[i]) + " (" + std::to_string(k.peak[i]) + ")");
+    }
+    keys.push_back(std::move(row));
+  }
+  return keys;
+}
+
 std::string render_table(const std::vector<Report>& reports) {
   std::ostringstream out;
   bool first = true;
@@ -60,76 +186,10 @@ std::string render_table(const std::vector<Report>& reports) {
     if (!first) out << "\n";
     first = false;
     out << r.title << ": " << r.description << "\n";
-    out << r.requests << " requests";
-    if (r.requests > 0) {
-      out << " from " << format_seconds(r.first_us) << " s to " << format_seconds(r.last_us)
-          << " s";
-    }
-    out << "; token bucket starts " << (r.token_fill ? "with " + fill_text(r) : "full");
-    if (r.token_fill) out << " at " << format_seconds(r.start_us) << " s";
-    out << "\n";
-    if (r.resolution_us > 0) {
-      out << "time resolution " << format_duration(Micros{r.resolution_us});
-      if (r.spread_us > 0) {
-        out << "; --spread " << format_duration(Micros{r.spread_us})
-            << ": same-stamp requests spaced evenly (an approximation)";
-      }
-      out << "\n";
-    }
-    if (r.skipped_lines > 0) {
-      out << "skipped " << r.skipped_lines << " malformed line"
-          << (r.skipped_lines == 1 ? "" : "s") << " (first ones on stderr)\n";
-    }
-    for (const std::string& n : r.notices) out << "warning: " << n << "\n";
-    const bool marked = has_marked(r);
-    std::vector<std::vector<std::string>> rows;
-    std::vector<std::string> header = {"algorithm", "policy",          "requests",
-                                       "admitted",  "denied",          "clients limited",
-                                       "peak admitted"};
-    if (marked) header.emplace_back("attack admitted");
-    rows.push_back(header);
-    for (const AlgorithmResult& a : r.algorithms) {
-      std::vector<std::string> row = {
-          algorithm_name(a.policy.algorithm()),
-          describe_policy(a.policy),
-          std::to_string(a.requests),
-          std::to_string(a.admitted),
-          std::to_string(a.denied),
-          std::to_string(a.clients_limited),
-          std::to_string(a.peak_admitted) + " in " + format_duration(a.peak_window)};
-      if (marked) {
-        row.push_back(std::to_string(a.marked_admitted) + " of " +
-                      std::to_string(a.marked_requests));
-      }
-      rows.push_back(std::move(row));
-    }
-    std::vector<size_t> width(header.size(), 0);
-    for (const auto& row : rows) {
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    }
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) {
-        if (i > 0) line += "  ";
-        line += pad(row[i], width[i], i >= 2);
-      }
-      out << line << "\n";
-    }
-    if (r.algorithms.size() > kLeakyBucket) {
-      const AlgorithmResult& leaky = r.algorithms[kLeakyBucket];
-      if (leaky.departures > 0) {
-        out << "leaky_bucket departures (now + level/rate): " << leaky.departures << " from "
-            << format_seconds(leaky.first_departure_us) << " s to "
-            << format_seconds(leaky.last_departure_us) << " s (span "
-            << format_seconds(leaky.last_departure_us - leaky.first_departure_us) << " s)";
-        if (static_cast<size_t>(leaky.departures) <= kMaxListedDepartures &&
-            leaky.departure_list_us.size() == static_cast<size_t>(leaky.departures)) {
-          out << ":";
-          for (int64_t d : leaky.departure_list_us) out << " " << format_seconds(d);
-        }
-        out << "\n";
-      }
-    }
+    for (const std::string& line : summary_lines(r)) out << line << "\n";
+    out << columns(algorithm_rows(r), 2);
+    if (const std::string d = departures_line(r); !d.empty()) out << d << "\n";
+    if (r.top_keys.size() > 1) out << top_keys_heading(r) << "\n" << columns(top_key_rows(r), 1);
   }
   return out.str();
 }
@@ -143,6 +203,10 @@ std::string render_json(const std::vector<Report>& reports) {
     run["requests"] = r.requests;
     run["first_us"] = r.first_us;
     run["last_us"] = r.last_us;
+    if (absolute_times(r)) {
+      run["first"] = format_rfc3339(r.first_us);
+      run["last"] = format_rfc3339(r.last_us);
+    }
     run["start_us"] = r.start_us;
     if (r.token_fill) run["token_fill"] = *r.token_fill;
     else run["token_fill"] = "full";
@@ -164,6 +228,7 @@ std::string render_json(const std::vector<Report>& reports) {
       j["denied"] = a.denied;
       j["clients_limited"] = a.clients_limited;
       j["peak_admitted"] = a.peak_admitted;
+      j["peak_admitted_per_key"] = a.peak_admitted_per_key;
       j["peak_window_us"] = a.peak_window.count();
       j["attack_requests"] = a.marked_requests;
       j["attack_admitted"] = a.marked_admitted;
@@ -179,6 +244,21 @@ std::string render_json(const std::vector<Report>& reports) {
       algs.push_back(std::move(j));
     }
     run["algorithms"] = std::move(algs);
+    nlohmann::ordered_json keys = nlohmann::ordered_json::array();
+    for (const KeyRow& k : r.top_keys) {
+      nlohmann::ordered_json j;
+      j["key"] = k.key;
+      j["offered"] = k.offered;
+      nlohmann::ordered_json per = nlohmann::ordered_json::object();
+      for (size_t i = 0; i < r.algorithms.size(); ++i) {
+        per[algorithm_name(r.algorithms[i].policy.algorithm())] = {{"admitted", k.admitted[i]},
+                                                                   {"peak", k.peak[i]}};
+      }
+      j["algorithms"] = std::move(per);
+      keys.push_back(std::move(j));
+    }
+    run["top_keys"] = std::move(keys);
+    run["top_keys_error"] = r.top_keys_error;
     runs.push_back(std::move(run));
   }
   nlohmann::ordered_json doc;
@@ -190,7 +270,7 @@ std::string render_csv(const std::vector<Report>& reports) {
   std::ostringstream out;
   out << "run,algorithm,policy,requests,admitted,denied,clients_limited,peak_admitted,"
          "peak_window_us,attack_requests,attack_admitted,departures,first_departure_us,"
-         "last_departure_us\n";
+         "last_departure_us,peak_admitted_per_key\n";
   for (const Report& r : reports) {
     for (const AlgorithmResult& a : r.algorithms) {
       const bool leaky = a.policy.algorithm() == Algorithm::kLeakyBucket;
@@ -204,7 +284,7 @@ std::string render_csv(const std::vector<Report>& reports) {
       } else {
         out << ",,";
       }
-      out << "\n";
+      out << "," << a.peak_admitted_per_key << "\n";
     }
   }
   return out.str();

@@ -18,31 +18,63 @@ namespace ratelimit::sim {
 
 enum class OutputFormat : uint8_t { kTable, kJson, kCsv };
 
+// Times from this many µs on are taken as Unix epoch times (any trace of real traffic:
+// 1970-01-12 and later) and shown as dates; smaller ones (the patterns) as seconds.
+inline constexpr int64_t kEpochTimesFromUs = 1'000'000LL * 1'000'000;
+
+// A time for people: "2024-05-01T12:00:01.5Z (+1.5 s)" (from the run's first request) for
+// epoch times, "1.5 s" otherwise.
+std::string format_instant(const Report& report, int64_t t_us);
+
 // "table", "json", "csv".
 Result<OutputFormat> parse_output_format(std::string_view name);
+
+// The pieces every human-readable output (the table, the HTML report) shows, in order:
+// summary lines (requests and times, resolution, skipped lines, warnings), the algorithm
+// rows (the first is the header), the departures line ("" if none), the top-keys heading
+// and rows (the first is the header; shown when the run has more than one key).
+std::vector<std::string> summary_lines(const Report& report);
+std::vector<std::vector<std::string>> algorithm_rows(const Report& report);
+std::string departures_line(const Report& report);
+std::string top_keys_heading(const Report& report);
+std::vector<std::vector<std::string>> top_key_rows(const Report& report);
 
 // One table per report, with a title line, then one row per algorithm; leaky-bucket
 // departures listed one by one when there are at most kMaxListedDepartures.
 inline constexpr size_t kMaxListedDepartures = 40;
 std::string render_table(const std::vector<Report>& reports);
 
-// {"runs": [{"run", "description", "requests", "first_us", "last_us", "start_us",
-//   "token_fill" (tokens, or "full"), "skipped_lines", "algorithms": [{"algorithm", "policy",
-//   "limit", "window_us", "rate", "requests", "admitted", "denied", "clients_limited",
-//   "peak_admitted", "peak_window_us", "attack_requests", "attack_admitted",
-//   "departures": {"count", "first_us", "last_us", "span_us", "times_us"} (leaky only)}]}]}
+// {"runs": [{"run", "description", "requests", "first_us", "last_us", "first", "last" (ISO
+//   8601, traces only), "start_us", "token_fill" (tokens, or "full"), "skipped_lines",
+//   "resolution_us", "spread_us", "missing_key_parts", "notices", "algorithms": [{"algorithm",
+//   "policy", "limit", "window_us", "rate", "requests", "admitted", "denied",
+//   "clients_limited", "peak_admitted", "peak_admitted_per_key", "peak_window_us",
+//   "attack_requests", "attack_admitted", "departures": {"count", "first_us", "last_us",
+//   "span_us", "times_us"} (leaky only)}], "top_keys": [{"key", "offered", "algorithms":
+//   {NAME: {"admitted", "peak"}}}], "top_keys_error"}]}
 std::string render_json(const std::vector<Report>& reports);
 
 // A header, then one row per run and algorithm: run, algorithm, policy, requests, admitted,
 // denied, clients_limited, peak_admitted, peak_window_us, attack_requests, attack_admitted,
-// departures, first_departure_us, last_departure_us (empty where not applicable).
+// departures, first_departure_us, last_departure_us (empty where not applicable),
+// peak_admitted_per_key.
 std::string render_csv(const std::vector<Report>& reports);
 
-// A standalone SVG document: one lane per algorithm (<g class="lane" id="lane-ALGORITHM">)
-// on a shared time axis; admitted requests as green ticks above each lane's baseline, denied
-// as red ticks below it, the admitted rate over a sliding `rate_window` as a line on top, the
-// policy's rate as a dashed line, leaky-bucket departures as blue ticks on their own row.
-// For runs too large to draw request by request, per-interval bars replace the ticks.
+// A standalone SVG document (layout in svg.cc): a panel for all keys (offered and admitted
+// per second), then one lane per algorithm (<g class="lane" id="lane-ALGORITHM"> with its
+// box in data-top/data-baseline/data-bottom): the busiest key's admissions within the
+// policy's window against the per-key limit, admitted and denied requests per interval as
+// bars (each <rect> carries data-count), and for the leaky bucket departures per interval.
+// The time axis starts at the run's start. `rate_window` is kept for callers; the bars'
+// width follows the run's length.
 std::string render_svg(const Report& report, Micros rate_window);
+
+// `s` as XML/HTML text or attribute value: & < > " escaped, control characters (not allowed
+// in XML 1.0) dropped.
+std::string xml_escape(std::string_view s);
+
+// One self-contained HTML document (no script, no network: styles, tables and the SVG charts
+// inline) with every report's summary, tables and chart.
+std::string render_html(const std::vector<Report>& reports, Micros rate_window);
 
 }  // namespace ratelimit::sim

@@ -27,9 +27,37 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
+// A key's admissions within the peak window, oldest first: a vector with a moving head
+// (compacted when half of it is spent), cheaper per key than a deque.
+struct RecentTimes {
+  std::vector<int64_t> times;
+  size_t head = 0;
+  // Adds t after dropping times <= t - window; returns how many remain (t included).
+  int64_t push(int64_t t, int64_t window) {
+    while (head < times.size() && times[head] <= t - window) ++head;
+    if (head > 0 && head * 2 >= times.size()) {
+      times.erase(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(head));
+      head = 0;
+    }
+    times.push_back(t);
+    return static_cast<int64_t>(times.size() - head);
+  }
+  // True while some admission is still inside the window at `now`.
+  bool live(int64_t now, int64_t window) const {
+    return head < times.size() && times.back() > now - window;
+  }
+};
+
 struct KeyEntry {
   std::array<algo::AlgorithmState, kAlgorithms> states;
+  std::array<RecentTimes, kAlgorithms> recent;  // for the per-key peak
   uint8_t limited = 0;  // bit i: algorithm i denied this key at least once (since it was created)
+};
+
+struct KeyTally {
+  int64_t offered = 0;
+  std::array<int64_t, kAlgorithms> admitted{};
+  std::array<int64_t, kAlgorithms> peak{};
 };
 
 Status with_flag(const Status& s, const char* flag) {
@@ -63,34 +91,50 @@ std::string describe_policy(const Policy& policy) {
   return s;
 }
 
-void RateBins::add(int64_t t_us, bool allowed) {
-  if (admitted.empty()) origin_us = t_us;
+size_t RateBins::index_for(int64_t t_us) {
+  if (admitted.empty() && denied.empty() && departed.empty()) origin_us = t_us;
   auto index = static_cast<size_t>((t_us - origin_us) / width_us);
   while (index >= kMaxBins) {
-    // Merge neighbours: same counts, half as many intervals, twice as wide.
+    // Merge neighbours: same totals, half as many intervals, twice as wide.
     const size_t half = (admitted.size() + 1) / 2;
-    for (size_t i = 0; i < half; ++i) {
-      const size_t a = 2 * i;
-      const size_t b = a + 1;
-      admitted[i] = admitted[a] + (b < admitted.size() ? admitted[b] : 0);
-      denied[i] = denied[a] + (b < denied.size() ? denied[b] : 0);
-    }
-    admitted.resize(half);
-    denied.resize(half);
+    auto merge = [half](std::vector<int64_t>& v, bool maximum) {
+      for (size_t i = 0; i < half; ++i) {
+        const int64_t a = v[2 * i];
+        const int64_t b = 2 * i + 1 < v.size() ? v[2 * i + 1] : 0;
+        v[i] = maximum ? std::max(a, b) : a + b;
+      }
+      v.resize(half);
+    };
+    merge(admitted, false);
+    merge(denied, false);
+    merge(departed, false);
+    merge(key_peak, true);
     width_us *= 2;
     index = static_cast<size_t>((t_us - origin_us) / width_us);
   }
   if (index >= admitted.size()) {
     admitted.resize(index + 1, 0);
     denied.resize(index + 1, 0);
+    departed.resize(index + 1, 0);
+    key_peak.resize(index + 1, 0);
   }
-  ++(allowed ? admitted : denied)[index];
+  return index;
 }
+
+void RateBins::add(int64_t t_us, bool allowed, int64_t key_window_count) {
+  const size_t i = index_for(t_us);
+  ++(allowed ? admitted : denied)[i];
+  key_peak[i] = std::max(key_peak[i], key_window_count);
+}
+
+void RateBins::add_departure(int64_t t_us) { ++departed[index_for(t_us)]; }
 
 struct Replay::Impl {
   explicit Impl(ReplayOptions o) : options(std::move(o)) {}
   ReplayOptions options;
   std::unordered_map<std::string, KeyEntry, StringHash, std::equal_to<>> keys;
+  std::unordered_map<std::string, KeyTally, StringHash, std::equal_to<>> tallies;
+  int64_t tally_error = 0;
   std::array<std::unordered_set<uint64_t>, kAlgorithms> limited_keys;  // 64-bit key hashes
   std::array<std::deque<int64_t>, kAlgorithms> recent_admitted;        // within the peak window
   std::array<int64_t, kAlgorithms> peak_window_us{};
@@ -111,15 +155,47 @@ struct Replay::Impl {
     return keys.emplace(std::string(key), std::move(e)).first->second;
   }
 
-  // Drops keys whose every state is back to fresh (see the invariants in replay.h).
+  // Drops keys whose every state is back to fresh and whose admissions have left the peak
+  // window (see the invariants in replay.h).
   void sweep(int64_t now_us) {
     std::erase_if(keys, [&](const auto& kv) {
       for (size_t i = 0; i < kAlgorithms; ++i) {
         if (algo::idle_at_us(options.policies[i], kv.second.states[i]) > now_us) return false;
+        if (kv.second.recent[i].live(now_us, peak_window_us[i])) return false;
       }
       return true;
     });
     next_sweep = std::max(kMinSweep, 2 * keys.size());
+  }
+
+  KeyTally& tally(std::string_view key) {
+    auto it = tallies.find(key);
+    if (it != tallies.end()) return it->second;
+    if (tallies.size() >= 2 * std::max<size_t>(1, options.max_tracked_keys)) prune_tallies();
+    return tallies.emplace(std::string(key), KeyTally{}).first->second;
+  }
+
+  // Keeps the max_tracked_keys busiest tallies; a dropped key that returns starts again from
+  // zero, so its counts may miss up to the largest count dropped (summed over prunes).
+  void prune_tallies() {
+    std::vector<int64_t> offered;
+    offered.reserve(tallies.size());
+    for (const auto& kv : tallies) offered.push_back(kv.second.offered);
+    const size_t keep = std::max<size_t>(1, options.max_tracked_keys);
+    std::nth_element(offered.begin(), offered.begin() + static_cast<std::ptrdiff_t>(keep - 1),
+                     offered.end(), std::greater<>());
+    const int64_t threshold = offered[keep - 1];
+    int64_t dropped_max = 0;
+    size_t kept = 0;
+    std::erase_if(tallies, [&](const auto& kv) {
+      if (kv.second.offered > threshold || (kv.second.offered == threshold && kept < keep)) {
+        ++kept;
+        return false;
+      }
+      dropped_max = std::max(dropped_max, kv.second.offered);
+      return true;
+    });
+    tally_error += dropped_max;
   }
 };
 
@@ -188,6 +264,8 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
 
   if (m.keys.size() >= m.next_sweep) m.sweep(t_us);
   KeyEntry& e = m.entry(key);
+  KeyTally& tally = m.tally(key);
+  ++tally.offered;
   rep.peak_live_keys = std::max(rep.peak_live_keys, static_cast<int64_t>(m.keys.size()));
 
   ChartData& chart = rep.chart;
@@ -207,8 +285,8 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
     ChartLane& lane = chart.lanes[i];
     ++r.requests;
     if (marked) ++r.marked_requests;
-    lane.bins.add(t_us, d.allowed);
     if (!d.allowed) {
+      lane.bins.add(t_us, false);
       ++r.denied;
       if ((e.limited & (1U << i)) == 0) {
         e.limited = static_cast<uint8_t>(e.limited | (1U << i));
@@ -220,7 +298,12 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
       continue;
     }
     ++r.admitted;
+    ++tally.admitted[i];
     if (marked) ++r.marked_admitted;
+    const int64_t key_count = e.recent[i].push(t_us, m.peak_window_us[i]);
+    tally.peak[i] = std::max(tally.peak[i], key_count);
+    r.peak_admitted_per_key = std::max(r.peak_admitted_per_key, key_count);
+    lane.bins.add(t_us, true, key_count);
     if (chart.complete) lane.admitted_us.push_back(t_us);
     auto& recent = m.recent_admitted[i];
     while (!recent.empty() && recent.front() <= t_us - m.peak_window_us[i]) recent.pop_front();
@@ -237,6 +320,7 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
       if (r.departure_list_us.size() < m.options.max_departures) {
         r.departure_list_us.push_back(departs);
       }
+      lane.bins.add_departure(departs);
       if (chart.complete) lane.departures_us.push_back(departs);
     }
   }
@@ -245,6 +329,29 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
 
 size_t Replay::live_keys() const { return impl_->keys.size(); }
 
-Report Replay::report() const { return impl_->report; }
+Report Replay::report() const {
+  const Impl& m = *impl_;
+  Report r = m.report;
+  std::vector<const std::pair<const std::string, KeyTally>*> rows;
+  rows.reserve(m.tallies.size());
+  for (const auto& kv : m.tallies) rows.push_back(&kv);
+  const size_t n = std::min(rows.size(), m.options.top_keys);
+  // Most requests first; ties by key, so the table is the same on every run.
+  auto busier = [](const auto* a, const auto* b) {
+    return a->second.offered != b->second.offered ? a->second.offered > b->second.offered
+                                                  : a->first < b->first;
+  };
+  std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n), rows.end(), busier);
+  for (size_t i = 0; i < n; ++i) {
+    KeyRow row;
+    row.key = rows[i]->first;
+    row.offered = rows[i]->second.offered;
+    row.admitted = rows[i]->second.admitted;
+    row.peak = rows[i]->second.peak;
+    r.top_keys.push_back(std::move(row));
+  }
+  r.top_keys_error = m.tally_error;
+  return r;
+}
 
 }  // namespace ratelimit::sim

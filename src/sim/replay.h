@@ -15,6 +15,13 @@
 //   - "Peak admitted" is the largest number of admitted requests, over all keys together, in
 //     any half-open interval [s, s + P) where P is the peak window (default: the policy's own
 //     window(); for the buckets that is burst / rate, the time to drain a full bucket).
+//     "Peak admitted per key" is the same for one key at a time, the largest over the keys:
+//     the figure to hold against the policy's limit. A key is dropped only once its
+//     admissions have also left the peak window, so both peaks are exact.
+//   - Per-key tallies (for the top-keys table) are exact while at most max_tracked_keys keys
+//     have been seen; beyond that the table keeps the busiest (when it reaches twice that, the
+//     half with the fewest requests is dropped), and a key's counts may then miss up to
+//     Report::top_keys_error requests from before it was last dropped.
 // Not thread-safe: one Replay per thread.
 #pragma once
 
@@ -69,17 +76,30 @@ struct ReplayOptions {
   size_t max_chart_requests = 20'000;
   // Leaky bucket departures listed individually (count, first and last are always kept).
   size_t max_departures = 100'000;
+  // Keys in the report's top-keys table, and keys tallied one by one (see the invariants).
+  size_t top_keys = 10;
+  size_t max_tracked_keys = 100'000;
 };
 
-// Per-interval admitted/denied counts over the whole run, in at most kMaxBins intervals whose
-// width doubles as the run grows (constant memory for any trace length).
+// Per-interval figures over the whole run, in at most kMaxBins intervals whose width doubles
+// as the run grows (constant memory for any trace length): admitted and denied requests,
+// leaky-bucket departures (counts, summed when intervals merge), and the largest per-key
+// count of admissions within the peak window seen at an admission in the interval (the
+// maximum, kept when intervals merge). The first add() sets the origin; every later time
+// must be >= it.
 struct RateBins {
   static constexpr size_t kMaxBins = 2048;
   int64_t origin_us = 0;
   int64_t width_us = 1'000;  // 1 ms to start with
   std::vector<int64_t> admitted;
   std::vector<int64_t> denied;
-  void add(int64_t t_us, bool allowed);
+  std::vector<int64_t> departed;
+  std::vector<int64_t> key_peak;
+  void add(int64_t t_us, bool allowed, int64_t key_window_count = 0);
+  void add_departure(int64_t t_us);
+
+ private:
+  size_t index_for(int64_t t_us);  // merges until t_us fits, grows the vectors
 };
 
 struct ChartLane {
@@ -105,6 +125,7 @@ struct AlgorithmResult {
   // collide: with a million limited keys the chance is about 3e-8.
   int64_t clients_limited = 0;
   int64_t peak_admitted = 0;
+  int64_t peak_admitted_per_key = 0;
   Micros peak_window{0};
   int64_t marked_requests = 0;  // pattern C: the attack requests
   int64_t marked_admitted = 0;
@@ -114,6 +135,14 @@ struct AlgorithmResult {
   int64_t first_departure_us = 0;
   int64_t last_departure_us = 0;
   std::vector<int64_t> departure_list_us;  // up to max_departures, in admission order
+};
+
+// One key's tallies, per algorithm in report order.
+struct KeyRow {
+  std::string key;
+  int64_t offered = 0;
+  std::array<int64_t, kAlgorithms> admitted{};
+  std::array<int64_t, kAlgorithms> peak{};  // admitted within one peak window, at most
 };
 
 struct Report {
@@ -136,6 +165,8 @@ struct Report {
   int64_t missing_key_parts = 0;
   std::vector<std::string> notices;
   int64_t peak_live_keys = 0;
+  std::vector<KeyRow> top_keys;  // by requests offered, most first (ReplayOptions::top_keys)
+  int64_t top_keys_error = 0;    // 0: exact; else counts may miss up to this many requests
   std::vector<AlgorithmResult> algorithms;  // report order (see make_policies)
   ChartData chart;
 };

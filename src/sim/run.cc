@@ -40,6 +40,7 @@ ReplayOptions replay_options(const RunOptions& o, const std::array<Policy, kAlgo
   r.token_fill = fill;
   r.start_us = start;
   r.peak_window = o.peak_window;
+  r.top_keys = o.top_keys;
   return r;
 }
 
@@ -254,8 +255,9 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
     report.notices.push_back(
         "timestamps have " + format_duration(Micros{report.resolution_us}) +
         " resolution, coarser than a tenth of the shortest window (" + format_duration(shortest) +
-        "): requests of one " + format_duration(Micros{report.resolution_us}) +
-        " share one instant, so the window algorithms see bursts that may not have happened" +
+        "): the requests of each " + format_duration(Micros{report.resolution_us}) +
+        " interval share one instant, so the window algorithms see bursts that may not have "
+        "happened" +
         (o.spread ? std::string(" (--spread is on: same-stamp requests are spaced evenly, an "
                                 "approximation)")
                   : std::string("; log finer times ($msec, %{usec}t) or pass --spread for an "
@@ -268,7 +270,10 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
   return Report(std::move(report));
 }
 
-// Prints "\rratelimit-sim: N lines (P%)" on a terminal once a run has taken over a second.
+// Prints "\rratelimit-sim: 1234567 lines, 45%, 2.1 M lines/s, 3 s left" on a terminal once a
+// run has taken over a second (main sets show_progress only when stderr is a terminal; a
+// pipe or a file gets nothing). The rate is over the whole run so far; the time left is
+// from the bytes still to read, so it exists only when the size is known (not for a pipe).
 class ProgressPrinter {
  public:
   explicit ProgressPrinter(std::ostream& err) : err_(err), start_(Clock::now()) {}
@@ -279,11 +284,9 @@ class ProgressPrinter {
     }
     last_ = now;
     printed_ = true;
-    err_ << "\rratelimit-sim: " << lines << " lines";
-    if (total > 0) {
-      err_ << " (" << std::min<uint64_t>(100, bytes * 100 / total) << "%)";
-    }
-    err_ << "   " << std::flush;
+    err_ << "\r\033[K" << progress_line(lines, bytes, total,
+                                       std::chrono::duration<double>(now - start_).count())
+         << std::flush;
   }
   // Erases the progress line (stderr is a terminal whenever anything was printed).
   void finish() {
@@ -316,6 +319,26 @@ Status validate(const RunOptions& o) {
 }
 
 }  // namespace
+
+std::string progress_line(int64_t lines, uint64_t bytes, uint64_t total, double elapsed_s) {
+  std::ostringstream o;
+  o << "ratelimit-sim: " << lines << " lines";
+  if (total > 0) o << ", " << std::min<uint64_t>(100, bytes * 100 / total) << "%";
+  if (elapsed_s > 0) {
+    const double rate = static_cast<double>(lines) / elapsed_s;
+    o.setf(std::ios::fixed);
+    o.precision(1);
+    if (rate >= 1e6) o << ", " << rate / 1e6 << " M lines/s";
+    else if (rate >= 1e3) o << ", " << rate / 1e3 << " k lines/s";
+    else o << ", " << std::llround(rate) << " lines/s";
+    if (total > 0 && bytes > 0 && bytes < total) {
+      const double left = elapsed_s * static_cast<double>(total - bytes) / static_cast<double>(bytes);
+      o.precision(0);
+      o << ", " << std::max(1.0, left) << " s left";
+    }
+  }
+  return o.str();
+}
 
 Result<TokenFill> parse_token_fill(std::string_view text) {
   if (text == "full") return TokenFill{TokenFill::Mode::kFull, 0};
@@ -391,6 +414,15 @@ int run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     svg.close();
     if (!svg) {
       err << "ratelimit-sim: cannot write the SVG to '" << *o.svg_path << "'\n";
+      return kExitUsage;
+    }
+  }
+  if (o.html_path) {
+    std::ofstream html(*o.html_path, std::ios::binary | std::ios::trunc);
+    html << render_html(*reports, o.rate_window);
+    html.close();
+    if (!html) {
+      err << "ratelimit-sim: cannot write the HTML report to '" << *o.html_path << "'\n";
       return kExitUsage;
     }
   }

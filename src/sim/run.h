@@ -71,14 +71,20 @@ struct RunOptions {
   PatternParams pattern;
   TokenFill token_fill;
   std::optional<Micros> peak_window;  // nullopt: each policy's window()
+  size_t top_keys = 10;               // rows of the top-keys table (--top)
   OutputFormat format = OutputFormat::kTable;
   std::optional<std::string> svg_path;
+  std::optional<std::string> html_path;  // --html: every run's summary, tables and chart
   Micros rate_window{1'000'000};  // the chart's sliding window for the admitted rate
   bool show_progress = false;     // main sets it when stderr is a terminal
 };
 
 // Progress of a trace run: lines read so far, bytes read, file size (0 if unknown).
 using ProgressFn = std::function<void(int64_t lines, uint64_t bytes, uint64_t total_bytes)>;
+
+// The progress line shown on a terminal: lines read, percent of the file, rate and the time
+// left (the last two once time has passed; the time left only when the size is known).
+std::string progress_line(int64_t lines, uint64_t bytes, uint64_t total_bytes, double elapsed_s);
 
 // Runs every requested pattern (or the trace) and returns one Report each. `progress`, if
 // set, is called every few thousand trace lines.

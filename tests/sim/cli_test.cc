@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run.h"
 #include "sim_test_util.h"
 
 namespace ratelimit::sim {
@@ -134,6 +135,55 @@ TEST(Cli, SkipBadGoesOnAndWarns) {
   EXPECT_NE(o.out.find("skipped 1 malformed line"), std::string::npos) << o.out;
   EXPECT_NE(o.err.find("warning: skipped"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("bad.csv:2:"), std::string::npos) << o.err;
+}
+
+TEST(Cli, ProgressShowsRateAndTimeLeftOnlyOnATerminal) {
+  EXPECT_EQ(progress_line(1'000'000, 50, 100, 2.0),
+            "ratelimit-sim: 1000000 lines, 50%, 500.0 k lines/s, 2 s left");
+  EXPECT_EQ(progress_line(9'000'000, 90, 100, 3.0),
+            "ratelimit-sim: 9000000 lines, 90%, 3.0 M lines/s, 1 s left");
+  EXPECT_EQ(progress_line(500, 10, 0, 1.0), "ratelimit-sim: 500 lines, 500 lines/s");  // a pipe
+  // Redirected stderr (not a terminal): no progress, no escape codes, nothing at all.
+  ScratchDir dir;
+  std::string csv;
+  for (int i = 0; i < 70'000; ++i) csv += std::to_string(i) + ".5,k" + std::to_string(i % 50) + "\n";
+  write_file(dir.file("t.csv"), csv);
+  Outcome o = sim(dir, "--trace " + dir.file("t.csv"));
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(o.err.empty()) << o.err;
+}
+
+// The README's example outputs are what the binary prints: the three patterns, and the
+// sample access log written by tools/sim/make_sample_access_log.py (deterministic).
+std::string readme_block_after(const std::string& readme, const std::string& anchor) {
+  const size_t at = readme.find(anchor);
+  if (at == std::string::npos) return "anchor not found: " + anchor;
+  const size_t open = readme.find("```\n", at + anchor.size());
+  const size_t close = readme.find("```\n", open + 4);
+  return readme.substr(open + 4, close - open - 4);
+}
+
+TEST(Cli, ReadmeExamplesAreWhatTheBinaryPrints) {
+  ScratchDir dir;
+  const std::string readme = read_file(std::string(RATELIMIT_SOURCE_DIR) + "/README.md");
+  Outcome patterns = sim(dir, "");
+  ASSERT_EQ(patterns.code, 0);
+  EXPECT_EQ(patterns.out, readme_block_after(readme, "The output of `build/bin/ratelimit-sim`, unedited:"));
+  const std::string gen = std::string("python3 ") + RATELIMIT_SOURCE_DIR "/tools/sim/make_sample_access_log.py";
+  ASSERT_EQ(run_command("cd " + dir.file("") + " && " + gen + " > access.log && " + gen +
+                        " --format msec > access_msec.log"),
+            0);
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"--trace access.log --limit 20 --top 4", "build/bin/ratelimit-sim --trace access.log --limit 20 --top 4\n```\n"},
+      {"--trace access_msec.log --log-format 'combined $msec' --limit 20 --top 4",
+       "--log-format 'combined $msec' --limit 20 --top 4\n```\n"},
+      {"--trace access.log --limit 20 --top 4 --spread", "--limit 20 --top 4 --spread\n```\n"},
+  };
+  for (const auto& [args, anchor] : runs) {
+    const int code = run_command("cd " + dir.file("") + " && " + SIM_BINARY + " " + args + " > out.txt 2> err.txt");
+    EXPECT_EQ(code, 0) << args;
+    EXPECT_EQ(read_file(dir.file("out.txt")), readme_block_after(readme, anchor)) << args;
+  }
 }
 
 }  // namespace

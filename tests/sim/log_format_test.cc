@@ -145,6 +145,9 @@ TEST(PredefinedFormats, CombinedCommonMainAndApacheNames) {
             "Mozilla/4.08 (X11)");
   EXPECT_EQ(ok(parse_with(TraceFormat::kLog, log_spec("common"), combined)).t_us,
             971'211'336'000'000);
+  // A predefined layout with a field appended.
+  EXPECT_EQ(ok(parse_with(TraceFormat::kLog, log_spec("combined $msec"), combined + " 971211336.25")).t_us,
+            971'211'336'250'000);
   // nginx's main: combined plus X-Forwarded-For, which `client` prefers.
   Parsed r = ok(parse_with(TraceFormat::kCombined, TraceSpec{}, combined + R"( "203.0.113.9")"));
   EXPECT_EQ(r.key, "203.0.113.9");
@@ -323,7 +326,7 @@ TEST(TraceRun, OneSecondLogWarnsAndSpreadApproximates) {
   const std::string table = render_table(*r);
   EXPECT_NE(table.find("time resolution 1s"), std::string::npos) << table;
   EXPECT_NE(table.find("warning: timestamps have 1s resolution, coarser than a tenth of the "
-                       "shortest window (1s)"),
+                       "shortest window (1s): the requests of each 1s interval share one instant"),
             std::string::npos)
       << table;
   // --spread: the 20 requests of the first second are 50 ms apart, so a 2-per-100ms sliding

@@ -74,7 +74,7 @@ TEST(Render, CsvParsesBackToTheReport) {
   std::string line;
   ASSERT_TRUE(std::getline(csv, line));
   const auto header = split(line);
-  ASSERT_EQ(header.size(), 14U);
+  ASSERT_EQ(header.size(), 15U);
   EXPECT_EQ(header[0], "run");
   EXPECT_EQ(header[4], "admitted");
   size_t rows = 0;
@@ -117,7 +117,25 @@ nlohmann::json check_svg(const std::string& path) {
   return nlohmann::json::parse(read_file(out));
 }
 
-TEST(Render, SvgIsWellFormedWithOneLanePerAlgorithm) {
+int64_t count_of(const nlohmann::json& lane, const char* kind) {
+  return lane.contains(kind) ? lane[kind]["count"].get<int64_t>() : 0;
+}
+
+// Every bar of a lane lies inside it: admitted between the lane's top and its baseline,
+// denied between the baseline and the lane's bottom (the y-axis fits the data).
+void expect_bars_inside(const nlohmann::json& lane) {
+  const double top = lane["top"], base = lane["baseline"], bottom = lane["bottom"];
+  if (lane.contains("admitted") && lane["admitted"]["bars"].get<int>() > 0) {
+    EXPECT_GE(lane["admitted"]["min_y"].get<double>(), top) << lane["id"];
+    EXPECT_LE(lane["admitted"]["max_y"].get<double>(), base + 0.15) << lane["id"];  // 0.1 px rounding
+  }
+  if (lane.contains("denied") && lane["denied"]["bars"].get<int>() > 0) {
+    EXPECT_GE(lane["denied"]["min_y"].get<double>(), base - 0.15) << lane["id"];
+    EXPECT_LE(lane["denied"]["max_y"].get<double>(), bottom) << lane["id"];
+  }
+}
+
+TEST(Render, SvgBarsCountEveryRequestOfEveryLane) {
   RunOptions o;
   o.patterns = {'C'};
   auto reports = simulate(o);
@@ -133,42 +151,163 @@ TEST(Render, SvgIsWellFormedWithOneLanePerAlgorithm) {
     const auto& lane = svg["lanes"][i];
     const AlgorithmResult& a = r.algorithms[i];
     EXPECT_EQ(lane["id"], std::string("lane-") + algorithm_name(a.policy.algorithm()));
-    EXPECT_EQ(lane["admitted"].get<int64_t>(), a.admitted);
-    EXPECT_EQ(lane["denied"].get<int64_t>(), a.denied);
-    EXPECT_EQ(lane["rate"].get<int64_t>(), 1);
-    EXPECT_EQ(lane["departures"].get<int64_t>(), i == 4 ? a.departures : 0);
+    EXPECT_EQ(count_of(lane, "admitted"), a.admitted) << i;
+    EXPECT_EQ(count_of(lane, "denied"), a.denied) << i;
+    EXPECT_EQ(lane["rate"].get<int64_t>(), 1);  // the busiest key's line
+    EXPECT_EQ(count_of(lane, "departures"), i == 4 ? a.departures : 0) << i;
+    expect_bars_inside(lane);
   }
+  ASSERT_FALSE(svg["aggregate"].is_null());
+  EXPECT_EQ(svg["aggregate"]["offered"]["count"].get<int64_t>(), r.requests);
+  EXPECT_EQ(svg["aggregate"]["lines"].get<int>(), 5);
   const std::string text = svg["text"];
-  EXPECT_NE(text.find("time (s)"), std::string::npos);          // axis label
-  EXPECT_NE(text.find("admitted request"), std::string::npos);  // legend
-  EXPECT_NE(text.find("denied request"), std::string::npos);
-  EXPECT_NE(text.find("leaky bucket departure"), std::string::npos);
+  EXPECT_NE(text.find("time (s)"), std::string::npos);  // axis label
+  for (const char* legend : {"admitted per bar", "denied per bar", "leaky bucket departures per bar",
+                             "busiest key: admitted within the window", "per-key limit"}) {
+    EXPECT_NE(text.find(legend), std::string::npos) << legend;
+  }
+  EXPECT_NE(text.find("limit 10 per 1s"), std::string::npos);
+  EXPECT_NE(text.find("denied 10 (1 key limited)"), std::string::npos) << text;
 }
 
-TEST(Render, LargeRunSvgUsesIntervalsAndEscapesText) {
+// A trace of more than 20,000 requests from 8 clients, as in the report that asked for bar
+// mode to be fixed: most requests denied, the y-axes must fit, the admitted bars must show,
+// the departures row must be drawn, and the axis starts at the first request.
+Report big_trace_report() {
   ReplayOptions opts(*make_policies(PolicyParams{}));
-  opts.max_chart_requests = 100;
   auto replay = Replay::create(std::move(opts));
-  ASSERT_TRUE(replay.ok());
-  for (int i = 0; i < 5'000; ++i) {
-    ASSERT_TRUE(replay->add(1'714'564'800'000'000 + i * 7'000LL, "k" + std::to_string(i % 7)).is_ok());
+  EXPECT_TRUE(replay.ok());
+  const int64_t t0 = 1'714'564'800'000'000;
+  for (int i = 0; i < 24'000; ++i) {
+    // 8 clients, each at ~50/s for 60 s against a 10/s limit.
+    EXPECT_TRUE(replay->add(t0 + i * 2'500LL, "10.0.0." + std::to_string(i % 8)).is_ok());
   }
   Report r = replay->report();
-  r.title = "trace <odd> & \"named\".csv";
-  r.description = "csv";
+  r.title = "trace <odd> & \"named\".log";
+  r.description = "combined";
+  return r;
+}
+
+TEST(Render, LargeRunSvgFitsItsAxesAndDrawsDepartures) {
+  const Report r = big_trace_report();
   ASSERT_FALSE(r.chart.complete);
   ScratchDir dir;
   const std::string path = dir.file("big.svg");
   write_file(path, render_svg(r, Micros{1'000'000}));
   const auto svg = check_svg(path);
   ASSERT_EQ(svg["lanes"].size(), kAlgorithms);
-  for (const auto& lane : svg["lanes"]) {
-    EXPECT_GT(lane["admitted"].get<int64_t>(), 0);
-    EXPECT_EQ(lane["rate"].get<int64_t>(), 1);
+  for (size_t i = 0; i < kAlgorithms; ++i) {
+    const auto& lane = svg["lanes"][i];
+    EXPECT_EQ(count_of(lane, "admitted"), r.algorithms[i].admitted) << i;
+    EXPECT_EQ(count_of(lane, "denied"), r.algorithms[i].denied) << i;
+    EXPECT_GT(r.algorithms[i].denied, r.algorithms[i].admitted) << i;
+    // The admitted bars fill their scale: the tallest is the full height (36 px), not a
+    // sliver under a scale set by the denials.
+    EXPECT_GE(lane["admitted"]["max_h"].get<double>(), 30.0) << i;
+    EXPECT_GE(lane["denied"]["max_h"].get<double>(), 30.0) << i;
+    expect_bars_inside(lane);
   }
+  EXPECT_EQ(count_of(svg["lanes"][4], "departures"), r.algorithms[4].departures);
+  EXPECT_GT(svg["lanes"][4]["departures"]["bars"].get<int>(), 50);
+  const auto& offered = svg["aggregate"]["offered"];
+  EXPECT_EQ(offered["count"].get<int64_t>(), r.requests);
+  EXPECT_GE(offered["min_y"].get<double>(), svg["aggregate"]["top"].get<double>());
+  EXPECT_LE(offered["max_y"].get<double>(), svg["aggregate"]["bottom"].get<double>() + 0.05);
+  EXPECT_NEAR(offered["min_x"].get<double>(), 236.0, 0.05);  // the axis starts at the first request
   const std::string text = svg["text"];
-  EXPECT_NE(text.find("trace <odd> & \"named\".csv"), std::string::npos);
-  EXPECT_NE(text.find("time since 2024-05-01T12:00:00Z (s)"), std::string::npos);
+  EXPECT_NE(text.find("trace <odd> & \"named\".log"), std::string::npos);
+  EXPECT_NE(text.find("seconds since the first request, 2024-05-01T12:00:00Z"), std::string::npos);
+  // The per-key view holds one key against the per-key limit: 8 clients' sum never appears.
+  EXPECT_EQ(r.algorithms[1].peak_admitted_per_key, 10);
+  EXPECT_EQ(r.algorithms[1].peak_admitted, 80);
+  const auto& texts = svg["texts"];
+  EXPECT_NE(std::find(texts.begin(), texts.end(), "+0"), texts.end());
+}
+
+// Headless Chromium renders the chart and the HTML report; the pixels where bars must be
+// hold their colours (tests/sim/chart_pixels.py).
+TEST(Render, ChromiumShowsTheBarsWhereTheyMustBe) {
+  ScratchDir dir;
+  const Report big = big_trace_report();
+  write_file(dir.file("big.svg"), render_svg(big, Micros{1'000'000}));
+  write_file(dir.file("big.html"), render_html({big}, Micros{1'000'000}));
+  const std::string cmd = std::string("python3 ") + SIM_TEST_DIR "/chart_pixels.py " +
+                          dir.file("big.svg") + " " + dir.file("") + " --html " +
+                          dir.file("big.html") + " > " + dir.file("pixels.txt") + " 2>&1";
+  const int code = run_command(cmd);
+  EXPECT_EQ(code, 0) << read_file(dir.file("pixels.txt"));
+  const std::string log = read_file(dir.file("pixels.txt"));
+  EXPECT_EQ(log.find("FAIL"), std::string::npos) << log;
+  EXPECT_NE(log.find("lane-leaky_bucket departures bar"), std::string::npos) << log;
+  // Pattern C too: few requests, wide bars.
+  RunOptions o;
+  o.patterns = {'C'};
+  auto c = simulate(o);
+  ASSERT_TRUE(c.ok());
+  write_file(dir.file("c.svg"), render_svg(c->front(), Micros{1'000'000}));
+  EXPECT_EQ(run_command(std::string("python3 ") + SIM_TEST_DIR "/chart_pixels.py " +
+                        dir.file("c.svg") + " " + dir.file("") + " > " + dir.file("c.txt") + " 2>&1"),
+            0)
+      << read_file(dir.file("c.txt"));
+}
+
+TEST(Render, HtmlIsSelfContainedWithTablesAndCharts) {
+  RunOptions o;
+  auto reports = simulate(o);
+  ASSERT_TRUE(reports.ok());
+  const std::string html = render_html(*reports, Micros{1'000'000});
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0U);
+  for (const char* forbidden : {"<script", "http://", "https://", "<link", "@import", "url("}) {
+    // The only URL allowed is the SVG namespace, which is a name, not a fetch.
+    std::string rest = html;
+    const std::string ns = "http://www.w3.org/2000/svg";
+    for (size_t at; (at = rest.find(ns)) != std::string::npos;) rest.erase(at, ns.size());
+    EXPECT_EQ(rest.find(forbidden), std::string::npos) << forbidden;
+  }
+  size_t svgs = 0;
+  for (size_t at = 0; (at = html.find("<svg ", at)) != std::string::npos; ++at) ++svgs;
+  EXPECT_EQ(svgs, 3U);
+  EXPECT_NE(html.find("<th>algorithm</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>sliding_window_log</td>"), std::string::npos);
+  EXPECT_EQ(html.find("<?xml"), std::string::npos);
+}
+
+TEST(Render, TopKeysAndIsoTimesForTraces) {
+  const Report r = big_trace_report();
+  ASSERT_EQ(r.top_keys.size(), 8U);
+  EXPECT_EQ(r.top_keys[0].offered, 3'000);
+  EXPECT_EQ(r.top_keys_error, 0);
+  const std::string table = render_table({r});
+  EXPECT_NE(table.find("24000 requests from 2024-05-01T12:00:00Z (+0 s) to "
+                       "2024-05-01T12:00:59.9975Z (+59.9975 s)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("top 8 keys by requests offered"), std::string::npos) << table;
+  EXPECT_NE(table.find("10.0.0.0"), std::string::npos);
+  const auto j = nlohmann::json::parse(render_json({r}));
+  EXPECT_EQ(j["runs"][0]["first"], "2024-05-01T12:00:00Z");
+  EXPECT_EQ(j["runs"][0]["top_keys"].size(), 8U);
+  EXPECT_EQ(j["runs"][0]["algorithms"][1]["peak_admitted_per_key"].get<int64_t>(), 10);
+}
+
+TEST(Render, TopKeysStayBoundedAndSayWhenApproximate) {
+  ReplayOptions opts(*make_policies(PolicyParams{}));
+  opts.max_tracked_keys = 10;
+  opts.top_keys = 3;
+  auto replay = Replay::create(std::move(opts));
+  ASSERT_TRUE(replay.ok());
+  int64_t t = 0;
+  // Three heavy keys early, then a stream of one-off keys that forces pruning.
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(replay->add(t += 1000, "heavy" + std::to_string(i % 3)).is_ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(replay->add(t += 1000, "once" + std::to_string(i)).is_ok());
+  const Report r = replay->report();
+  ASSERT_EQ(r.top_keys.size(), 3U);
+  for (const KeyRow& k : r.top_keys) {
+    EXPECT_EQ(k.key.rfind("heavy", 0), 0U) << k.key;
+    EXPECT_EQ(k.offered, 100);
+  }
+  EXPECT_GT(r.top_keys_error, 0);
+  EXPECT_LE(r.top_keys_error, 20);  // each of the ~10 prunes dropped keys seen once
 }
 
 }  // namespace

@@ -154,7 +154,14 @@ int main(int argc, char** argv) {
                  "Window for 'peak admitted' for every algorithm (default: each policy's own; "
                  "for buckets burst/rate)");
   app.add_option("-f,--format", format, "Output: table, json or csv")->capture_default_str();
+  app.add_option("--top", o.top_keys, "Rows of the top-keys table (keys with most requests)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{10'000}));
   app.add_option("--svg", svg, "Also write an SVG chart of the run to this file");
+  std::string html;
+  app.add_option("--html", html,
+                 "Also write one self-contained HTML report (every run's tables and chart, "
+                 "nothing fetched) to this file");
   app.add_option("--rate-window", rate_window,
                  "Chart: sliding window of the admitted-rate line")->capture_default_str();
 
@@ -253,6 +260,7 @@ int main(int argc, char** argv) {
   if (!f) return fail("--format: " + f.status().message());
   o.format = *f;
   if (!svg.empty()) o.svg_path = svg;
+  if (!html.empty()) o.html_path = html;
   o.show_progress = isatty(STDERR_FILENO) != 0;
 
   return sim::run(o, std::cout, std::cerr);
