@@ -48,17 +48,21 @@ struct RecentTimes {
   }
 };
 
-struct KeyEntry {
-  std::array<algo::AlgorithmState, kAlgorithms> states;
-  std::array<RecentTimes, kAlgorithms> recent;  // for the per-key peak
-  uint8_t limited = 0;  // bit i: algorithm i denied this key at least once (since it was created)
-};
-
 struct KeyTally {
   int64_t offered = 0;
   std::array<int64_t, kAlgorithms> admitted{};
   std::array<int64_t, kAlgorithms> peak{};
 };
+
+struct KeyEntry {
+  std::array<algo::AlgorithmState, kAlgorithms> states;
+  // This key's tally (elements of an unordered_map keep their address); null until looked
+  // up, and again when the tally is pruned.
+  KeyTally* tally = nullptr;
+  std::array<RecentTimes, kAlgorithms> recent;  // for the per-key peak
+  uint8_t limited = 0;  // bit i: algorithm i denied this key at least once (since it was created)
+};
+
 
 Status with_flag(const Status& s, const char* flag) {
   return Status::invalid_argument(std::string(flag) + ": " + s.message());
@@ -193,6 +197,7 @@ struct Replay::Impl {
         return false;
       }
       dropped_max = std::max(dropped_max, kv.second.offered);
+      if (auto it = keys.find(kv.first); it != keys.end()) it->second.tally = nullptr;
       return true;
     });
     tally_error += dropped_max;
@@ -264,7 +269,8 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
 
   if (m.keys.size() >= m.next_sweep) m.sweep(t_us);
   KeyEntry& e = m.entry(key);
-  KeyTally& tally = m.tally(key);
+  if (e.tally == nullptr) e.tally = &m.tally(key);
+  KeyTally& tally = *e.tally;
   ++tally.offered;
   rep.peak_live_keys = std::max(rep.peak_live_keys, static_cast<int64_t>(m.keys.size()));
 
