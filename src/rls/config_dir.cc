@@ -89,7 +89,7 @@ Result<std::vector<SourceFile>> read_config_directory(const std::string& directo
 RuleSource::RuleSource(std::string directory, bool ignore_dotfiles, LoadOptions options)
     : directory_(std::move(directory)), ignore_dotfiles_(ignore_dotfiles), options_(std::move(options)) {
   auto empty = RuleSet::load({}, options_);
-  current_.store(*empty, std::memory_order_release);
+  current_ = *empty;
 }
 
 ReloadResult RuleSource::reload(bool only_if_changed) {
@@ -113,7 +113,10 @@ ReloadResult RuleSource::reload(bool only_if_changed) {
     r.status = set.status();
     return r;
   }
-  current_.store(std::move(*set), std::memory_order_release);
+  {
+    std::lock_guard swap(current_mu_);
+    current_ = std::move(*set);
+  }
   serving_files_ = std::move(*files);
   r.changed = true;
   r.generation = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;

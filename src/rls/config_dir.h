@@ -12,7 +12,7 @@
 // `..data` and its timestamped twin are not read twice when dot files are skipped); with
 // ignore_dotfiles, entries whose name starts with '.' are skipped at every level.
 // Thread-safety: read_config_directory is reentrant. RuleSource: current() and generation()
-// from any thread (lock-free reads); reload() from any thread (serialised inside).
+// from any thread (generation() lock-free); reload() from any thread (serialised inside).
 // DirectoryWatcher runs its own thread and calls its callback from it.
 #pragma once
 
@@ -56,7 +56,11 @@ class RuleSource {
   ReloadResult reload(bool only_if_changed = false);
 
   // The serving RuleSet; an empty RuleSet before the first successful reload. Never null.
-  std::shared_ptr<const RuleSet> current() const { return current_.load(std::memory_order_acquire); }
+  // Takes a short lock: hot paths cache the pointer and re-read it when generation() moved.
+  std::shared_ptr<const RuleSet> current() const {
+    std::lock_guard lock(current_mu_);
+    return current_;
+  }
   // 0 before the first successful reload, then +1 per swap.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   const std::string& directory() const { return directory_; }
@@ -67,7 +71,9 @@ class RuleSource {
   const LoadOptions options_;
   std::mutex reload_mu_;  // one reload at a time
   std::vector<SourceFile> serving_files_;  // guarded by reload_mu_
-  std::atomic<std::shared_ptr<const RuleSet>> current_;
+  mutable std::mutex current_mu_;  // guards current_ (a libstdc++ 12 atomic<shared_ptr> is
+                                   // opaque to ThreadSanitizer)
+  std::shared_ptr<const RuleSet> current_;
   std::atomic<uint64_t> generation_{0};
 };
 

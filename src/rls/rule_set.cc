@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <unordered_set>
 
 #include <yaml-cpp/yaml.h>
@@ -288,6 +289,25 @@ std::string sanitize_stat_name(std::string_view key) {
     }
   }
   return s;
+}
+
+HitStats hit_stats(uint32_t limit, float near_limit_ratio, uint64_t hits, bool allowed,
+                   int64_t remaining, bool shadow) {
+  HitStats h;
+  h.total_hits = hits;
+  // float32 product, then floor: the same bits as Go's float32(limit) * nearLimitRatio.
+  const auto near = static_cast<uint64_t>(
+      std::floor(static_cast<double>(static_cast<float>(limit) * near_limit_ratio)));
+  if (allowed) {
+    const uint64_t after = limit - static_cast<uint64_t>(std::max<int64_t>(remaining, 0));
+    const uint64_t before = after >= hits ? after - hits : 0;
+    h.within_limit = hits;
+    if (after > near) h.near_limit = before >= near ? hits : after - near;
+  } else {
+    h.over_limit = hits;
+    if (shadow) h.shadow_mode = hits;
+  }
+  return h;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -24,6 +24,26 @@
 //   - Several files: each domain once, unless merge_domains (MERGE_DOMAIN_CONFIG) joins them;
 //     a duplicate descriptor (same composite key) is refused even when merging. Any error in
 //     any file refuses the whole set: nothing is half-loaded.
+// How a front-end answers ShouldRateLimit with it (envoyproxy/ratelimit's service/ratelimit.go,
+// limiter/base_limiter.go and redis/fixed_cache_impl.go, in that order):
+//   - hits per descriptor: its own hits_addend when present (0 allowed: a check), else
+//     max(1, request.hits_addend);
+//   - resolve(); per Applied: rule() null and !unlimited -> OK without current_limit;
+//     unlimited -> OK, limit_remaining 4294967295, nothing counted; else decide
+//     rule()->policy on cache_key at cost = hits (an every-hit policy takes cost 0 as a check;
+//     for the `algorithm` extension a 0 is a peek at cost 1). Every descriptor is counted on its
+//     own (Atomicity::kIndependent) unless the all-or-nothing extension is asked for. With
+//     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: peek each at its hits first, then count
+//     algo::hits_to_count_when_stopping (include/ratelimit/hit_counting.h);
+//   - status: OVER_LIMIT when denied (OK when rule()->shadow_mode or SHADOW_MODE);
+//     limit_remaining = Decision::remaining (0 when over); current_limit = {requests_per_unit,
+//     unit, name}; duration_until_reset = unit_seconds(unit) - now_s % unit_seconds(unit) (what
+//     envoyproxy/ratelimit sends; ceil(reset_after) for the extension algorithms);
+//   - metrics under sanitize_stat_name(stats_key): total_hits += hits; near threshold =
+//     floor(float32(requests_per_unit) * NEAR_LIMIT_RATIO); admitted: within_limit += hits and
+//     near_limit += the hits above the threshold; denied: over_limit += hits when the count was
+//     already at the limit, else the part above the limit, the rest near_limit; shadow_mode +=
+//     the over-limit hits of a shadow rule.
 // Thread-safety: a RuleSet is immutable after load(); share it as shared_ptr<const RuleSet>
 // and call resolve() from any number of threads.
 #pragma once
@@ -158,6 +178,17 @@ class RuleSet {
   std::vector<std::unique_ptr<Rule>> rules_;
   std::string cache_key_prefix_;
 };
+
+// What one descriptor's decision adds to its rule's counters, as envoyproxy/ratelimit's
+// base_limiter.go splits it. `limit` is requests_per_unit, `hits` the descriptor's hits.
+// Exact for admitted hits and for denied ones when the window was already at its limit (so
+// always for hits 1); a denied multi-hit request that crossed the limit is counted whole as
+// over_limit (the Decision does not say where the count stood before it).
+struct HitStats {
+  uint64_t total_hits = 0, within_limit = 0, near_limit = 0, over_limit = 0, shadow_mode = 0;
+};
+HitStats hit_stats(uint32_t limit, float near_limit_ratio, uint64_t hits, bool allowed,
+                   int64_t remaining, bool shadow);
 
 // envoyproxy/ratelimit's SanitizeStatName: ':' and '|' become '_', and the dots of anything
 // shaped like an IPv4 address (d.d.d.d, 1-3 digits each) become '_'.

@@ -388,6 +388,24 @@ TEST(RuleSetMatch, SanitizeStatName) {
   EXPECT_EQ(sanitize_stat_name("1234.1.1.1"), "1234_1_1_1") << "Go's regexp finds 234.1.1.1";
 }
 
+TEST(RuleSetMatch, HitStatsSplitLikeEnvoy) {
+  // limit 10, ratio 0.8: near threshold 8. The 9th hit (count 9 after) is near; 10th too.
+  HitStats a = hit_stats(10, 0.8F, 1, true, 1, false);
+  EXPECT_EQ(a.total_hits, 1u);
+  EXPECT_EQ(a.within_limit, 1u);
+  EXPECT_EQ(a.near_limit, 1u);
+  HitStats b = hit_stats(10, 0.8F, 1, true, 5, false);  // count 5 after: not near
+  EXPECT_EQ(b.near_limit, 0u);
+  HitStats c = hit_stats(10, 0.8F, 3, true, 0, false);  // 7 -> 10: hits 9 and 10 are near
+  EXPECT_EQ(c.near_limit, 2u);
+  HitStats d = hit_stats(10, 0.8F, 1, false, 0, true);
+  EXPECT_EQ(d.over_limit, 1u);
+  EXPECT_EQ(d.within_limit, 0u);
+  EXPECT_EQ(d.shadow_mode, 1u);
+  // float32 rounding as in Go: 3 * 0.7f = 2.1 -> 2.
+  EXPECT_EQ(hit_stats(3, 0.7F, 1, true, 0, false).near_limit, 1u);
+}
+
 TEST(RuleSetLoad, MergeDomainConfigJoinsFilesOfOneDomain) {
   const std::string a = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
   const std::string b = "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 2}\n";
