@@ -300,6 +300,11 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
     }
     s.notices.push_back("ignored: " + std::string(n.name) + "=" + *v + " (" + std::string(n.why) + ")");
   }
+  if (r.raw("EXPIRATION_JITTER_MAX_SECONDS") && s.expiration_jitter_max_seconds > 0) {
+    s.notices.push_back("ignored: EXPIRATION_JITTER_MAX_SECONDS=" +
+                        std::to_string(s.expiration_jitter_max_seconds) +
+                        " (a counter's key expires exactly when its window ends)");
+  }
   if (!s.use_prometheus && r.raw("PROMETHEUS_ADDR")) {
     s.notices.push_back("ignored: PROMETHEUS_ADDR without USE_PROMETHEUS=true");
   }

@@ -10,7 +10,7 @@
 // Differences, by design and reported: BACKEND_TYPE defaults to `memory` (our embedded store;
 // envoyproxy/ratelimit's default is redis). Valid settings we do not implement are named in
 // `notices` (one line each, for the start-up log): statsd/dogstatsd, memcache, xDS
-// configuration, the local over-limit cache, tracing, the per-second Redis pool, gRPC TLS,
+// configuration, the local over-limit cache, tracing, the per-second Redis pool, expiry jitter,
 // QUOTA_MODE and RESPONSE_DYNAMIC_METADATA. A setting that would change decisions in a way we
 // cannot honour (BACKEND_TYPE=memcache, CONFIG_TYPE=GRPC_XDS_SOTW, REDIS_PERSECOND=true) is
 // refused, not ignored.

@@ -140,9 +140,11 @@ TEST(EnvoyEnv, BadValuesNameTheVariable) {
 TEST(EnvoyEnv, UnimplementedSettingsAreNamedOnce) {
   auto s = parse({{"USE_STATSD", "false"}, {"LOCAL_CACHE_SIZE_IN_BYTES", "1048576"},
                   {"TRACING_ENABLED", "true"}, {"DISABLE_STATS", "false"},
-                  {"MEMCACHE_HOST_PORT", "127.0.0.1:11211"}});
+                  {"MEMCACHE_HOST_PORT", "127.0.0.1:11211"}, {"EXPIRATION_JITTER_MAX_SECONDS", "60"}});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
-  ASSERT_EQ(s->notices.size(), 3u);
+  ASSERT_EQ(s->notices.size(), 4u);
+  EXPECT_EQ(s->notices[3], "ignored: EXPIRATION_JITTER_MAX_SECONDS=60 (a counter's key expires "
+                           "exactly when its window ends)");
   EXPECT_EQ(s->notices[0], "ignored: LOCAL_CACHE_SIZE_IN_BYTES=1048576 (no local over-limit "
                            "cache; every decision asks the store)");
   EXPECT_EQ(s->notices[1], "ignored: TRACING_ENABLED=true (tracing is not implemented)");
