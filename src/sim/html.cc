@@ -41,7 +41,7 @@ div.chart { overflow-x: auto; margin: 12px 0; }
 
 }  // namespace
 
-std::string render_html(const std::vector<Report>& reports, Micros rate_window) {
+std::string render_html(const std::vector<Report>& reports, Micros bar_width) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<title>ratelimit-sim report</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
@@ -64,7 +64,7 @@ std::string render_html(const std::vector<Report>& reports, Micros rate_window) 
       o << "<p class=\"summary\">" << xml_escape(top_keys_heading(r)) << "</p>\n";
       table(o, top_key_rows(r), 1, "keys");
     }
-    std::string svg = render_svg(r, rate_window);
+    std::string svg = render_svg(r, bar_width);
     if (svg.rfind("<?xml", 0) == 0) svg = svg.substr(svg.find('\n') + 1);
     o << "<div class=\"chart\">\n" << svg << "</div>\n</section>\n";
   }

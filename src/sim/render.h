@@ -65,9 +65,9 @@ std::string render_csv(const std::vector<Report>& reports);
 // box in data-top/data-baseline/data-bottom): the busiest key's admissions within the
 // policy's window against the per-key limit, admitted and denied requests per interval as
 // bars (each <rect> carries data-count), and for the leaky bucket departures per interval.
-// The time axis starts at the run's start. `rate_window` is kept for callers; the bars'
-// width follows the run's length.
-std::string render_svg(const Report& report, Micros rate_window);
+// The time axis starts at the run's start. A bar covers a power-of-two multiple of the
+// replay's interval, about 3 px wide, and at least `bar_width` (0: no minimum).
+std::string render_svg(const Report& report, Micros bar_width);
 
 // `s` as XML/HTML text or attribute value: & < > " escaped, control characters (not allowed
 // in XML 1.0) dropped.
@@ -75,6 +75,6 @@ std::string xml_escape(std::string_view s);
 
 // One self-contained HTML document (no script, no network: styles, tables and the SVG charts
 // inline) with every report's summary, tables and chart.
-std::string render_html(const std::vector<Report>& reports, Micros rate_window);
+std::string render_html(const std::vector<Report>& reports, Micros bar_width);
 
 }  // namespace ratelimit::sim

@@ -302,7 +302,7 @@ class ProgressPrinter {
 };
 
 Status validate(const RunOptions& o) {
-  if (o.rate_window.count() <= 0) return Status::invalid_argument("--rate-window must be positive");
+  if (o.bar_width.count() < 0) return Status::invalid_argument("--bar-width must be positive or auto");
   if (!o.trace_path && o.patterns.empty()) {
     return Status::invalid_argument("nothing to run: give --pattern or --trace");
   }
@@ -410,7 +410,7 @@ int run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   }
   if (o.svg_path) {
     std::ofstream svg(*o.svg_path, std::ios::binary | std::ios::trunc);
-    svg << render_svg(reports->front(), o.rate_window);
+    svg << render_svg(reports->front(), o.bar_width);
     svg.close();
     if (!svg) {
       err << "ratelimit-sim: cannot write the SVG to '" << *o.svg_path << "'\n";
@@ -419,7 +419,7 @@ int run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   }
   if (o.html_path) {
     std::ofstream html(*o.html_path, std::ios::binary | std::ios::trunc);
-    html << render_html(*reports, o.rate_window);
+    html << render_html(*reports, o.bar_width);
     html.close();
     if (!html) {
       err << "ratelimit-sim: cannot write the HTML report to '" << *o.html_path << "'\n";

@@ -75,7 +75,7 @@ struct RunOptions {
   OutputFormat format = OutputFormat::kTable;
   std::optional<std::string> svg_path;
   std::optional<std::string> html_path;  // --html: every run's summary, tables and chart
-  Micros rate_window{1'000'000};  // the chart's sliding window for the admitted rate
+  Micros bar_width{0};  // --bar-width: the charts' interval, at least this; 0 = from the run's length
   bool show_progress = false;     // main sets it when stderr is a terminal
 };
 

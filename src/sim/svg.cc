@@ -134,8 +134,7 @@ std::string xml_escape(std::string_view s) {
   return out;
 }
 
-std::string render_svg(const Report& report, Micros rate_window) {
-  (void)rate_window;  // the bars' width is chosen from the run's length (see below)
+std::string render_svg(const Report& report, Micros bar_width) {
   const ChartData& chart = report.chart;
   const size_t lanes = report.algorithms.size();
   std::vector<double> lane_top(lanes + 1, kTop + kAggregateHeight);
@@ -159,7 +158,8 @@ std::string render_svg(const Report& report, Micros rate_window) {
     if (!lane.bins.admitted.empty()) bin_us = std::max(bin_us, lane.bins.width_us);
   }
   const double span_us = static_cast<double>(std::max<int64_t>(t_end - t0, 1));
-  const auto target = static_cast<int64_t>(span_us * kBarPixels / kPlotWidth);
+  const auto target =
+      std::max(static_cast<int64_t>(span_us * kBarPixels / kPlotWidth), bar_width.count());
   int64_t bar_us = bin_us;
   while (bar_us < target) bar_us *= 2;
   const auto bar_count = static_cast<size_t>((t_end - t0) / bar_us + 1);

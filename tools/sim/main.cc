@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   std::string leaky_mode = "police";
   std::string token_fill = "default";
   std::string peak_window;
-  std::string rate_window = "1s";
+  std::string bar_width = "auto";
   std::string format = "table";
   std::string svg;
 
@@ -162,8 +162,9 @@ int main(int argc, char** argv) {
   app.add_option("--html", html,
                  "Also write one self-contained HTML report (every run's tables and chart, "
                  "nothing fetched) to this file");
-  app.add_option("--rate-window", rate_window,
-                 "Chart: sliding window of the admitted-rate line")->capture_default_str();
+  app.add_option("--bar-width", bar_width,
+                 "Charts: the interval one bar counts, at least this (auto: about 3 px)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -253,9 +254,11 @@ int main(int argc, char** argv) {
     if (!p) return fail(p.status().message());
     o.peak_window = *p;
   }
-  auto rw = parse_duration_flag("--rate-window", rate_window);
-  if (!rw) return fail(rw.status().message());
-  o.rate_window = *rw;
+  if (bar_width != "auto") {
+    auto bw = parse_duration_flag("--bar-width", bar_width);
+    if (!bw) return fail(bw.status().message());
+    o.bar_width = *bw;
+  }
   auto f = sim::parse_output_format(format);
   if (!f) return fail("--format: " + f.status().message());
   o.format = *f;
