@@ -39,6 +39,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ratelimit/clock.h"
 #include "ratelimit/store.h"
@@ -61,10 +62,20 @@ struct RedisStoreOptions {
   // bracketed IPv6 address; port defaults to 6379, db to 0) or `unix:///path/to/socket`
   // (optionally `unix://[user:password@]/path?db=N`). `user:` may be empty (`:password@`:
   // password-only AUTH). Percent-escapes (%40 for '@') are decoded in user and password.
+  //
+  // `redis-cluster://[user:password@]host:port[,host:port...]` is a Redis Cluster: any one of
+  // the seeds (masters or replicas) is enough to discover the others (CLUSTER SHARDS, or
+  // CLUSTER SLOTS before Redis 7). Each call goes to the master serving its key's slot, so all
+  // keys of one user key (one hash tag) stay on one node; MOVED and ASK redirections, TRYAGAIN
+  // and CLUSTERDOWN are handled inside the store (bounded retries within command_timeout,
+  // then the failure policy); a replica promoted by a failover is found by the topology
+  // refresh that follows the errors, without a restart. Never reads from replicas. A cluster
+  // has only database 0: any other db is kInvalidArgument.
   std::string url = "redis://127.0.0.1:6379/0";
 
-  // Connections in the pool; requests are spread over them round robin and pipelined on each.
-  // 0 (default) = 2 per hardware thread (std::thread::hardware_concurrency), at most 16.
+  // Connections in the pool (per master in a cluster); requests are spread over them round
+  // robin and pipelined on each. 0 (default) = 2 per hardware thread
+  // (std::thread::hardware_concurrency), at most 16.
   size_t connections = 0;
 
   // I/O threads driving the connections (each connection belongs to one). Default 1: one
@@ -83,6 +94,10 @@ struct RedisStoreOptions {
   // capped at the second; reset by a successful connection.
   std::chrono::milliseconds reconnect_backoff_min{20};
   std::chrono::milliseconds reconnect_backoff_max{2000};
+
+  // Redis Cluster only: how often the slot map is re-read when nothing went wrong (it is
+  // also re-read at once after a MOVED, a CLUSTERDOWN or a lost connection). Default 5 s.
+  std::chrono::milliseconds topology_refresh_interval{5000};
 
   // What decisions answer while Redis cannot: kOpen admits, kClosed denies. Default kOpen
   // (a rate limiter that is down should not take the API down with it).
@@ -115,11 +130,24 @@ struct RedisStoreCounters {
   uint64_t connects = 0;        // connections opened successfully (first ones included)
   uint64_t disconnects = 0;     // connections lost or closed because of an error or timeout
   uint64_t script_reloads = 0;  // NOSCRIPT answers handled by reloading the script
+  // Redis Cluster (always 0 on one node):
+  uint64_t moved = 0;               // MOVED redirections followed (the slot map was stale)
+  uint64_t asked = 0;               // ASK redirections followed (a slot being migrated)
+  uint64_t cluster_retries = 0;     // resends after TRYAGAIN, CLUSTERDOWN or no ready master
+  uint64_t topology_refreshes = 0;  // slot maps read (CLUSTER SHARDS / CLUSTER SLOTS)
+};
+
+// One node of a redis-cluster:// URL.
+struct RedisSeed {
+  std::string host;  // name or address (IPv6 without brackets)
+  uint16_t port = 6379;
 };
 
 // Parsed form of RedisStoreOptions::url.
 struct RedisUrl {
   bool is_unix = false;
+  bool is_cluster = false;       // redis-cluster://
+  std::vector<RedisSeed> seeds;  // cluster: every node of the URL (host and port: the first)
   std::string host;  // TCP: host name or address (IPv6 without brackets)
   uint16_t port = 6379;
   std::string path;  // unix socket path

@@ -42,6 +42,9 @@ Status validate_options(const RedisStoreOptions& o) {
     return Status::invalid_argument(
         "reconnect backoff must satisfy 0 < reconnect_backoff_min <= reconnect_backoff_max");
   }
+  if (o.topology_refresh_interval.count() <= 0) {
+    return Status::invalid_argument("topology_refresh_interval must be > 0");
+  }
   if (o.key_prefix.size() > kMaxKeyPrefixLength) {
     return Status::invalid_argument("key_prefix is longer than " +
                                     std::to_string(kMaxKeyPrefixLength) + " bytes");
@@ -141,6 +144,7 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
   ro.command_timeout = options.command_timeout;
   ro.backoff_min = options.reconnect_backoff_min;
   ro.backoff_max = options.reconnect_backoff_max;
+  ro.topology_refresh_interval = options.topology_refresh_interval;
   ro.handshake = ScriptInvoker::load_steps();
   auto router = make_router(*url, std::move(ro), impl->router_counters);
   if (!router.ok()) return router.status();
@@ -221,6 +225,10 @@ RedisStoreCounters RedisStore::counters() const {
   out.connects = get(r.connects);
   out.disconnects = get(r.disconnects);
   out.script_reloads = get(c.script_reloads);
+  out.moved = get(r.moved);
+  out.asked = get(r.asked);
+  out.cluster_retries = get(r.cluster_retries);
+  out.topology_refreshes = get(r.topology_refreshes);
   return out;
 }
 

@@ -3,6 +3,7 @@
 //
 // Forms: redis://[user:password@]host[:port][/db]   (host: name, IPv4, or [IPv6])
 //        unix://[user:password@]/path/to/socket[?db=N]
+//        redis-cluster://[user:password@]host[:port][,host[:port]...][/0]
 // Invariant: an error message never contains the password.
 #include <charconv>
 #include <string>
@@ -75,6 +76,52 @@ Status take_credentials(std::string_view& rest, RedisUrl& url) {
   return {};
 }
 
+// "host[:port]" (host: name, IPv4 or [IPv6]); `port` keeps its default when none is given.
+Status parse_host_port(std::string_view authority, std::string& host_out, uint16_t& port_out) {
+  std::string_view host = authority;
+  std::string_view port_text;
+  if (host.starts_with("[")) {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) {
+      return Status::invalid_argument("Redis URL has an unterminated [IPv6] address");
+    }
+    std::string_view after = host.substr(close + 1);
+    host = host.substr(1, close - 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return Status::invalid_argument("Redis URL: expected ':port' after ]");
+      port_text = after.substr(1);
+      if (port_text.empty()) return Status::invalid_argument("Redis URL has an empty port");
+    }
+  } else {
+    const size_t colon = host.rfind(':');
+    if (colon != std::string_view::npos) {
+      port_text = host.substr(colon + 1);
+      host = host.substr(0, colon);
+      if (port_text.empty()) return Status::invalid_argument("Redis URL has an empty port");
+    }
+  }
+  if (host.empty()) return Status::invalid_argument("Redis URL has no host");
+  for (char c : host) {
+    if (c == '/' || c == '@' || c == '?' || c == '#' || c == ' ' ||
+        static_cast<unsigned char>(c) < 0x20) {
+      return Status::invalid_argument("Redis URL host '" + std::string(host) +
+                                      "' contains an invalid character");
+    }
+  }
+  host_out = std::string(host);
+  if (!port_text.empty()) {
+    unsigned port = 0;
+    auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 ||
+        port > 65535) {
+      return Status::invalid_argument("invalid port '" + std::string(port_text) +
+                                      "' in Redis URL (expected 1 ... 65535)");
+    }
+    port_out = static_cast<uint16_t>(port);
+  }
+  return {};
+}
+
 }  // namespace
 
 const char* failure_policy_name(FailurePolicy p) {
@@ -92,16 +139,21 @@ Result<RedisUrl> parse_redis_url(std::string_view text) {
   RedisUrl url;
   constexpr std::string_view kRedis = "redis://";
   constexpr std::string_view kUnix = "unix://";
+  constexpr std::string_view kCluster = "redis-cluster://";
   std::string_view rest;
   if (text.starts_with(kRedis)) {
     rest = text.substr(kRedis.size());
   } else if (text.starts_with(kUnix)) {
     rest = text.substr(kUnix.size());
     url.is_unix = true;
+  } else if (text.starts_with(kCluster)) {
+    rest = text.substr(kCluster.size());
+    url.is_cluster = true;
   } else {
     return Status::invalid_argument(
-        "Redis URL must start with redis:// or unix:// (e.g. redis://127.0.0.1:6379/0 or "
-        "unix:///run/redis/redis.sock)");
+        "Redis URL must start with redis://, unix:// or redis-cluster:// (e.g. "
+        "redis://127.0.0.1:6379/0, unix:///run/redis/redis.sock or "
+        "redis-cluster://10.0.0.1:7000,10.0.0.2:7000)");
   }
 
   if (url.is_unix) {
@@ -149,47 +201,37 @@ Result<RedisUrl> parse_redis_url(std::string_view text) {
       url.db = *db;
     }
   }
-  std::string_view host = authority;
-  std::string_view port_text;
-  if (host.starts_with("[")) {
-    const size_t close = host.find(']');
-    if (close == std::string_view::npos) {
-      return Status::invalid_argument("Redis URL has an unterminated [IPv6] address");
+  if (url.is_cluster) {
+    if (url.db != 0) {
+      return Status::invalid_argument(
+          "Redis Cluster has only database 0: remove '/" + std::to_string(url.db) +
+          "' from the redis-cluster:// URL (use key_prefix to separate deployments)");
     }
-    std::string_view after = host.substr(close + 1);
-    host = host.substr(1, close - 1);
-    if (!after.empty()) {
-      if (after[0] != ':') return Status::invalid_argument("Redis URL: expected ':port' after ]");
-      port_text = after.substr(1);
-      if (port_text.empty()) return Status::invalid_argument("Redis URL has an empty port");
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = authority.find(',', start);
+      std::string_view one = authority.substr(start, comma == std::string_view::npos
+                                                         ? std::string_view::npos
+                                                         : comma - start);
+      if (one.empty()) {
+        return Status::invalid_argument(
+            "redis-cluster:// URL has an empty node in its list (expected host:port,host:port)");
+      }
+      RedisSeed seed;
+      if (Status st = parse_host_port(one, seed.host, seed.port); !st.is_ok()) return st;
+      url.seeds.push_back(std::move(seed));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
     }
-  } else {
-    const size_t colon = host.rfind(':');
-    if (colon != std::string_view::npos) {
-      port_text = host.substr(colon + 1);
-      host = host.substr(0, colon);
-      if (port_text.empty()) return Status::invalid_argument("Redis URL has an empty port");
-    }
+    url.host = url.seeds.front().host;
+    url.port = url.seeds.front().port;
+    return url;
   }
-  if (host.empty()) return Status::invalid_argument("Redis URL has no host");
-  for (char c : host) {
-    if (c == '/' || c == '@' || c == '?' || c == '#' || c == ' ' ||
-        static_cast<unsigned char>(c) < 0x20) {
-      return Status::invalid_argument("Redis URL host '" + std::string(host) +
-                                      "' contains an invalid character");
-    }
+  if (authority.find(',') != std::string_view::npos) {
+    return Status::invalid_argument(
+        "several hosts in a redis:// URL: use redis-cluster://host:port,host:port for a cluster");
   }
-  url.host = std::string(host);
-  if (!port_text.empty()) {
-    unsigned port = 0;
-    auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 ||
-        port > 65535) {
-      return Status::invalid_argument("invalid port '" + std::string(port_text) +
-                                      "' in Redis URL (expected 1 ... 65535)");
-    }
-    url.port = static_cast<uint16_t>(port);
-  }
+  if (Status st = parse_host_port(authority, url.host, url.port); !st.is_ok()) return st;
   return url;
 }
 

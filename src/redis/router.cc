@@ -1,11 +1,22 @@
 // router.cc — the router factory: which Router a URL asks for (see router.h).
 #include "router.h"
 
+#include "cluster_router.h"
 #include "standalone_router.h"
 
 namespace ratelimit::redis_detail {
 
 std::string display_url(const RedisUrl& u) {
+  if (u.is_cluster) {
+    std::string out = "redis-cluster://";
+    for (size_t i = 0; i < u.seeds.size(); ++i) {
+      Endpoint e;
+      e.host = u.seeds[i].host;
+      e.port = u.seeds[i].port;
+      out += (i > 0 ? "," : "") + e.address();
+    }
+    return out;
+  }
   if (u.is_unix) return "unix://" + u.path + (u.db != 0 ? "?db=" + std::to_string(u.db) : "");
   const bool v6 = u.host.find(':') != std::string::npos;
   return "redis://" + (v6 ? "[" + u.host + "]" : u.host) + ":" + std::to_string(u.port) + "/" +
@@ -38,6 +49,19 @@ Result<std::unique_ptr<Router>> make_router(const RedisUrl& url, RouterOptions o
   e.password = url.password;
   e.has_password = url.has_password;
   e.db = url.db;
+  if (url.is_cluster) {
+    if (url.db != 0) return Status::invalid_argument("Redis Cluster has only database 0");
+    std::vector<Endpoint> seeds;
+    for (const RedisSeed& s : url.seeds) {
+      Endpoint seed = e;
+      seed.host = s.host;
+      seed.port = s.port;
+      seeds.push_back(std::move(seed));
+    }
+    if (seeds.empty()) return Status::invalid_argument("redis-cluster:// URL without a node");
+    return std::unique_ptr<Router>(
+        std::make_unique<ClusterRouter>(std::move(seeds), display_url(url), options, counters));
+  }
   return std::unique_ptr<Router>(
       std::make_unique<StandaloneRouter>(e, display_url(url), options, counters));
 }

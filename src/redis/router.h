@@ -6,6 +6,7 @@
 //   ClusterRouter     redis-cluster://: the master serving the command's slot; MOVED, ASK,
 //                     TRYAGAIN, CLUSTERDOWN handled here, invisibly to the layers above
 //   (a Sentinel router: the master the sentinels name, re-resolved on errors)
+// make_router() picks one from the URL.
 //
 // Invariants every router keeps:
 //   - `done` is called exactly once per send(): with the node's final reply (redirections
@@ -66,6 +67,7 @@ struct RouterOptions {
   std::chrono::milliseconds command_timeout{250};
   std::chrono::milliseconds backoff_min{20};
   std::chrono::milliseconds backoff_max{2000};
+  std::chrono::milliseconds topology_refresh_interval{5000};  // cluster: re-read the slot map
   // Run on every connection to every node before it is ready (the invoker's SCRIPT LOADs).
   std::vector<HandshakeStep> handshake;
   StreamFactory make_stream;  // empty: plain TCP / unix

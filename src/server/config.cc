@@ -18,6 +18,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "ratelimit/redis_store.h"
 #include "ratelimit/store.h"
 
 namespace ratelimit::server {
@@ -154,8 +155,10 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
     }
     if (n["url"]) {
       RL_TRY_ASSIGN(out.url, p.string(n["url"], "store.url"));
-      if (out.url.rfind("redis://", 0) != 0 && out.url.rfind("unix://", 0) != 0) {
-        return p.error(n["url"], "store.url must start with redis:// or unix://");
+      // The store's own parser: one definition of the URL forms, precise messages (never the
+      // password), e.g. a database other than 0 in a redis-cluster:// URL.
+      if (auto u = parse_redis_url(out.url); !u.ok()) {
+        return p.error(n["url"], "store.url: " + u.status().message());
       }
     }
     // `pool` is accepted as another name for `connections` (the pool size).
@@ -455,13 +458,17 @@ Status apply_overrides(Config& config, const Overrides& o) {
   if (o.store) {
     if (*o.store == "memory") {
       config.store = StoreConfig{};
-    } else if (o.store->rfind("redis://", 0) == 0 || o.store->rfind("unix://", 0) == 0) {
+    } else if (o.store->rfind("redis://", 0) == 0 || o.store->rfind("unix://", 0) == 0 ||
+               o.store->rfind("redis-cluster://", 0) == 0) {
+      if (auto u = parse_redis_url(*o.store); !u.ok()) {
+        return Status::invalid_argument("--store: " + u.status().message());
+      }
       // Keep the file's redis tuning (pool, timeouts, on_failure) when it has one.
       if (config.store.type != StoreType::kRedis) config.store = StoreConfig{};
       config.store.type = StoreType::kRedis;
       config.store.url = *o.store;
     } else {
-      return Status::invalid_argument("--store must be 'memory', a redis://host:port/db URL or unix:///path, got '" + *o.store + "'");
+      return Status::invalid_argument("--store must be 'memory', a redis://host:port/db URL, unix:///path or redis-cluster://host:port,host:port, got '" + *o.store + "'");
     }
   }
   if (o.threads) {

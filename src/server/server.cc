@@ -480,7 +480,9 @@ std::string store_description(const StoreConfig& s) {
   if (s.type == StoreType::kMemory) return "memory (max_keys " + std::to_string(s.max_keys) + ")";
   // The URL may carry a password: show only what follows '@'.
   const size_t at = s.url.rfind('@');
-  return "redis " + (at == std::string::npos ? s.url : "redis://…@" + s.url.substr(at + 1));
+  const size_t scheme_end = s.url.find("://");
+  const std::string scheme = scheme_end == std::string::npos ? "" : s.url.substr(0, scheme_end + 3);
+  return "redis " + (at == std::string::npos ? s.url : scheme + "…@" + s.url.substr(at + 1));
 }
 
 }  // namespace

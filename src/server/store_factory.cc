@@ -32,6 +32,10 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
     append_metric(out, "ratelimitd_redis_failed_closed_total", "counter", "Decisions denied by the fail-closed policy.", c.failed_closed);
     append_metric(out, "ratelimitd_redis_connects_total", "counter", "Redis connections opened (first ones included).", c.connects);
     append_metric(out, "ratelimitd_redis_ready_connections", "gauge", "Redis connections open and ready.", s->ready_connections());
+    append_metric(out, "ratelimitd_redis_cluster_moved_total", "counter", "Redis Cluster MOVED redirections followed.", c.moved);
+    append_metric(out, "ratelimitd_redis_cluster_ask_total", "counter", "Redis Cluster ASK redirections followed.", c.asked);
+    append_metric(out, "ratelimitd_redis_cluster_retries_total", "counter", "Redis Cluster resends after TRYAGAIN, CLUSTERDOWN or no ready master.", c.cluster_retries);
+    append_metric(out, "ratelimitd_redis_cluster_topology_refreshes_total", "counter", "Redis Cluster slot maps read.", c.topology_refreshes);
   });
   OpenedStore opened;
   opened.store = *store;

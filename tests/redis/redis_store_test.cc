@@ -37,16 +37,6 @@ class RedisStoreTest : public ::testing::Test {
   std::unique_ptr<RedisClient> client_;
 };
 
-Policy named(Result<Policy> p, const std::string& name) {
-  EXPECT_TRUE(p.ok()) << p.status().to_string();
-  return p->with_name(name).value();
-}
-
-bool is_failure(const Decision& d) {
-  return d.reason == DecisionReason::kStoreFailedOpen ||
-         d.reason == DecisionReason::kStoreFailedClosed;
-}
-
 // --- Same decisions as the pure functions --------------------------------------------------
 
 TEST_F(RedisStoreTest, SharedVectorsGiveIdenticalDecisions) {
@@ -201,16 +191,6 @@ TEST_F(RedisStoreTest, ResetForgetsTheKey) {
 }
 
 // --- Exactness under concurrency -----------------------------------------------------------
-
-std::vector<Policy> limit_ten_policies() {
-  // Bucket rates so low that nothing refills during the test: the leaky bucket admits again
-  // as soon as one micro-unit has leaked (floor(level) + cost <= burst), which takes 1 s here.
-  return {named(Policy::fixed_window(10, seconds(60)), "fw10"),
-          named(Policy::sliding_window_log(10, seconds(60)), "swl10"),
-          named(Policy::sliding_window_counter(10, seconds(60)), "swc10"),
-          named(Policy::token_bucket(1e-6, 10), "tb10"),
-          named(Policy::leaky_bucket(1e-6, 10), "lb10")};
-}
 
 TEST_F(RedisStoreTest, ExactlyTenOf200With50InFlightForEveryAlgorithm) {
   auto o = options_for(url_);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "closed_loop.h"
 #include "ratelimit/redis_store.h"
@@ -64,6 +65,27 @@ inline FireResult fire(int total, int in_flight,
   out.errors = tally->errors;
   out.finished = finished;
   return out;
+}
+
+inline Policy named(Result<Policy> p, const std::string& name) {
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  return p->with_name(name).value();
+}
+
+inline bool is_failure(const Decision& d) {
+  return d.reason == DecisionReason::kStoreFailedOpen ||
+         d.reason == DecisionReason::kStoreFailedClosed;
+}
+
+// Limit 10 for every algorithm, nothing refills during a test: the leaky bucket admits again
+// as soon as one micro-unit has leaked (floor(level) + cost <= burst), which takes 1 s here.
+inline std::vector<Policy> limit_ten_policies() {
+  using std::chrono::seconds;
+  return {named(Policy::fixed_window(10, seconds(60)), "fw10"),
+          named(Policy::sliding_window_log(10, seconds(60)), "swl10"),
+          named(Policy::sliding_window_counter(10, seconds(60)), "swc10"),
+          named(Policy::token_bucket(1e-6, 10), "tb10"),
+          named(Policy::leaky_bucket(1e-6, 10), "lb10")};
 }
 
 inline std::shared_ptr<RedisStore> must_connect(RedisStoreOptions o) {

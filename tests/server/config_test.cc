@@ -128,6 +128,15 @@ TEST(Config, AlgorithmParametersMustMatch) {
   expect_error("policies:\n  a: {limit: 5, window: 1s}\n", "cfg.yaml:2: ", "'algorithm' is required");
 }
 
+TEST(Config, RedisClusterUrl) {
+  auto c = parse_config("store:\n  type: redis\n  url: redis-cluster://10.0.0.1:7000,10.0.0.2:7000\n"
+                        "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+                        "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->store.type, StoreType::kRedis);
+  EXPECT_EQ(c->store.url, "redis-cluster://10.0.0.1:7000,10.0.0.2:7000");
+}
+
 TEST(Config, StructuralErrors) {
   expect_error("", "cfg.yaml:1: ", "empty");
   expect_error("listen: 127.0.0.1:80\n", "cfg.yaml:1: ", "'policies' is required");
@@ -140,6 +149,7 @@ TEST(Config, StructuralErrors) {
   expect_error("store: {type: dynamo}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "memory or redis");
   expect_error("store: {type: memory, url: redis://x:1}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "only to type: redis");
   expect_error("store: {type: redis, url: http://x:1}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "redis://");
+  expect_error("store: {type: redis, url: \"redis-cluster://h:1,h:2/2\"}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "only database 0");
   expect_error("store: {type: redis, on_failure: maybe}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "open or closed");
   expect_error("store: {type: redis, pool: 2, connections: 2}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml:1: ", "not both");
   expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nforward_auth: {key_header: \"X User\"}\n", "cfg.yaml:2: ", "header name");

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   auto* r = app.add_subcommand(
       "race", "fire --requests acquires at one fresh key with --concurrency in flight; print "
               "allowed/denied (exactly --limit with the real store; --naive over-admits)");
-  r->add_option("--store", race.store, "redis://HOST:PORT[/DB] or unix:///path")->required();
+  r->add_option("--store", race.store,
+                "redis://HOST:PORT[/DB], unix:///path or redis-cluster://HOST:PORT[,HOST:PORT...]")->required();
   r->add_option("--requests", race.requests, "acquires to fire")->check(CLI::Range(1, 10'000'000));
   r->add_option("--concurrency", race.concurrency, "acquires in flight")->check(CLI::Range(1, 100'000));
   r->add_option("--limit", race.limit, "the limit (per 60 s window, or bucket size)")
@@ -40,7 +41,8 @@ int main(int argc, char** argv) {
   ThroughputOptions tp;
   auto* t = app.add_subcommand("throughput",
                                "closed-loop load through a store: decisions/s, p50/p99 latency");
-  t->add_option("--store", tp.store, "memory, or redis://HOST:PORT[/DB] / unix:///path")->required();
+  t->add_option("--store", tp.store,
+                "memory, or redis://HOST:PORT[/DB] / unix:///path / redis-cluster://HOST:PORT,...")->required();
   t->add_option("--algorithm", tp.algorithm, "the algorithm (a limit that never denies)")
       ->check(algorithms);
   t->add_option("--keys", tp.keys, "distinct keys, visited round robin")

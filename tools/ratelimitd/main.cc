@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
       "bound address is logged)");
   auto* store_opt = app.add_option(
       "-s,--store", store,
-      "'memory', a redis://[user:password@]host:port/db URL or unix:///path/to/redis.sock, "
-      "overriding the file's 'store'");
+      "'memory', a redis://[user:password@]host:port/db URL, unix:///path/to/redis.sock or "
+      "redis-cluster://[user:password@]host:port[,host:port...], overriding the file's 'store'");
   auto* threads_opt = app.add_option(
       "-t,--threads", threads, "I/O threads, overriding the file's 'threads' (0 = one per core)");
   app.add_flag("--check", options.check_only,

@@ -1,0 +1,249 @@
+// redis_cluster.cc — a six-node Redis Cluster for tests (see redis_cluster.h). redis-cli runs
+// through posix_spawnp (no shell) with its output in a file, waited for with a deadline and
+// killed by pid if it overruns.
+#include "redis_cluster.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace ratelimit::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// Runs `args` (args[0] on PATH) with stdout+stderr to `out_path`; waits at most `timeout`.
+Status run_bounded(std::vector<std::string> args, const std::string& out_path,
+                   milliseconds timeout) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return Status::unavailable("cannot start " + args[0] + ": " + std::strerror(rc));
+  const auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+      std::ifstream in(out_path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return Status::unavailable(args[0] + " failed: " + ss.str());
+    }
+    if (steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return Status::deadline_exceeded(args[0] + " did not finish in time");
+    }
+    std::this_thread::sleep_for(milliseconds(20));  // waiting for a real process
+  }
+}
+
+bool bindable(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  // NOLINTNEXTLINE: the sockets API takes sockaddr*.
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A cluster node needs its port and the bus port (port + 10000, so port <= 55535) free. Ports
+// 20000 ... 29999 lie below Linux's ephemeral range, so outgoing connections rarely take them.
+Result<uint16_t> free_cluster_port() {
+  std::random_device rd;
+  for (int i = 0; i < 500; ++i) {
+    const auto port = static_cast<uint16_t>(20000 + rd() % 10000);
+    if (bindable(port) && bindable(static_cast<uint16_t>(port + 10000))) return port;
+  }
+  return Status::unavailable("no free port pair (p, p + 10000) for a cluster node");
+}
+
+// A RESP2 map (flat array) entry.
+const Reply* field(const Reply& map, const std::string& key) {
+  for (size_t i = 0; i + 1 < map.elements.size(); i += 2) {
+    if (map.elements[i].str == key) return &map.elements[i + 1];
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status RedisCluster::start(milliseconds node_timeout, milliseconds timeout) {
+  const auto deadline = steady_clock::now() + timeout;
+  std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
+  for (size_t i = 0; i < kNodes; ++i) {
+    auto n = std::make_unique<RedisServer>();
+    auto port = free_cluster_port();
+    if (!port.ok()) return port.status();
+    // Validity factor 0: a replica always stands for election, however long ago it last heard
+    // from its master (a young test cluster's replicas would otherwise count as too stale).
+    Status s = n->start(*port, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                "--cluster-node-timeout", std::to_string(node_timeout.count()),
+                                "--cluster-replica-validity-factor", "0"});
+    if (!s.is_ok()) return s;
+    create.push_back("127.0.0.1:" + std::to_string(n->port()));
+    nodes_.push_back(std::move(n));
+  }
+  create.insert(create.end(), {"--cluster-replicas", "1", "--cluster-yes"});
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("ratelimit-cluster-create-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(nodes_.front()->port()) + ".log"))
+                              .string();
+  Status created = run_bounded(create, out, std::chrono::duration_cast<milliseconds>(
+                                                deadline - steady_clock::now()));
+  std::filesystem::remove(out);
+  if (!created.is_ok()) return created;
+  return wait_until_ok(
+      std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now()));
+}
+
+std::string RedisCluster::url() const {
+  return "redis-cluster://127.0.0.1:" + std::to_string(nodes_.at(0)->port()) + ",127.0.0.1:" +
+         std::to_string(nodes_.at(1)->port());
+}
+
+size_t RedisCluster::index_of_port(uint16_t port) const {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i]->port() == port) return i;
+  }
+  return kNodes;
+}
+
+Result<std::string> RedisCluster::node_id(size_t i) {
+  auto c = RedisClient::connect(node_url(i));
+  if (!c.ok()) return c.status();
+  auto r = c->command({"CLUSTER", "MYID"});
+  if (!r.ok()) return r.status();
+  if (r->is_error()) return Status::internal("CLUSTER MYID: " + r->str);
+  return r->str;
+}
+
+Result<size_t> RedisCluster::master_of_slot(int slot, size_t ask) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const size_t n = ask < kNodes ? ask : i;
+    if (!nodes_[n]->running()) continue;
+    auto c = RedisClient::connect(node_url(n));
+    if (!c.ok()) continue;
+    auto r = c->command({"CLUSTER", "SHARDS"});
+    if (!r.ok() || r->is_error()) continue;
+    for (const Reply& shard : r->elements) {
+      const Reply* slots = field(shard, "slots");
+      const Reply* members = field(shard, "nodes");
+      if (slots == nullptr || members == nullptr) continue;
+      bool has = false;
+      for (size_t s = 0; s + 1 < slots->elements.size(); s += 2) {
+        has = has || (slots->elements[s].integer <= slot && slot <= slots->elements[s + 1].integer);
+      }
+      if (!has) continue;
+      for (const Reply& m : members->elements) {
+        const Reply* role = field(m, "role");
+        const Reply* health = field(m, "health");
+        const Reply* port = field(m, "port");
+        if (role != nullptr && role->str == "master" && health != nullptr &&
+            health->str == "online" && port != nullptr) {
+          const size_t idx = index_of_port(static_cast<uint16_t>(port->integer));
+          if (idx < kNodes) return idx;
+        }
+      }
+    }
+    if (ask < kNodes) break;
+  }
+  return Status::unavailable("no online master serves slot " + std::to_string(slot));
+}
+
+Result<std::vector<size_t>> RedisCluster::masters() {
+  std::vector<size_t> out;
+  for (int slot : {0, 8192, 16383}) {
+    auto m = master_of_slot(slot);
+    if (!m.ok()) return m.status();
+    if (std::find(out.begin(), out.end(), *m) == out.end()) out.push_back(*m);
+  }
+  return out;
+}
+
+Status RedisCluster::wait_until_ok(milliseconds timeout, int slot, size_t not_node) {
+  const auto deadline = steady_clock::now() + timeout;
+  std::string last = "not checked";
+  for (;;) {
+    bool ok = true;
+    for (size_t i = 0; i < nodes_.size() && ok; ++i) {
+      if (!nodes_[i]->running()) continue;
+      auto c = RedisClient::connect(node_url(i));
+      auto r = c.ok() ? c->command({"CLUSTER", "INFO"}) : Result<Reply>(c.status());
+      if (!r.ok() || r->str.find("cluster_state:ok") == std::string::npos ||
+          r->str.find("cluster_slots_assigned:16384") == std::string::npos) {
+        ok = false;
+        last = "node " + std::to_string(i) + ": " + (r.ok() ? r->str.substr(0, 80) : r.status().message());
+      }
+    }
+    if (ok && slot >= 0) {
+      auto m = master_of_slot(slot);
+      ok = m.ok() && *m != not_node;
+      if (!ok) last = "slot " + std::to_string(slot) + " not served by a new master yet";
+    }
+    if (ok) {
+      auto m = masters();
+      ok = m.ok() && m->size() == 3;
+      if (!ok) last = "masters do not agree yet";
+    }
+    // Every running replica has finished its first sync (it could not take over otherwise).
+    for (size_t i = 0; i < nodes_.size() && ok; ++i) {
+      if (!nodes_[i]->running()) continue;
+      auto c = RedisClient::connect(node_url(i));
+      auto r = c.ok() ? c->command({"INFO", "replication"}) : Result<Reply>(c.status());
+      if (!r.ok()) {
+        ok = false;
+      } else if (r->str.find("role:slave") != std::string::npos &&
+                 r->str.find("master_link_status:up") == std::string::npos) {
+        // A replica of the killed master stays down; only the masters' replicas count.
+        const size_t at = r->str.find("master_port:");
+        const auto master_port =
+            at == std::string::npos ? 0 : std::atoi(r->str.c_str() + at + 12);
+        const size_t m = index_of_port(static_cast<uint16_t>(master_port));
+        if (m < kNodes && nodes_[m]->running()) {
+          ok = false;
+          last = "replica " + std::to_string(i) + " not in sync yet";
+        }
+      }
+    }
+    if (ok) return {};
+    if (steady_clock::now() >= deadline) {
+      return Status::deadline_exceeded("Redis Cluster not ok in time: " + last);
+    }
+    std::this_thread::sleep_for(milliseconds(50));  // waiting for a real cluster
+  }
+}
+
+}  // namespace ratelimit::testing
