@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -278,6 +279,50 @@ int run_race(const RaceOptions& o) {
   return failed == 0 ? 0 : 1;
 }
 
+// Memory store: one decision in this many is timed for the latency percentiles.
+constexpr int kSampleEvery = 64;
+
+// The progress line of a throughput run: on a terminal (stderr is a tty), one line rewritten a
+// few times a second ("measuring 2.0/5.0 s, 11.8 M decisions/s"); otherwise nothing at all, so
+// logs and pipes get only the result lines.
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO) == 1) {}
+  void show(const std::string& text) {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r\033[Kratelimit-bench: %s", text.c_str());
+    std::fflush(stderr);
+  }
+  // Sleeps `seconds`, updating the line every 250 ms; `count` (may be null) gives the
+  // decisions completed so far in this stage, for a running rate.
+  void wait(double seconds, const char* stage, const std::function<uint64_t()>& count) {
+    const auto start = steady_clock::now();
+    const auto end = start + std::chrono::duration_cast<steady_clock::duration>(duration<double>(seconds));
+    for (;;) {
+      const auto now = steady_clock::now();
+      const double elapsed = duration<double>(now - start).count();
+      char line[128];
+      if (count && elapsed > 0) {
+        std::snprintf(line, sizeof line, "%s %.1f/%.1f s, %.2f M decisions/s", stage, elapsed,
+                      seconds, static_cast<double>(count()) / elapsed / 1e6);
+      } else {
+        std::snprintf(line, sizeof line, "%s %.1f/%.1f s", stage, elapsed, seconds);
+      }
+      show(line);
+      if (now >= end) return;
+      std::this_thread::sleep_until(std::min(end, now + std::chrono::milliseconds(250)));
+    }
+  }
+  void clear() {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+};
+
 int run_throughput(const ThroughputOptions& o) {
   auto base = allow_policy(o.algorithm);
   if (!base.ok()) {
@@ -303,20 +348,27 @@ int run_throughput(const ThroughputOptions& o) {
     store = *s;
   }
 
-  // Workers (memory: threads; Redis: chains of async calls) each record their own latencies.
+  // Workers (memory: threads; Redis: chains of async calls) each record their own counts and
+  // latencies, on a cache line of their own so that two threads never share one.
   const int workers = memory ? o.threads : o.inflight;
-  struct Worker {
+  struct alignas(64) Worker {
     std::vector<double> lat_us;
-    uint64_t done = 0, denied = 0, failed = 0;
+    std::atomic<uint64_t> done{0};  // written by its owner only; read by the progress line
+    uint64_t denied = 0, failed = 0;
   };
   std::vector<Worker> w(static_cast<size_t>(workers));
-  std::atomic<uint64_t> next_key{0};
   std::atomic<int> phase{0};  // 0 warm-up, 1 measuring, 2 stopping
   std::atomic<int> running{0};
-  auto key_for = [&] { return keys[next_key.fetch_add(1, std::memory_order_relaxed) % keys.size()]; };
+  Progress progress;
+  auto done_so_far = [&] {
+    uint64_t n = 0;
+    for (const auto& x : w) n += x.done.load(std::memory_order_relaxed);
+    return n;
+  };
 
   // Warm-up pass: every key once (with the same concurrency), so 100k keys exist.
   if (o.keys > 1) {
+    progress.show("creating " + std::to_string(o.keys) + " keys");
     Tally t;
     closed_loop(static_cast<int>(o.keys), workers,
                 [&](int i, std::function<void(Outcome)> done) {
@@ -329,15 +381,18 @@ int run_throughput(const ThroughputOptions& o) {
   }
 
   std::vector<std::thread> threads;
+  std::atomic<uint64_t> next_key{0};  // Redis: the chains share one round-robin cursor
   std::function<void(size_t)> chain;  // Redis: issue, and on completion issue again
   chain = [&](size_t i) {
     const auto t0 = steady_clock::now();
-    store->acquire_async(policy, key_for(), 1, [&, i, t0](Result<Decision> d) {
+    const std::string& key = keys[next_key.fetch_add(1, std::memory_order_relaxed) % keys.size()];
+    store->acquire_async(policy, key, 1, [&, i, t0](Result<Decision> d) {
       const int p = phase.load(std::memory_order_acquire);
       const Outcome oc = outcome_of(d);
       if (p == 1) {
+        // A Redis decision takes microseconds: timing every one costs nothing measurable.
         auto& me = w[i];
-        ++me.done;
+        me.done.fetch_add(1, std::memory_order_relaxed);
         if (oc == Outcome::kDenied) ++me.denied;
         if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
         me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
@@ -352,19 +407,32 @@ int run_throughput(const ThroughputOptions& o) {
   };
   running = workers;
   if (memory) {
+    // A memory decision takes ~100 ns, as long as two clock reads: so only one decision in
+    // kSampleEvery is timed, the phase is read once per batch of that size, and each thread
+    // walks the key set with its own cursor (no shared counter, no copy of the key).
     for (size_t i = 0; i < w.size(); ++i) {
       threads.emplace_back([&, i] {
-        while (phase.load(std::memory_order_acquire) != 2) {
-          const auto t0 = steady_clock::now();
-          auto d = store->acquire(policy, key_for(), 1);
-          if (phase.load(std::memory_order_relaxed) == 1) {
-            auto& me = w[i];
-            ++me.done;
-            const Outcome oc = outcome_of(d);
-            if (oc == Outcome::kDenied) ++me.denied;
-            if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
-            me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
+        auto& me = w[i];
+        me.lat_us.reserve(1 << 16);
+        size_t k = i * keys.size() / w.size();
+        for (;;) {
+          const int p = phase.load(std::memory_order_acquire);
+          if (p == 2) break;
+          for (int b = 0; b < kSampleEvery; ++b) {
+            const bool timed = b == 0 && p == 1;
+            const auto t0 = timed ? steady_clock::now() : steady_clock::time_point{};
+            auto d = store->acquire(policy, keys[k], 1);
+            if (timed) {
+              me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
+            }
+            if (p == 1) {
+              const Outcome oc = outcome_of(d);
+              if (oc == Outcome::kDenied) ++me.denied;
+              if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
+            }
+            if (++k == keys.size()) k = 0;
           }
+          if (p == 1) me.done.fetch_add(kSampleEvery, std::memory_order_relaxed);
         }
         running.fetch_sub(1);
       });
@@ -372,14 +440,15 @@ int run_throughput(const ThroughputOptions& o) {
   } else {
     for (size_t i = 0; i < w.size(); ++i) chain(i);
   }
-  std::this_thread::sleep_for(duration<double>(o.warmup_seconds));
+  progress.wait(o.warmup_seconds, "warm-up", nullptr);
   const double server0 = o.server_pid > 0 ? process_cpu_seconds(o.server_pid) : -1;
   const auto start = steady_clock::now();
   phase = 1;
-  std::this_thread::sleep_for(duration<double>(o.seconds));
+  progress.wait(o.seconds, "measuring", done_so_far);
   phase = 2;
   const double elapsed = duration<double>(steady_clock::now() - start).count();
   const double server1 = o.server_pid > 0 ? process_cpu_seconds(o.server_pid) : -1;
+  progress.clear();
   for (int i = 0; i < 10'000 && running.load() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -395,7 +464,7 @@ int run_throughput(const ThroughputOptions& o) {
   std::vector<double> lat;
   uint64_t done = 0, denied = 0, failed = 0;
   for (auto& x : w) {
-    done += x.done;
+    done += x.done.load(std::memory_order_relaxed);
     denied += x.denied;
     failed += x.failed;
     lat.insert(lat.end(), x.lat_us.begin(), x.lat_us.end());
