@@ -2,7 +2,7 @@
 // and through the bare algo::decide (the floor: no lock, no lookup, no clock), on one hot key
 // and on 100,000 keys, with 1 and 2 threads; plus bytes per key over 1,000,000 keys.
 //
-// Workloads follow the peer harness (/work/shared/peers/README.md) so figures compare with
+// Workloads follow the peers' (bench/peers/README.md) so figures compare with
 // rate-limiter-flexible's: every decision is a cost-1 acquire that is never denied (an "allow
 // limit"; the `denied` counter must read 0), keys "k0" ... "k99999" are built before timing
 // and visited round-robin. With 2 threads each thread has its own keys ("t1:k0", ...), so the

@@ -86,3 +86,55 @@ cpu_ticks() {
   done
   echo "$t"
 }
+
+# measure OUT CMD...: runs CMD pinned to CLIENT_CPU with its stdout in OUT, and sets
+# MEAS_WALL (s), MEAS_CLIENT_CPU and MEAS_SERVER_CPU (fractions of one core over the run; the
+# server = the pids in SRV_PIDS, if any).
+measure() {
+  local out=$1; shift
+  local tf; tf=$(mktemp)
+  local t0 t1 s0 s1 u s e
+  # shellcheck disable=SC2086
+  t0=$(cpu_ticks ${SRV_PIDS:-}); s0=$(date +%s%N)
+  /usr/bin/time -f '%U %S %e' -o "$tf" taskset -c "$CLIENT_CPU" "$@" > "$out"
+  s1=$(date +%s%N)
+  # shellcheck disable=SC2086
+  t1=$(cpu_ticks ${SRV_PIDS:-})
+  read -r u s e < "$tf"
+  rm -f "$tf"
+  MEAS_WALL=$(awk -v a="$s0" -v b="$s1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
+  MEAS_CLIENT_CPU=$(awk -v u="$u" -v s="$s" -v w="$MEAS_WALL" 'BEGIN {printf "%.3f", (u + s) / w}')
+  MEAS_SERVER_CPU=$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v w="$MEAS_WALL" \
+    'BEGIN {printf "%.3f", (b - a) / hz / w}')
+}
+
+# wrk_json PEER WORKLOAD KIND URL [SCRIPT_ENV...]: one wrk run (-t WRK_THREADS -c WRK_CONNS
+# -d WRK_DURATION, pinned to CLIENT_CPU) with bench/peers/wrk/workload.lua; prints one JSON line:
+# requests_per_s (KIND=allow) or denials_per_s (KIND=deny), latency, errors, CPU of both sides.
+# SCRIPT_ENV are NAME=VALUE settings for workload.lua (WRK_MODE, WRK_KEYS, WRK_PREFIX, ...).
+wrk_json() {
+  local peer=$1 workload=$2 kind=$3 url=$4; shift 4
+  local out; out=$(mktemp)
+  local cpu
+  cpu=$( (for kv in "$@"; do export "${kv?}"; done
+          measure "$out" wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$WRK_DURATION" --timeout 5s \
+            -s "$PEERS_DIR/wrk/workload.lua" "$url"
+          echo "$MEAS_CLIENT_CPU $MEAS_SERVER_CPU") )
+  local summary; summary=$(sed -n 's/^WRKJSON //p' "$out")
+  rm -f "$out"
+  [ -n "$summary" ] || { log "wrk printed no summary for $peer $workload"; return 1; }
+  "$PY" - "$peer" "$workload" "$kind" "$summary" $cpu "${SRV_PIDS:-}" <<'PY'
+import json, sys
+peer, workload, kind, summary, client_cpu, server_cpu = sys.argv[1:7]
+has_server = len(sys.argv) > 7 and sys.argv[7].strip() != ""
+d = json.loads(summary)
+metric, value = ("denials_per_s", d["non2xx_per_s"]) if kind == "deny" else ("requests_per_s", d["rps"])
+out = {"peer": peer, "workload": workload, "metric": metric, "value": value, "unit": "req/s"}
+out.update({k: d[k] for k in ("requests", "seconds", "rps", "non2xx", "ok_per_s", "p50_us", "p99_us", "max_us")})
+out["socket_errors"] = d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
+out["client_cpu"] = float(client_cpu)
+if has_server:
+    out["server_cpu"] = float(server_cpu)
+print(json.dumps(out), flush=True)
+PY
+}
