@@ -15,25 +15,25 @@
 //     that were in flight across the reset are not remembered;
 //   - reset through another instance (or a Redis FLUSHALL, an evicted key) is not seen here:
 //     a cached denial may keep answering for at most options.max_ttl after it was made (and
-//     never past its retry_after). That is the bound; lower max_ttl to tighten it;
-//   - an answer of the store that admits the same (policy, key) at a cost >= a remembered
-//     cost contradicts those denials (unless it was decided before them, which is harmless):
-//     they are forgotten at once, so a reset elsewhere is often noticed sooner.
+//     never past its retry_after). That is the bound; lower max_ttl to tighten it. (An admission
+//     passing through does not make the cache forget: answers on several connections arrive
+//     in any order, so one processed after a denial may well have been decided before it.)
 // What is never cached: admissions; kExceedsCapacity denials (nothing to wait for); the
 // failure policy's answers (kStoreFailedOpen / kStoreFailedClosed: the store did not decide);
-// policies in count-denied mode (every attempt must reach the store to be counted) — those
-// calls pass straight through.
+// policies in count-denied mode or counting every hit (every attempt must reach the store to be
+// counted), and cost 0 (a check) — those calls pass straight through.
 //
 // What a cached answer contains, at time now, for a denial remembered at time t:
 //   allowed = false, reason = kOverLimit, limit = the policy's, delay = 0,
 //   retry_after = t + R - now (> 0), reset_after = max(0, t + reset_after - now),
-//   remaining = the latest remaining the store reported here for this (policy, key).
-// With no other traffic that is the store's own answer: retry_after and reset_after are
-// absolute instants minus now in every algorithm, and for cost 1 remaining is 0 throughout a
-// denial (whatever other instances do). For cost > 1, remaining (cost-1 requests that would
-// pass) can change while the costly request is still denied — units expiring or refilling raise
-// it, other instances' traffic lowers it — so it is the last figure seen, refreshed by every
-// answer of the store for that (policy, key) that passes through here. t is read from
+//   remaining = the remaining of that denial.
+// With no other traffic on the key that is the store's own answer: retry_after and reset_after
+// are absolute instants minus now in every algorithm, and for cost 1 remaining is 0 throughout
+// a denial. Other traffic — other instances', or admissions through this cache at a lower cost
+// — can only move the store's instants later, so a cached retry_after is never longer than the
+// store's (the denial ends here no later than there); and for cost > 1 remaining (cost-1
+// requests that would pass) changes while the costly request is still denied (units expire,
+// tokens refill, others consume), so the cached figure is the one at the denial. t is read from
 // options.clock just before the store is asked, so it never follows the store's own decision
 // time: a cached retry_after may be short by the time the request took to reach the store (for
 // Redis: about half a round trip), never long.

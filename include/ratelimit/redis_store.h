@@ -8,12 +8,14 @@
 //   if (!store.ok()) { /* bad URL, Redis unreachable, AUTH refused: store.status() says */ }
 //   ratelimit::Limiter limiter(policy, *store);
 //
-// How it works (details in src/redis/redis_store.cc): one Lua script per algorithm mirrors the
-// core function (src/core/<algorithm>.cc) step by step; the scripts are loaded with SCRIPT LOAD
-// when a connection opens and called with EVALSHA (a NOSCRIPT answer reloads and retries once,
-// invisibly). Time is the Redis server's TIME, so application clocks never skew a count.
-// Requests in flight are pipelined over a small pool of connections driven by the store's own
-// I/O thread(s).
+// How it works (details in src/redis/redis_store.cc): Lua code per algorithm mirrors the core
+// function (src/core/<algorithm>.cc) step by step. It is loaded when a connection opens, as a
+// Redis Functions library (FUNCTION LOAD REPLACE; called with FCALL) and as scripts (SCRIPT
+// LOAD; called with EVALSHA where the server has no functions); a flushed server (NOSCRIPT,
+// "Function not found") is reloaded and the call retried, invisibly. Time is the Redis
+// server's TIME, so application clocks never skew a count. Requests in flight are pipelined
+// over a small pool of connections driven by the store's own I/O thread(s), and decisions that
+// queue behind busy connections are batched into one call (options.max_batch).
 //
 // Keys: `<key_prefix>{<escaped user key>}:<policy name>` (plus `#log` for the sliding log's
 // sorted set). The user key is escaped so it can never contain a brace: all keys of one user
@@ -113,6 +115,19 @@ struct RedisStoreOptions {
   // the failure policy until Redis is reachable.
   bool lazy_connect = false;
 
+  // Redis Functions: load the library (FUNCTION LOAD REPLACE, on every connection) and decide
+  // with FCALL, which runs none of a script's per-call setup. Servers without functions (Redis
+  // < 7, FUNCTION renamed or forbidden) are detected at connect and answered with EVALSHA of
+  // the same code. false: EVALSHA only. Default true.
+  bool use_functions = true;
+
+  // Decisions per Redis call, 1 ... 1024. Decisions that queue while every connection's call
+  // is in flight go out together as one call (each decision still atomic and in order; one
+  // clock read for the call); a decision that finds a connection free is sent at once — there
+  // is no timer. In a cluster, a batch holds one slot's decisions. 1: one call per decision.
+  // Default 64.
+  size_t max_batch = 64;
+
   // TEST MODE ONLY. When set, every script receives this clock's time instead of reading the
   // server's TIME, so the shared test vectors replay deterministically. Never set it in
   // production: instances with skewed clocks would disagree about windows. Not owned; must
@@ -122,14 +137,16 @@ struct RedisStoreOptions {
 
 // Monotonic counters since construction, for /metrics. Read with RedisStore::counters().
 struct RedisStoreCounters {
-  uint64_t commands = 0;        // script calls answered by Redis (decisions and resets)
-  uint64_t errors = 0;          // calls that failed: timeout, connection, error reply
+  uint64_t commands = 0;        // decisions and resets answered by Redis
+  uint64_t errors = 0;          // decisions and resets that failed: timeout, connection, error
   uint64_t timeouts = 0;        // ... of which the command timeout expired
   uint64_t failed_open = 0;     // decisions answered kStoreFailedOpen
   uint64_t failed_closed = 0;   // decisions answered kStoreFailedClosed
   uint64_t connects = 0;        // connections opened successfully (first ones included)
   uint64_t disconnects = 0;     // connections lost or closed because of an error or timeout
-  uint64_t script_reloads = 0;  // NOSCRIPT answers handled by reloading the script
+  uint64_t script_reloads = 0;  // NOSCRIPT / "Function not found" answers handled by reloading
+  uint64_t batches = 0;         // calls that carried several decisions
+  uint64_t batched_decisions = 0;  // ... and the decisions they carried
   // Redis Cluster (always 0 on one node):
   uint64_t moved = 0;               // MOVED redirections followed (the slot map was stale)
   uint64_t asked = 0;               // ASK redirections followed (a slot being migrated)
@@ -187,6 +204,9 @@ class RedisStore final : public Store {
   RedisStoreCounters counters() const;
   // Connections currently open and ready (scripts loaded).
   size_t ready_connections() const;
+  // True when decisions go out as FCALL (the function library is loaded and no server refused
+  // it); false while connecting, with use_functions = false, or on a server without functions.
+  bool uses_functions() const;
   // The options the store was built with (connections resolved to the actual pool size).
   const RedisStoreOptions& options() const;
   // The most recent failure of any connection (OK when none has failed since it was last

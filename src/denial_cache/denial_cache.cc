@@ -56,6 +56,7 @@ struct PolicyParams {
   uint8_t algorithm = 0;
   uint8_t mode = 0;
   bool count_denied = false;
+  bool every_hit = false;
   friend bool operator==(const PolicyParams&, const PolicyParams&) = default;
 
   static PolicyParams of(const Policy& p) {
@@ -67,6 +68,7 @@ struct PolicyParams {
     out.algorithm = static_cast<uint8_t>(p.algorithm());
     out.mode = static_cast<uint8_t>(p.leaky_mode());
     out.count_denied = p.count_denied();
+    out.every_hit = p.counts_every_hit();
     return out;
   }
 };
@@ -258,39 +260,19 @@ struct DenialCache::Core {
     }
   }
 
-  // The store admitted `cost`. An acquire consumed units, which moves the remembered denials'
-  // instants later: they are forgotten (a fresh denial is remembered soon enough). A peek
-  // consumed nothing, but its admission contradicts the remembered denials at costs <= it.
-  void admitted(std::string_view composite, const PolicyParams& params, int64_t cost,
-                bool acquire) {
-    Shard& s = shard_of(composite);
-    std::lock_guard lock(s.mu);
-    auto it = s.map.find(composite);
-    if (it == s.map.end() || it->second.params != params) return;
-    bool any = false;
-    bool left = false;
-    for (Slot& x : it->second.slots) {
-      if (x.cost != 0 && (acquire || x.cost <= cost)) {
-        any = any || x.cost <= cost;
-        x = Slot{};
-      }
-      left = left || x.cost != 0;
-    }
-    if (any) bump(invalidations);
-    if (!left) erase(s, it);
-  }
-
-  // What a store's answer teaches: a denial to remember, or an admission that contradicts
-  // remembered denials at lower costs. Failure-policy answers and errors teach nothing.
-  void learn(std::string_view composite, const PolicyParams& params, int64_t cost, bool acquire,
+  // What a store's answer teaches: a denial to remember. Admissions, failure-policy answers and
+  // errors teach nothing. (An admission does not make this cache forget: answers on several
+  // connections arrive in any order, so an admission processed after a denial may well have
+  // been decided before it. What an admission could reveal — a reset through another instance
+  // — is bounded by max_ttl instead.)
+  // `denied_at` is when the store was asked (the denial's time, if it is one); `generation`
+  // is the lookup's.
+  void learn(std::string_view composite, const PolicyParams& params, int64_t cost,
              int64_t denied_at, uint64_t generation, const Result<Decision>& r) {
     if (!r.ok()) return;
     const Decision& d = *r;
     if (d.reason == DecisionReason::kOverLimit && d.retry_after.count() > 0) {
       remember(composite, params, cost, denied_at, generation, d);
-    } else if (d.allowed && d.reason == DecisionReason::kWithinLimit &&
-               entries.load(std::memory_order_relaxed) > 0) {
-      admitted(composite, params, cost, acquire);
     }
   }
 
@@ -308,6 +290,11 @@ struct DenialCache::Core {
 
 namespace {
 
+// A policy whose denied requests change state (count-denied mode, every-hit counting): every
+// request must reach the store.
+bool counts_denials(const Policy& p) { return p.count_denied() || p.counts_every_hit(); }
+
+// Cost 0 (a check that counts nothing) and invalid input go to the store.
 bool cacheable_input(std::string_view key, int64_t cost) {
   return !key.empty() && key.size() <= kMaxKeyLength && cost >= 1 && cost <= kMaxCost;
 }
@@ -350,10 +337,10 @@ namespace {
 // acquire and peek share everything but the inner call.
 template <typename Inner>
 void decide_async(const std::shared_ptr<DenialCache::Core>& core, const Policy& policy,
-                  std::string_view key, int64_t cost, bool acquire, DecisionCallback done,
+                  std::string_view key, int64_t cost, DecisionCallback done,
                   Inner inner) {
-  if (policy.count_denied() || !cacheable_input(key, cost)) {
-    if (policy.count_denied()) DenialCache::Core::bump(core->bypassed);
+  if (counts_denials(policy) || !cacheable_input(key, cost)) {
+    if (counts_denials(policy)) DenialCache::Core::bump(core->bypassed);
     return inner(std::move(done));
   }
   const int64_t now = core->clock->now().count();
@@ -365,19 +352,19 @@ void decide_async(const std::shared_ptr<DenialCache::Core>& core, const Policy& 
     return done(look.decision);
   }
   DenialCache::Core::bump(core->misses);
-  inner([core, composite = std::string(composite.view()), params, cost, acquire, now,
+  inner([core, composite = std::string(composite.view()), params, cost, now,
          generation = look.generation,
          done = std::move(done)](Result<Decision> r) {
-    core->learn(composite, params, cost, acquire, now, generation, r);
+    core->learn(composite, params, cost, now, generation, r);
     done(std::move(r));
   });
 }
 
 template <typename Inner>
 Result<Decision> decide_sync(DenialCache::Core& core, const Policy& policy, std::string_view key,
-                             int64_t cost, bool acquire, Inner inner) {
-  if (policy.count_denied() || !cacheable_input(key, cost)) {
-    if (policy.count_denied()) DenialCache::Core::bump(core.bypassed);
+                             int64_t cost, Inner inner) {
+  if (counts_denials(policy) || !cacheable_input(key, cost)) {
+    if (counts_denials(policy)) DenialCache::Core::bump(core.bypassed);
     return inner();
   }
   const int64_t now = core.clock->now().count();
@@ -390,7 +377,7 @@ Result<Decision> decide_sync(DenialCache::Core& core, const Policy& policy, std:
   }
   DenialCache::Core::bump(core.misses);
   Result<Decision> r = inner();
-  core.learn(composite.view(), params, cost, acquire, now, look.generation, r);
+  core.learn(composite.view(), params, cost, now, look.generation, r);
   return r;
 }
 
@@ -398,25 +385,25 @@ Result<Decision> decide_sync(DenialCache::Core& core, const Policy& policy, std:
 
 void DenialCache::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
                                 DecisionCallback done) {
-  decide_async(core_, policy, key, cost, true, std::move(done), [&](DecisionCallback cb) {
+  decide_async(core_, policy, key, cost, std::move(done), [&](DecisionCallback cb) {
     inner_->acquire_async(policy, key, cost, std::move(cb));
   });
 }
 
 void DenialCache::peek_async(const Policy& policy, std::string_view key, int64_t cost,
                              DecisionCallback done) {
-  decide_async(core_, policy, key, cost, false, std::move(done), [&](DecisionCallback cb) {
+  decide_async(core_, policy, key, cost, std::move(done), [&](DecisionCallback cb) {
     inner_->peek_async(policy, key, cost, std::move(cb));
   });
 }
 
 Result<Decision> DenialCache::acquire(const Policy& policy, std::string_view key, int64_t cost) {
-  return decide_sync(*core_, policy, key, cost, true,
+  return decide_sync(*core_, policy, key, cost,
                      [&] { return inner_->acquire(policy, key, cost); });
 }
 
 Result<Decision> DenialCache::peek(const Policy& policy, std::string_view key, int64_t cost) {
-  return decide_sync(*core_, policy, key, cost, false,
+  return decide_sync(*core_, policy, key, cost,
                      [&] { return inner_->peek(policy, key, cost); });
 }
 
@@ -424,7 +411,7 @@ void DenialCache::acquire_all_async(std::span<const Policy> policies, std::strin
                                     int64_t cost, DecisionsCallback done) {
   const bool valid = validate_acquire_all(policies, key, cost).is_ok();
   const bool counts = std::any_of(policies.begin(), policies.end(),
-                                  [](const Policy& p) { return p.count_denied(); });
+                                  [](const Policy& p) { return counts_denials(p); });
   if (!valid || counts) {
     if (counts) Core::bump(core_->bypassed);
     return inner_->acquire_all_async(policies, key, cost, std::move(done));
@@ -456,14 +443,9 @@ void DenialCache::acquire_all_async(std::span<const Policy> policies, std::strin
       [core = core_, known = std::move(known), cost, now,
        done = std::move(done)](Result<std::vector<Decision>> r) {
         if (r.ok() && r->size() == known.size()) {
-          const bool all = std::all_of(r->begin(), r->end(), [](const Decision& d) {
-            return d.reason == DecisionReason::kWithinLimit;
-          });
           for (size_t i = 0; i < known.size(); ++i) {
             const Decision& d = (*r)[i];
-            if (all) {
-              core->admitted(known[i].composite, known[i].params, cost, true);
-            } else if (d.reason == DecisionReason::kOverLimit && d.retry_after.count() > 0) {
+            if (d.reason == DecisionReason::kOverLimit && d.retry_after.count() > 0) {
               core->remember(known[i].composite, known[i].params, cost, now, known[i].generation,
                              d);
             }

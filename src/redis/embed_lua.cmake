@@ -1,29 +1,50 @@
 # embed_lua.cmake — run at build time (cmake -P) to turn src/redis/lua/*.lua into
-# lua_scripts.cc: the text of each script the store loads, and its SHA1 (the EVALSHA name).
-# Nothing is read from disk at run time.
+# lua_scripts.cc: the text of each script the store loads, and its SHA1 (the EVALSHA name), and
+# the Redis Functions library (FUNCTION LOAD) with its version. Nothing is read from disk at run
+# time.
 #
 # A script is assembled from parts: common.lua (the units.h mirror and shared plumbing), the
-# algorithm file(s), and an entry point. One script per algorithm (common + <algorithm> +
-# `local algorithm = <algorithm>` + single.lua), plus acquire_all (common + all five +
-# acquire_all.lua). Order of kScripts = enum ScriptId in lua_scripts.h.
+# algorithm file(s), entry.lua (run_single) and an entry point. One script per algorithm
+# (common + <algorithm> + entry + `local algorithm = <algorithm>` + single.lua), plus
+# acquire_all (common + all five + entry + multi.lua + acquire_all.lua) and batch (the same with
+# batch.lua). Order of kScripts =
+# enum ScriptId in lua_scripts.h. The library is `#!lua name=ratelimit_<version>` + common + all
+# five + entry + multi + library.lua, with @V@ replaced by the version: the first 12 hex digits
+# of the SHA1 of that text before the replacement.
 # Inputs: -DLUA_DIR=<dir> -DOUT=<file>.
 set(algorithms fixed_window sliding_window_log sliding_window_counter token_bucket leaky_bucket)
 
 file(READ ${LUA_DIR}/common.lua common)
+file(READ ${LUA_DIR}/entry.lua entry)
+file(READ ${LUA_DIR}/multi.lua multi)
 file(READ ${LUA_DIR}/single.lua single)
 file(READ ${LUA_DIR}/acquire_all.lua acquire_all)
+file(READ ${LUA_DIR}/batch.lua batch)
+file(READ ${LUA_DIR}/library.lua library)
 
 set(entries "")
 set(all_algorithms "")
 foreach(name IN LISTS algorithms)
   file(READ ${LUA_DIR}/${name}.lua text)
   string(APPEND all_algorithms "${text}")
-  set(script "${common}${text}local algorithm = ${name}\n${single}")
+  set(script "${common}${text}${entry}local algorithm = ${name}\n${single}")
   list(APPEND scripts "${name}")
   set(script_${name} "${script}")
 endforeach()
-set(script_acquire_all "${common}${all_algorithms}${acquire_all}")
+set(script_acquire_all "${common}${all_algorithms}${entry}${multi}${acquire_all}")
 list(APPEND scripts acquire_all)
+set(script_batch "${common}${all_algorithms}${entry}${multi}${batch}")
+list(APPEND scripts batch)
+
+set(library_body "${common}${all_algorithms}${entry}${multi}${library}")
+string(SHA1 library_sha "${library_body}")
+string(SUBSTRING "${library_sha}" 0 12 library_version)
+string(REPLACE "@V@" "${library_version}" library_body "${library_body}")
+set(library_text "#!lua name=ratelimit_${library_version}\n${library_body}")
+string(FIND "${library_text}" ")lua\"" clash)
+if(NOT clash EQUAL -1)
+  message(FATAL_ERROR "library: text contains the raw-string delimiter )lua\"")
+endif()
 
 set(body "")
 foreach(name IN LISTS scripts)
@@ -43,6 +64,9 @@ namespace ratelimit::redis_detail {
 
 const LuaScript kLuaScripts[kScriptCount] = {
 ${body}};
+
+const LuaLibrary kLuaLibrary = {\"ratelimit_${library_version}\", \"${library_version}\",
+                                R\"lua(${library_text})lua\"};
 
 }  // namespace ratelimit::redis_detail
 ")

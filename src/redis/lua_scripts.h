@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace ratelimit::redis_detail {
@@ -18,7 +19,8 @@ enum ScriptId : size_t {
   kScriptTokenBucket = 3,
   kScriptLeakyBucket = 4,
   kScriptAcquireAll = 5,
-  kScriptCount = 6,
+  kScriptBatch = 6,
+  kScriptCount = 7,
 };
 
 struct LuaScript {
@@ -28,5 +30,19 @@ struct LuaScript {
 };
 
 extern const LuaScript kLuaScripts[kScriptCount];
+
+// The same code as one Redis Functions library (Redis >= 7): FUNCTION LOAD REPLACE `text`
+// registers `function_name(id)` for every ScriptId. `version` is
+// 12 hex digits of the SHA1 of the library's text, part of every name, so two builds never
+// share a name.
+struct LuaLibrary {
+  const char* name;     // "ratelimit_<version>"
+  const char* version;  // 12 lower-case hex digits
+  std::string_view text;
+};
+extern const LuaLibrary kLuaLibrary;
+
+// "rl<version>_<script name>": the function FCALL names for a script (every ScriptId).
+std::string function_name(ScriptId id);
 
 }  // namespace ratelimit::redis_detail

@@ -3,7 +3,7 @@
 //
 // Layers, bottom up: resp_connection (transport: pipelined RESP over a ByteStream), router
 // (which node: standalone or cluster; one NodePool of connections per node), script_invoker
-// (EVALSHA and the NOSCRIPT reload), script_codec (pure: key names, encoding, decoding,
+// (FCALL or EVALSHA, batching, the reloads), script_codec (pure: key names, encoding, decoding,
 // failure decisions), and this file, which validates input, builds the calls, and turns every
 // transport or Redis failure into the configured failure-policy decision, counted. No
 // exception leaves this file: the completion is always called, exactly once.
@@ -45,6 +45,9 @@ Status validate_options(const RedisStoreOptions& o) {
   if (o.topology_refresh_interval.count() <= 0) {
     return Status::invalid_argument("topology_refresh_interval must be > 0");
   }
+  if (o.max_batch < 1 || o.max_batch > kMaxBatch) {
+    return Status::invalid_argument("max_batch must be 1 ... " + std::to_string(kMaxBatch));
+  }
   if (o.key_prefix.size() > kMaxKeyPrefixLength) {
     return Status::invalid_argument("key_prefix is longer than " +
                                     std::to_string(kMaxKeyPrefixLength) + " bytes");
@@ -60,13 +63,13 @@ Status validate_options(const RedisStoreOptions& o) {
 
 // Store-level counters beside the router's (see RedisStoreCounters).
 struct StoreCounters {
-  std::atomic<uint64_t> commands{0}, errors{0}, timeouts{0}, failed_open{0}, failed_closed{0},
-      script_reloads{0};
+  std::atomic<uint64_t> commands{0}, errors{0}, timeouts{0}, failed_open{0}, failed_closed{0};
 };
 
 struct RedisStore::Impl {
   RedisStoreOptions options;
   StoreCounters counters;
+  InvokerCounters invoker_counters;
   RouterCounters router_counters;
   std::unique_ptr<Router> router;  // after the counters: it uses them until it is gone
   std::unique_ptr<ScriptInvoker> invoker;
@@ -114,14 +117,26 @@ struct RedisStore::Impl {
     });
   }
 
+  // One decision, batched by the invoker with whatever else is queued.
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
               DecisionCallback done) {
     if (Status s = validate_key(key); !s.is_ok()) return done(s);
     if (Status s = validate_cost(policy, cost); !s.is_ok()) return done(s);
-    run_script(decide_call(options.key_prefix, policy, key, cost, op, now_arg()),
-               {policy.limit()}, [done = std::move(done)](std::vector<Decision> d) {
-                 done(d.front());
-               });
+    const int64_t limit = policy.limit();
+    invoker->invoke_batched(
+        decide_call(options.key_prefix, policy, key, cost, op, now_arg()),
+        [this, limit, done = std::move(done)](const Status& error, const redisReply* reply,
+                                              size_t index, size_t count) {
+          if (error.is_ok()) {
+            auto d = decode_decision_at(reply, index, count, limit);
+            if (d.ok()) {
+              counters.commands.fetch_add(1, std::memory_order_relaxed);
+              return done(*d);
+            }
+            return done(fail_decisions(d.status(), {&limit, 1}).front());
+          }
+          done(fail_decisions(error, {&limit, 1}).front());
+        });
   }
 };
 
@@ -145,11 +160,17 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
   ro.backoff_min = options.reconnect_backoff_min;
   ro.backoff_max = options.reconnect_backoff_max;
   ro.topology_refresh_interval = options.topology_refresh_interval;
-  ro.handshake = ScriptInvoker::load_steps();
+  auto support = std::make_shared<FunctionSupport>();
+  ro.handshake = ScriptInvoker::load_steps(support, options.use_functions);
   auto router = make_router(*url, std::move(ro), impl->router_counters);
   if (!router.ok()) return router.status();
   impl->router = std::move(router).value();
-  impl->invoker = std::make_unique<ScriptInvoker>(*impl->router, impl->counters.script_reloads);
+  ScriptInvoker::Options io;
+  io.use_functions = options.use_functions;
+  io.max_batch = options.max_batch;
+  io.lanes = options.connections;
+  impl->invoker = std::make_unique<ScriptInvoker>(*impl->router, io, std::move(support),
+                                                  impl->invoker_counters);
   if (!options.lazy_connect) {
     if (Status s = impl->router->wait_ready(options.connect_timeout); !s.is_ok()) {
       return s;  // ~Impl closes the router
@@ -224,7 +245,9 @@ RedisStoreCounters RedisStore::counters() const {
   out.failed_closed = get(c.failed_closed);
   out.connects = get(r.connects);
   out.disconnects = get(r.disconnects);
-  out.script_reloads = get(c.script_reloads);
+  out.script_reloads = get(impl_->invoker_counters.script_reloads);
+  out.batches = get(impl_->invoker_counters.batches);
+  out.batched_decisions = get(impl_->invoker_counters.batched_decisions);
   out.moved = get(r.moved);
   out.asked = get(r.asked);
   out.cluster_retries = get(r.cluster_retries);
@@ -233,6 +256,8 @@ RedisStoreCounters RedisStore::counters() const {
 }
 
 size_t RedisStore::ready_connections() const { return impl_->router->ready_connections(); }
+
+bool RedisStore::uses_functions() const { return impl_->invoker->uses_functions(); }
 
 const RedisStoreOptions& RedisStore::options() const { return impl_->options; }
 

@@ -93,57 +93,119 @@ std::vector<std::string> reset_keys(std::string_view prefix, const Policy& polic
   return {std::move(state), std::move(log)};
 }
 
-std::string encode_evalsha(const ScriptCall& call) {
+std::string function_name(ScriptId id) {
+  return std::string("rl") + kLuaLibrary.version + "_" + kLuaScripts[id].name;
+}
+
+ScriptCall batch_call(std::span<const ScriptCall* const> items) {
+  ScriptCall call;
+  call.script = kScriptBatch;
+  size_t keys = 0;
+  for (const ScriptCall* item : items) keys += item->keys.size();
+  call.keys.reserve(keys);
+  call.args.reserve(10 * items.size());
+  for (const ScriptCall* item : items) {
+    call.keys.insert(call.keys.end(), item->keys.begin(), item->keys.end());
+    // decide_call's args are now, cost, op, then the five policy fields.
+    call.args.push_back(item->args[0]);
+    call.args.push_back(int_arg(static_cast<int64_t>(item->script)));
+    call.args.insert(call.args.end(), item->args.begin() + 1, item->args.end());
+    call.args.push_back(int_arg(static_cast<int64_t>(item->keys.size())));
+  }
+  return call;
+}
+
+namespace {
+
+std::string encode_call(const ScriptCall& call, bool function) {
   std::vector<std::string> argv;
   argv.reserve(3 + call.keys.size() + call.args.size());
-  argv.emplace_back("EVALSHA");
-  argv.emplace_back(kLuaScripts[call.script].sha1);
+  argv.emplace_back(function ? "FCALL" : "EVALSHA");
+  argv.push_back(function ? function_name(call.script)
+                          : std::string(kLuaScripts[call.script].sha1));
   argv.push_back(std::to_string(call.keys.size()));
   argv.insert(argv.end(), call.keys.begin(), call.keys.end());
   argv.insert(argv.end(), call.args.begin(), call.args.end());
   return encode_command(argv);
 }
 
-Result<std::vector<Decision>> decode_decisions(const redisReply* reply,
-                                               std::span<const int64_t> limits) {
-  constexpr size_t kFields = 6;
+}  // namespace
+
+std::string encode_evalsha(const ScriptCall& call) { return encode_call(call, false); }
+
+std::string encode_fcall(const ScriptCall& call) { return encode_call(call, true); }
+
+namespace {
+
+constexpr size_t kFields = 6;
+
+// Checks the reply's shape: an array of six integers per decision, `count` decisions.
+Status check_reply(const redisReply* reply, size_t count) {
   if (reply == nullptr) return Status::internal("no reply");
   if (reply->type == REDIS_REPLY_ERROR) {
     return Status::internal("Redis error: " + std::string(reply->str, reply->len));
   }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != kFields * limits.size()) {
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != kFields * count) {
     return Status::internal("unexpected script reply (type " + std::to_string(reply->type) +
                             ", " + std::to_string(reply->elements) + " elements)");
   }
+  return {};
+}
+
+// Decision `index` of a reply check_reply accepted.
+Result<Decision> decision_at(const redisReply* reply, size_t index, int64_t limit) {
+  int64_t f[kFields];
+  for (size_t j = 0; j < kFields; ++j) {
+    const redisReply* e = reply->element[index * kFields + j];
+    if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
+    f[j] = static_cast<int64_t>(e->integer);
+  }
+  if (f[0] < 0 || f[0] > 1 || f[1] < 0 || f[1] > 2) {
+    return Status::internal("script reply out of range (allowed " + std::to_string(f[0]) +
+                            ", reason " + std::to_string(f[1]) + ")");
+  }
+  Decision d;
+  d.allowed = f[0] == 1;
+  d.reason = static_cast<DecisionReason>(f[1]);
+  d.limit = limit;
+  d.remaining = f[2];
+  d.reset_after = Micros{f[3]};
+  d.retry_after = Micros{f[4]};
+  d.delay = Micros{f[5]};
+  return d;
+}
+
+}  // namespace
+
+Result<std::vector<Decision>> decode_decisions(const redisReply* reply,
+                                               std::span<const int64_t> limits) {
+  if (Status s = check_reply(reply, limits.size()); !s.is_ok()) return s;
   std::vector<Decision> out;
   out.reserve(limits.size());
   for (size_t i = 0; i < limits.size(); ++i) {
-    int64_t f[kFields];
-    for (size_t j = 0; j < kFields; ++j) {
-      const redisReply* e = reply->element[i * kFields + j];
-      if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
-      f[j] = static_cast<int64_t>(e->integer);
-    }
-    if (f[0] < 0 || f[0] > 1 || f[1] < 0 || f[1] > 2) {
-      return Status::internal("script reply out of range (allowed " + std::to_string(f[0]) +
-                              ", reason " + std::to_string(f[1]) + ")");
-    }
-    Decision d;
-    d.allowed = f[0] == 1;
-    d.reason = static_cast<DecisionReason>(f[1]);
-    d.limit = limits[i];
-    d.remaining = f[2];
-    d.reset_after = Micros{f[3]};
-    d.retry_after = Micros{f[4]};
-    d.delay = Micros{f[5]};
-    out.push_back(d);
+    auto d = decision_at(reply, i, limits[i]);
+    if (!d.ok()) return d.status();
+    out.push_back(*d);
   }
   return out;
+}
+
+Result<Decision> decode_decision_at(const redisReply* reply, size_t index, size_t count,
+                                    int64_t limit) {
+  if (Status s = check_reply(reply, count); !s.is_ok()) return s;
+  if (index >= count) return Status::internal("decision index out of range");
+  return decision_at(reply, index, limit);
 }
 
 bool is_noscript(const redisReply* reply) {
   return reply != nullptr && reply->type == REDIS_REPLY_ERROR && reply->len >= 8 &&
          std::string_view(reply->str, 8) == "NOSCRIPT";
+}
+
+bool is_function_not_found(const redisReply* reply) {
+  constexpr std::string_view kText = "ERR Function not found";
+  return reply != nullptr && reply->type == REDIS_REPLY_ERROR && reply->len >= kText.size() &&
+         std::string_view(reply->str, kText.size()) == kText;
 }
 
 Decision failure_decision(FailurePolicy policy, int64_t limit) {

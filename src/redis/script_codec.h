@@ -1,5 +1,6 @@
-// script_codec.h — the Redis store's pure half: Redis key names, the EVALSHA commands that
-// carry a decision to the Lua scripts, and the decoding of their replies. No I/O, no threads.
+// script_codec.h — the Redis store's pure half: Redis key names, the EVALSHA and FCALL commands
+// that carry decisions (one, all or nothing, or a batch) to the Lua code, and the decoding of
+// their replies. No I/O, no threads.
 //
 // Why apart from the transport (resp_connection.h): this is where the store's correctness lives
 // (what goes in KEYS, what goes in ARGV, how integers come back), so it is testable on its own
@@ -8,7 +9,8 @@
 //   - every key a script touches is in KEYS, every varying value in ARGV; the script text never
 //     changes (it is the SHA1 the command names);
 //   - all keys of one user key share the hash tag `{<escaped key>}`; the escaped key holds no
-//     brace, so no user key can move into another's tag or state;
+//     brace, so no user key can move into another's tag or state. Only a batch call mixes user
+//     keys, and the invoker sends one only where that is allowed (standalone, or one slot);
 //   - ARGV[1] is "-" (the server's TIME) unless a test clock supplies the time.
 #pragma once
 
@@ -58,17 +60,33 @@ ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> pol
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key);
 
+// Several single-policy decisions (each built by decide_call) as one call of the batch script:
+// the items' keys in order; per item its now, algorithm, cost, op, the five policy fields and
+// its key count (run_batch in lua/multi.lua). The reply holds one decision per item, in order.
+// Precondition: 1 ... kMaxBatch items, each an algorithm's script (not acquire_all or batch).
+inline constexpr size_t kMaxBatch = 1024;
+ScriptCall batch_call(std::span<const ScriptCall* const> items);
+
 // RESP bytes of EVALSHA <sha1> <numkeys> KEYS... ARGV...
 std::string encode_evalsha(const ScriptCall& call);
+// RESP bytes of FCALL <function_name(call.script)> <numkeys> KEYS... ARGV... (Redis >= 7, with
+// kLuaLibrary loaded). Same keys, arguments and reply as EVALSHA.
+std::string encode_fcall(const ScriptCall& call);
 
 // A script's reply (six integers per decision) as Decisions; `limits` gives Decision::limit,
 // one per expected decision. kInternal for anything else (an error reply included: its text).
 Result<std::vector<Decision>> decode_decisions(const redisReply* reply,
                                                std::span<const int64_t> limits);
+// Decision `index` of a reply holding `count` (a batch's), with Decision::limit = `limit`.
+Result<Decision> decode_decision_at(const redisReply* reply, size_t index, size_t count,
+                                    int64_t limit);
 
 // "NOSCRIPT No matching script..." — the script cache was flushed (restart, failover, SCRIPT
 // FLUSH); the command did not run.
 bool is_noscript(const redisReply* reply);
+// "ERR Function not found" — the library is gone (restart without persistence, FUNCTION FLUSH,
+// a failover to a node that never had it); the command did not run.
+bool is_function_not_found(const redisReply* reply);
 
 // What a decision answers when Redis cannot: allowed with kStoreFailedOpen, or denied with
 // kStoreFailedClosed. remaining = 0 and reset_after = 0 (unknown); a closed denial suggests

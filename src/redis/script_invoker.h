@@ -1,25 +1,47 @@
-// script_invoker.h — how a decision reaches its Lua script: EVALSHA of the script's SHA1 to the
-// node the router picks for the call's slot, and, when that node's script cache was flushed
-// (NOSCRIPT: restart, failover, SCRIPT FLUSH — the command did not run, so sending it again is
-// safe), SCRIPT LOAD and the same EVALSHA again, back to back on one connection.
+// script_invoker.h — how decisions reach the Lua code: FCALL of the Redis Functions library
+// (Redis >= 7) or EVALSHA of the scripts, to the node the router picks for the call's slot; one
+// decision per call, or several queued decisions batched into one call; and the reloads that
+// make a flushed server (restart, failover, SCRIPT FLUSH, FUNCTION FLUSH) invisible.
 //
 // Why a piece of its own: the transport (RespConnection) should not know what a script is, and
-// the router should not know which commands are scripts; the throughput work adds Redis
-// Functions (FUNCTION LOAD on connect, FCALL) here without touching either.
+// the router should not know which commands are scripts.
+//
+// Functions or scripts: every connection's handshake loads both — SCRIPT LOAD of every script,
+// then (unless options.use_functions is false) FUNCTION LOAD REPLACE of kLuaLibrary. A server
+// that refuses FUNCTION (Redis < 7, the command renamed or disabled, an ACL) does not fail the
+// connection: it switches the invoker to EVALSHA for good. FCALL is used once a handshake loaded
+// the library and none refused it.
+//
+// Batching (invoke_batched): decisions are queued per slot group (the whole store for a
+// standalone router; one slot for a cluster, where a call's keys must share a slot). A group has
+// at most `lanes` calls in flight; a decision that finds a lane free is sent at once (a lone
+// request waits for nothing: there is no timer), and whatever queued while every lane was busy
+// goes out as one call — up to max_batch decisions, in arrival order — as soon as a lane frees.
+// A batch of one is sent as that decision's own call. With max_batch = 1 there are no lanes:
+// every decision is its own call, pipelined as it comes.
 // Invariants:
 //   - load_steps() is part of every connection's handshake, so a ready connection's node has
-//     every script: NOSCRIPT happens only after a flush, never in normal operation;
-//   - a NOSCRIPT'd call is resent at most kMaxNoscriptRetries times (normally once; more only if
-//     another flush lands between the reload and the resend), each time preceded by its own
-//     SCRIPT LOAD on the same connection, so the resend never depends on another connection's
-//     ordering; every resend is counted in `script_reloads`;
-//   - `done` is called exactly once, with the script's reply (an error reply included) or the
-//     router's error.
-// Thread-safety: invoke() from any thread; the invoker must outlive every pending call.
+//     every script (and the library, unless it refused it): NOSCRIPT or "Function not found"
+//     happens only after a flush;
+//   - a NOSCRIPT'd call is resent at most kMaxNoscriptRetries times, each preceded by its own
+//     SCRIPT LOAD on the same connection; an FCALL answered "Function not found" is resent once
+//     after FUNCTION LOAD REPLACE, then as EVALSHA (and the invoker stays on EVALSHA). Every
+//     resend is counted in `script_reloads`. Both errors mean the command did not run, so a
+//     resend never decides twice;
+//   - `done` is called exactly once per invoke() / invoke_batched(), with the reply (an error
+//     reply included) or the router's error;
+//   - items of one group leave in the order they were queued; a batch never mixes slots when
+//     the router routes by slot.
+// Thread-safety: invoke(), invoke_batched() from any thread; the invoker must outlive every
+// pending call.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "resp_connection.h"
@@ -30,22 +52,74 @@ namespace ratelimit::redis_detail {
 
 inline constexpr int kMaxNoscriptRetries = 3;
 
+// A batched decision's completion: the whole call's reply (valid only during the call) and this
+// decision's position in it (its six integers start at 6 * index); or an error and null.
+using ItemCallback = std::function<void(const Status& error, const redisReply* reply, size_t index,
+                                        size_t count)>;
+
+// Counters of the invoker (RedisStoreCounters).
+struct InvokerCounters {
+  std::atomic<uint64_t> script_reloads{0}, batches{0}, batched_decisions{0};
+};
+
+// Whether the servers took the function library; shared by the handshake steps and the invoker.
+struct FunctionSupport {
+  // -1 unknown (no handshake done yet), 0 refused somewhere (EVALSHA for good), 1 loaded.
+  std::atomic<int> state{-1};
+};
+
 class ScriptInvoker {
  public:
-  // SCRIPT LOAD of every script, each reply checked against the script's SHA1.
-  static std::vector<HandshakeStep> load_steps();
+  struct Options {
+    bool use_functions = true;  // false: EVALSHA only (FUNCTION is never sent)
+    size_t max_batch = 64;      // decisions per call, 1 ... kMaxBatch (1: no batching)
+    size_t lanes = 4;           // calls in flight per slot group
+  };
 
-  ScriptInvoker(Router& router, std::atomic<uint64_t>& script_reloads)
-      : router_(router), script_reloads_(script_reloads) {}
+  // The handshake: SCRIPT LOAD of every script (each reply checked against its SHA1) and, with
+  // use_functions, FUNCTION LOAD REPLACE of the library (a refusal recorded in `support`).
+  static std::vector<HandshakeStep> load_steps(std::shared_ptr<FunctionSupport> support,
+                                               bool use_functions);
 
+  ScriptInvoker(Router& router, Options options, std::shared_ptr<FunctionSupport> support,
+                InvokerCounters& counters);
+
+  // One call of its own (acquire_all, reset-free scripts).
   void invoke(const ScriptCall& call, ReplyCallback done);
+  // One single-policy decision (a decide_call), batched with whatever else is queued.
+  void invoke_batched(ScriptCall item, ItemCallback done);
+
+  // True once FCALL is in use (the library loaded, no server refused it).
+  bool uses_functions() const;
 
  private:
   struct Call;
+  struct Item {
+    ScriptCall call;
+    ItemCallback done;
+  };
+  struct Group {
+    std::deque<Item> queue;
+    size_t in_flight = 0;
+  };
+
+  bool functions_now() const;
   void send(const std::shared_ptr<Call>& call, std::string_view prelude);
+  void on_reply(const std::shared_ptr<Call>& call, const Status& error, const redisReply* reply);
+  // Sends `batch` (non-empty, one group) as one call; when it completes, the group's lane takes
+  // the next queued batch or frees.
+  void send_batch(int slot, std::vector<Item> batch);
+  void lane_free(int slot);
+  // Pops up to max_batch items of `g`. Caller holds mu_.
+  std::vector<Item> take_locked(Group& g);
 
   Router& router_;
-  std::atomic<uint64_t>& script_reloads_;
+  const Options options_;
+  const std::shared_ptr<FunctionSupport> support_;
+  InvokerCounters& counters_;
+
+  std::mutex mu_;
+  std::unordered_map<int, Group> groups_;  // by slot (kAnySlot: standalone)
 };
 
 }  // namespace ratelimit::redis_detail

@@ -139,31 +139,16 @@ TEST(DenialCache, ADenialAtOneCostSaysNothingAboutAnother) {
   ASSERT_FALSE(r.cache->acquire(p, "k", 5)->allowed);  // 7 + 5 > 10: remembered for cost 5
   EXPECT_TRUE(r.cache->acquire(p, "k", 1)->allowed) << "cost 1 still fits and must reach the store";
   EXPECT_EQ(r.counting->acquires, 3);
-  // That admission consumed a unit, which moves the cost-5 denial's instants: it is forgotten,
-  // the next cost-5 request asks the store, and the one after is a hit with the store's figures.
-  EXPECT_FALSE(r.cache->acquire(p, "k", 5)->allowed);
-  EXPECT_EQ(r.counting->acquires, 4);
+  // Cost 5 again is a hit: still denied, with the store's retry_after (the window's end), and
+  // the remaining of the denial (3; the store now says 2: this cache's own cost-1 admission).
   auto five = r.cache->acquire(p, "k", 5);
+  EXPECT_EQ(r.counting->acquires, 3) << "cost 5 again is a hit";
+  auto store_says = r.memory->peek(p, "k", 5).value();
   EXPECT_FALSE(five->allowed);
-  EXPECT_EQ(r.counting->acquires, 4) << "cost 5 again is a hit";
-  EXPECT_EQ(five->remaining, 2);
-  EXPECT_EQ(*five, r.memory->peek(p, "k", 5).value());
-}
-
-TEST(DenialCache, AnAdmissionAtAHigherCostForgetsTheContradictedDenials) {
-  Rig r;
-  const Policy p = window(2);
-  ASSERT_TRUE(r.cache->acquire(p, "k")->allowed);
-  ASSERT_TRUE(r.cache->acquire(p, "k")->allowed);
-  ASSERT_FALSE(r.cache->acquire(p, "k")->allowed);  // remembered (cost 1)
-  // Another instance resets the key: this cache cannot see it ...
-  ASSERT_TRUE(r.memory->reset(p, "k").is_ok());
-  // ... until the store admits this key at a cost >= 1 (here 2), which contradicts the denial.
-  ASSERT_TRUE(r.cache->acquire(p, "k", 2)->allowed);
-  EXPECT_EQ(r.cache->counters().invalidations, 1u);
-  auto one = r.cache->acquire(p, "k", 1);  // asks the store (and is denied: 2 of 2 used)
-  EXPECT_EQ(r.counting->acquires, 5);
-  EXPECT_FALSE(one->allowed);
+  EXPECT_EQ(five->retry_after, store_says.retry_after);
+  EXPECT_EQ(five->reset_after, store_says.reset_after);
+  EXPECT_EQ(five->remaining, 3);
+  EXPECT_EQ(store_says.remaining, 2);
 }
 
 TEST(DenialCache, ResetThroughTheCacheForgetsEveryCostAtOnce) {
@@ -227,6 +212,21 @@ TEST(DenialCache, CountDeniedPoliciesBypassTheCache) {
   EXPECT_EQ(r.cache->counters().hits, 0u);
   EXPECT_EQ(r.cache->counters().bypassed, 5u);
   EXPECT_EQ(r.cache->counters().entries, 0u);
+}
+
+TEST(DenialCache, EveryHitPoliciesAndCostZeroBypassTheCache) {
+  Rig r;
+  const Policy p =
+      Policy::fixed_window_every_hit(1, Micros{10'000'000}).value().with_name("eh").value();
+  for (int i = 0; i < 5; ++i) (void)r.cache->acquire(p, "k");
+  EXPECT_EQ(r.counting->acquires, 5);
+  EXPECT_EQ(r.cache->counters().bypassed, 5u);
+  const Policy w = window(1);
+  ASSERT_TRUE(r.cache->acquire(w, "k")->allowed);
+  ASSERT_FALSE(r.cache->acquire(w, "k")->allowed);
+  (void)r.cache->acquire(w, "k", 0);  // cost 0 is a check the store answers
+  EXPECT_EQ(r.counting->acquires, 8);
+  EXPECT_EQ(r.cache->counters().hits, 0u);
 }
 
 TEST(DenialCache, ExceedsCapacityIsNotCached) {

@@ -57,22 +57,6 @@ TEST_F(RedisStoreTest, SharedVectorsGiveIdenticalDecisions) {
   EXPECT_EQ(store->counters().errors, 0u);
 }
 
-// Policies covering every algorithm and mode, with awkward rates (non-integer, below one per
-// second) so floor/ceil and the drain correction loops are exercised.
-std::vector<Policy> mirror_policies() {
-  std::vector<Policy> ps;
-  for (bool denied : {false, true}) {
-    const std::string d = denied ? "-cd" : "";
-    ps.push_back(named(Policy::fixed_window(5, milliseconds(1000)), "fw" + d).with_count_denied(denied));
-    ps.push_back(named(Policy::sliding_window_log(5, milliseconds(1000)), "swl" + d).with_count_denied(denied));
-    ps.push_back(named(Policy::sliding_window_counter(7, milliseconds(700)), "swc" + d).with_count_denied(denied));
-    ps.push_back(named(Policy::token_bucket(3.7, 5), "tb" + d).with_count_denied(denied));
-    ps.push_back(named(Policy::token_bucket(0.3, 3), "tbslow" + d).with_count_denied(denied));
-    ps.push_back(named(Policy::leaky_bucket(2.9, 4, LeakyMode::kPolice), "lbp" + d).with_count_denied(denied));
-    ps.push_back(named(Policy::leaky_bucket(1.0 / 3.0, 6, LeakyMode::kShape), "lbs" + d).with_count_denied(denied));
-  }
-  return ps;
-}
 
 TEST_F(RedisStoreTest, RandomisedSequencesMatchThePureFunctions) {
   ManualClock clock(Micros{1'700'000'000'000'000});
@@ -208,6 +192,7 @@ TEST_F(RedisStoreTest, ExactlyTenOf200With50InFlightForEveryAlgorithm) {
 
 TEST_F(RedisStoreTest, ScriptFlushMidRunIsInvisibleAndCountsStayExact) {
   auto o = options_for(url_);
+  o.use_functions = false;  // the EVALSHA path (FUNCTION FLUSH: functions_batch_test.cc)
   o.key_prefix = unique_prefix("flush");
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);

@@ -1,5 +1,6 @@
 // store_test_util.h — shared helpers of the Redis store tests: building a store on the test
-// Redis, unique key names, and firing many calls with a bounded number in flight.
+// Redis, unique key names, firing many calls with a bounded number in flight, and the policy
+// sets the tests share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "closed_loop.h"
+#include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 
@@ -93,5 +95,23 @@ inline std::shared_ptr<RedisStore> must_connect(RedisStoreOptions o) {
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   return s.ok() ? *s : nullptr;
 }
+
+// Policies covering every algorithm and mode, with awkward rates (non-integer, below one per
+// second) so floor/ceil and the drain correction loops are exercised.
+inline std::vector<Policy> mirror_policies() {
+  std::vector<Policy> ps;
+  for (bool denied : {false, true}) {
+    const std::string d = denied ? "-cd" : "";
+    ps.push_back(named(Policy::fixed_window(5, std::chrono::milliseconds(1000)), "fw" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::sliding_window_log(5, std::chrono::milliseconds(1000)), "swl" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::sliding_window_counter(7, std::chrono::milliseconds(700)), "swc" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::token_bucket(3.7, 5), "tb" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::token_bucket(0.3, 3), "tbslow" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::leaky_bucket(2.9, 4, LeakyMode::kPolice), "lbp" + d).with_count_denied(denied));
+    ps.push_back(named(Policy::leaky_bucket(1.0 / 3.0, 6, LeakyMode::kShape), "lbs" + d).with_count_denied(denied));
+  }
+  return ps;
+}
+
 
 }  // namespace ratelimit::testing

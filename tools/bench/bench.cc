@@ -80,10 +80,14 @@ Result<Policy> allow_policy(const std::string& algorithm) {
   return Status::invalid_argument("unknown algorithm");
 }
 
-Result<std::shared_ptr<RedisStore>> connect_store(const std::string& url, size_t connections) {
+Result<std::shared_ptr<RedisStore>> connect_store(const std::string& url, size_t connections,
+                                                  bool use_functions = true,
+                                                  size_t max_batch = RedisStoreOptions{}.max_batch) {
   RedisStoreOptions o;
   o.url = url;
   if (connections > 0) o.connections = connections;
+  o.use_functions = use_functions;
+  o.max_batch = max_batch;
   o.command_timeout = std::chrono::milliseconds(5000);
   o.on_failure = FailurePolicy::kClosed;
   return RedisStore::connect(o);
@@ -340,7 +344,7 @@ int run_throughput(const ThroughputOptions& o) {
   if (memory) {
     store = std::make_shared<MemoryStore>();
   } else {
-    auto s = connect_store(o.store, o.connections);
+    auto s = connect_store(o.store, o.connections, !o.no_functions, o.max_batch);
     if (!s.ok()) {
       std::cerr << "ratelimit-bench throughput: " << s.status().message() << "\n";
       return 1;

@@ -44,6 +44,8 @@ struct ThroughputOptions {
   size_t connections = 0;
   std::string json_peer;  // non-empty: also print one JSON line in the peers' format
   int server_pid = 0;     // > 0: report this process' CPU (/proc/<pid>/stat) over the window
+  bool no_functions = false;  // Redis: EVALSHA only (RedisStoreOptions::use_functions = false)
+  size_t max_batch = 64;      // Redis: RedisStoreOptions::max_batch (1: no batching)
 };
 int run_throughput(const ThroughputOptions& o);
 

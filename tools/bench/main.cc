@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
                 "report this process' CPU use (the Redis server's, from /proc/PID/stat) over the "
                 "measured window, and its CPU microseconds per decision")
       ->check(CLI::Range(1, 1 << 22));
+  t->add_flag("--no-functions", tp.no_functions,
+              "Redis: EVALSHA only, never FCALL (RedisStoreOptions::use_functions = false)");
+  t->add_option("--max-batch", tp.max_batch, "Redis: decisions per call (1: no batching)")
+      ->check(CLI::Range(size_t{1}, size_t{1024}));
 
   EvalshaArgsOptions ea;
   auto* e = app.add_subcommand(

@@ -92,11 +92,19 @@ end
 
 -- Writes a changed state back with a TTL that ends when the state is idle again
 -- (algo::idle_at_us), rounded up to the millisecond; an idle state is deleted instead.
-local function persist(algorithm, policy, keys, s, now_us, test_mode)
+-- `idle_before` is idle_at_us of the state as loaded (0 for a missing key): when the write
+-- leaves it unchanged (a fixed window counting within its window), the key's TTL already ends
+-- there — the write that set that idle time set it — and is left as it is (one command less).
+-- algorithm.save(keys, s, ttl_ms) writes the state, and sets the TTL unless ttl_ms is nil.
+local function persist(algorithm, policy, keys, s, now_us, test_mode, idle_before)
   if not s.dirty then return end
   local idle_at = algorithm.idle_at_us(policy, s)
   if idle_at <= now_us then
     algorithm.delete(keys)
+    return
+  end
+  if idle_at == idle_before then
+    algorithm.save(keys, s, nil)
     return
   end
   local ttl_ms = ceil_div(idle_at - now_us, 1000)

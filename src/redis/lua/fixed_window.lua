@@ -9,7 +9,7 @@ end
 
 function fixed_window.save(keys, s, ttl_ms)
   redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'count', int(s.count))
-  redis.call('PEXPIRE', keys[1], ttl_ms)
+  if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
 function fixed_window.delete(keys)

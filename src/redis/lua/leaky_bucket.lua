@@ -9,7 +9,7 @@ end
 
 function leaky_bucket.save(keys, s, ttl_ms)
   redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us))
-  redis.call('PEXPIRE', keys[1], ttl_ms)
+  if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
 function leaky_bucket.delete(keys)

@@ -13,7 +13,7 @@ end
 function sliding_window_counter.save(keys, s, ttl_ms)
   redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
              'curr', int(s.curr))
-  redis.call('PEXPIRE', keys[1], ttl_ms)
+  if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
 function sliding_window_counter.delete(keys)

@@ -29,8 +29,10 @@ end
 
 function sliding_window_log.save(keys, s, ttl_ms)
   redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq))
-  redis.call('PEXPIRE', keys[1], ttl_ms)
-  redis.call('PEXPIRE', keys[2], ttl_ms)
+  if ttl_ms then
+    redis.call('PEXPIRE', keys[1], ttl_ms)
+    redis.call('PEXPIRE', keys[2], ttl_ms)
+  end
 end
 
 function sliding_window_log.delete(keys)

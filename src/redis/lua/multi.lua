@@ -1,0 +1,95 @@
+-- multi.lua — the entry points that need every algorithm: several limits all or nothing
+-- (run_all) and a batch of independent decisions (run_batch), as plain functions of (keys,
+-- args), shared by the acquire_all EVALSHA script and the function library. Appended after
+-- common.lua, the five algorithm files and entry.lua.
+local algorithms = {[0] = fixed_window, [1] = sliding_window_log, [2] = sliding_window_counter,
+                    [3] = token_bucket, [4] = leaky_bucket}
+
+-- Several limits on one key, all or nothing: mirrors algo::decide_all in src/core/decide.cc
+-- (every limit is peeked; only if all admit is each one acquired).
+-- keys: two per limit, in order: its state key and its log key (used by the sliding log only;
+--       always passed so every key the script may touch is in keys). All share one hash tag.
+-- args: now, cost, op, then six per limit: algorithm (0 fixed_window, 1 sliding_window_log,
+--       2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket), limit, window_us, rate,
+--       shape, count_denied.
+-- Returns: six integers per limit, in order (as run_single).
+local function run_all(keys, args)
+  local now_us, test_mode = read_now(args[1])
+  local cost = tonumber(args[2])
+  local op = tonumber(args[3])
+  local limits = {}
+  for i = 1, (#args - 3) / 6 do
+    local base = 3 + (i - 1) * 6
+    local algorithm = algorithms[tonumber(args[base + 1])]
+    local lkeys = {keys[2 * i - 1], keys[2 * i]}
+    local policy = read_policy(args, base + 2)
+    local state = algorithm.load(lkeys)
+    limits[i] = {algorithm = algorithm, policy = policy, keys = lkeys, state = state,
+                 idle_before = algorithm.idle_at_us(policy, state)}
+  end
+
+  local decisions = {}
+  local all = true
+  for i, l in ipairs(limits) do
+    decisions[i] = l.algorithm.decide(l.policy, l.state, now_us, cost, kPeek)
+    all = all and decisions[i].allowed
+  end
+  if all and op == kAcquire then
+    for i, l in ipairs(limits) do
+      decisions[i] = l.algorithm.decide(l.policy, l.state, now_us, cost, kAcquire)
+    end
+  end
+
+  local out = {}
+  for i, l in ipairs(limits) do
+    persist(l.algorithm, l.policy, l.keys, l.state, now_us, test_mode, l.idle_before)
+    push_decision(out, decisions[i])
+  end
+  return out
+end
+
+-- A batch of independent decisions, each exactly run_single's, in order (a later item on the
+-- same key sees the earlier one's effect, as pipelined calls would). The server's clock is read
+-- once for the whole batch: every item is decided at that instant.
+-- keys: each item's keys in order (1, or 2 for the sliding log).
+-- args: ten per item: now ('-' or test time), algorithm, cost, op, limit, window_us, rate,
+--       shape, count_denied, and the number of keys it takes (1 or 2).
+-- Returns: six integers per item, in order.
+local function run_batch(keys, args)
+  local server_now = nil
+  local out = {}
+  local k = 1
+  local ikeys = {}
+  local policy, p1, p2, p3, p4, p5  -- the previous item's policy and its five arguments
+  for base = 1, #args, 10 do
+    local now_us, test_mode
+    if args[base] == '-' then
+      if server_now == nil then server_now = read_now('-') end
+      now_us, test_mode = server_now, false
+    else
+      now_us, test_mode = read_now(args[base])
+    end
+    local algorithm = algorithms[tonumber(args[base + 1])]
+    local cost = tonumber(args[base + 2])
+    local op = tonumber(args[base + 3])
+    -- Consecutive items mostly share a policy: its table is built once (Lua strings are
+    -- interned, so comparing the arguments is comparing pointers). decide() never writes it.
+    if policy == nil or args[base + 4] ~= p1 or args[base + 5] ~= p2 or args[base + 6] ~= p3 or
+       args[base + 7] ~= p4 or args[base + 8] ~= p5 then
+      policy = read_policy(args, base + 4)
+      p1, p2, p3, p4, p5 = args[base + 4], args[base + 5], args[base + 6], args[base + 7],
+                           args[base + 8]
+    end
+    local n = tonumber(args[base + 9])
+    ikeys[1] = keys[k]
+    ikeys[2] = keys[k + 1]
+    if n == 1 then ikeys[2] = nil end
+    k = k + n
+    local s = algorithm.load(ikeys)
+    local idle_before = algorithm.idle_at_us(policy, s)
+    local d = algorithm.decide(policy, s, now_us, cost, op)
+    persist(algorithm, policy, ikeys, s, now_us, test_mode, idle_before)
+    push_decision(out, d)
+  end
+  return out
+end
