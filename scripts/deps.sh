@@ -4,8 +4,8 @@ RATELIMIT_PACKAGES=(
   g++ cmake make ccache pkg-config python3 dpkg-dev systemd
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
-  libhiredis-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
-  redis-server redis-tools
+  libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
+  redis-server redis-tools redis-sentinel openssl
   clang libclang-rt-14-dev
   chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless
 )

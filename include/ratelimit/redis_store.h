@@ -56,6 +56,26 @@ const char* failure_policy_name(FailurePolicy p);
 // Inverse of failure_policy_name; kInvalidArgument for anything else.
 Result<FailurePolicy> parse_failure_policy(std::string_view text);
 
+// TLS settings for rediss:// and rediss-cluster:// URLs (ignored by the plain forms). Files are
+// PEM and are read once, by RedisStore::connect: a missing or unusable file is kInvalidArgument
+// naming it. Config file: store: { tls: { ca_file, cert_file, key_file, server_name, verify } }.
+struct RedisTlsOptions {
+  // The CA certificate(s) that signed the server's certificate. Empty: the system's trust
+  // store (/etc/ssl/certs), which is right for managed services with public certificates.
+  std::string ca_file;
+  // A client certificate and its private key, for servers that require one (Redis'
+  // tls-auth-clients yes). Both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name the server's certificate must carry (DNS or IP SAN). Empty: the URL's host (for
+  // a cluster, each node's announced address). Also sent as SNI when it is a name.
+  std::string server_name;
+  // Verify the certificate chain and the name. Default on; turning it off makes the link
+  // encrypted but unauthenticated (anyone in the path can impersonate the server) — for tests
+  // against throwaway self-signed servers only.
+  bool verify = true;
+};
+
 // Everything configurable, with defaults. A config file maps onto these one to one:
 //   store: { type: redis, url: ..., connections: 4, connect_timeout: 1s,
 //            command_timeout: 250ms, on_failure: open, key_prefix: "rl:" }
@@ -128,6 +148,22 @@ struct RedisStoreOptions {
   // Default 64.
   size_t max_batch = 64;
 
+  // TLS for rediss:// and rediss-cluster:// (see RedisTlsOptions; defaults: system CAs,
+  // verification on).
+  RedisTlsOptions tls;
+
+  // Eviction safety. A Redis whose maxmemory-policy is not `noeviction` may delete limiter
+  // keys under memory pressure, which silently resets counts (a limit of 100 admits more).
+  // Every connection reads the policy (INFO memory, which works where CONFIG is disabled)
+  // before it is ready; eviction_policy() reports it. With require_noeviction = true a node
+  // with any other policy is refused: connect() fails with kInvalidArgument naming the policy,
+  // and a connection opened later to such a node never becomes ready (its decisions answer by
+  // the failure policy) until the server is fixed.
+  bool require_noeviction = false;
+  // How often the server's INFO is re-read for evicted_keys growth and a changed policy
+  // (one small command per interval, on one connection). Default 10 s; 0 turns polling off.
+  std::chrono::milliseconds server_info_interval{10000};
+
   // TEST MODE ONLY. When set, every script receives this clock's time instead of reading the
   // server's TIME, so the shared test vectors replay deterministically. Never set it in
   // production: instances with skewed clocks would disagree about windows. Not owned; must
@@ -147,6 +183,11 @@ struct RedisStoreCounters {
   uint64_t script_reloads = 0;  // NOSCRIPT / "Function not found" answers handled by reloading
   uint64_t batches = 0;         // calls that carried several decisions
   uint64_t batched_decisions = 0;  // ... and the decisions they carried
+  // Eviction safety (see RedisStoreOptions::require_noeviction):
+  uint64_t evicted_keys = 0;    // growth of the servers' INFO evicted_keys since the store saw
+                                // each server first (keys Redis deleted for memory: limits lost)
+  uint64_t unsafe_policy_connects = 0;  // connection handshakes that found a maxmemory-policy
+                                       // other than noeviction
   // Redis Cluster (always 0 on one node):
   uint64_t moved = 0;               // MOVED redirections followed (the slot map was stale)
   uint64_t asked = 0;               // ASK redirections followed (a slot being migrated)
@@ -172,6 +213,7 @@ struct RedisUrl {
   std::string password;
   bool has_password = false;
   int db = 0;  // 0 ... 1'000'000; SELECT is sent when non-zero
+  bool tls = false;  // rediss://, rediss-cluster://
 };
 // Errors (kInvalidArgument) name the offending part of the URL and never echo the password.
 Result<RedisUrl> parse_redis_url(std::string_view url);
@@ -212,6 +254,10 @@ class RedisStore final : public Store {
   // The most recent failure of any connection (OK when none has failed since it was last
   // ready): for health checks and logs. Never contains the password.
   Status last_error() const;
+  // The maxmemory-policy of the server(s), as INFO reports it ("noeviction", "allkeys-lru",
+  // ...): the most recent one that is not noeviction if any node has one, else "noeviction";
+  // empty until a connection has read it.
+  std::string eviction_policy() const;
 
   struct Impl;
 

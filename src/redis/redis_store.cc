@@ -11,11 +11,14 @@
 
 #include <hiredis/hiredis.h>
 
+#include <condition_variable>
 #include <thread>
 
 #include "router.h"
 #include "script_codec.h"
 #include "script_invoker.h"
+#include "server_info.h"
+#include "tls_stream.h"
 
 namespace ratelimit {
 namespace asio = boost::asio;
@@ -48,6 +51,9 @@ Status validate_options(const RedisStoreOptions& o) {
   if (o.max_batch < 1 || o.max_batch > kMaxBatch) {
     return Status::invalid_argument("max_batch must be 1 ... " + std::to_string(kMaxBatch));
   }
+  if (o.server_info_interval.count() < 0) {
+    return Status::invalid_argument("server_info_interval must be >= 0 (0: no polling)");
+  }
   if (o.key_prefix.size() > kMaxKeyPrefixLength) {
     return Status::invalid_argument("key_prefix is longer than " +
                                     std::to_string(kMaxKeyPrefixLength) + " bytes");
@@ -71,11 +77,48 @@ struct RedisStore::Impl {
   StoreCounters counters;
   InvokerCounters invoker_counters;
   RouterCounters router_counters;
+  std::unique_ptr<ServerInfoWatch> info;  // before the router: its handshakes and polls use it
   std::unique_ptr<Router> router;  // after the counters: it uses them until it is gone
   std::unique_ptr<ScriptInvoker> invoker;
+  // The INFO poller (evicted_keys growth, a changed policy): one thread asleep between polls.
+  std::thread poller;
+  std::mutex poller_mu;
+  std::condition_variable poller_wake;
+  bool stopping = false;  // guarded by poller_mu
 
   ~Impl() {
+    if (poller.joinable()) {
+      {
+        std::lock_guard lock(poller_mu);
+        stopping = true;
+      }
+      poller_wake.notify_all();
+      poller.join();
+    }
     if (router != nullptr) router->close();  // pending calls complete (failure policy) here
+  }
+
+  // Fire and forget: the reply (or its failure) lands in `info` on an I/O thread; a slow server
+  // costs at most one outstanding INFO per interval.
+  void start_poller() {
+    if (options.server_info_interval.count() == 0) return;
+    poller = std::thread([this] {
+      const auto command =
+          std::make_shared<const std::string>(encode_command(std::vector<std::string>{"INFO"}));
+      std::unique_lock lock(poller_mu);
+      for (;;) {
+        lock.unlock();
+        router->send(kAnySlot, command, [w = info.get()](const Status& e, const redisReply* r) {
+          if (e.is_ok() && r != nullptr && r->type == REDIS_REPLY_STRING) {
+            w->observe(std::string_view(r->str, r->len));
+          }
+        });
+        lock.lock();
+        if (poller_wake.wait_for(lock, options.server_info_interval, [this] { return stopping; })) {
+          return;
+        }
+      }
+    });
   }
 
   std::optional<int64_t> now_arg() const {
@@ -160,8 +203,17 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
   ro.backoff_min = options.reconnect_backoff_min;
   ro.backoff_max = options.reconnect_backoff_max;
   ro.topology_refresh_interval = options.topology_refresh_interval;
+  impl->info = std::make_unique<ServerInfoWatch>(options.require_noeviction);
+  ro.handshake = {impl->info->policy_step()};  // before the scripts: refuse an unsafe node first
   auto support = std::make_shared<FunctionSupport>();
-  ro.handshake = ScriptInvoker::load_steps(support, options.use_functions);
+  for (auto& step : ScriptInvoker::load_steps(support, options.use_functions)) {
+    ro.handshake.push_back(std::move(step));
+  }
+  if (url->tls) {
+    auto factory = make_tls_stream_factory(options.tls);
+    if (!factory.ok()) return factory.status();
+    ro.make_stream = std::move(factory).value();
+  }
   auto router = make_router(*url, std::move(ro), impl->router_counters);
   if (!router.ok()) return router.status();
   impl->router = std::move(router).value();
@@ -176,6 +228,7 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
       return s;  // ~Impl closes the router
     }
   }
+  impl->start_poller();
   return std::shared_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }
 
@@ -252,6 +305,8 @@ RedisStoreCounters RedisStore::counters() const {
   out.asked = get(r.asked);
   out.cluster_retries = get(r.cluster_retries);
   out.topology_refreshes = get(r.topology_refreshes);
+  out.evicted_keys = impl_->info->evicted_keys();
+  out.unsafe_policy_connects = impl_->info->unsafe_nodes();
   return out;
 }
 
@@ -262,5 +317,7 @@ bool RedisStore::uses_functions() const { return impl_->invoker->uses_functions(
 const RedisStoreOptions& RedisStore::options() const { return impl_->options; }
 
 Status RedisStore::last_error() const { return impl_->router->last_error(); }
+
+std::string RedisStore::eviction_policy() const { return impl_->info->eviction_policy(); }
 
 }  // namespace ratelimit

@@ -2,6 +2,7 @@
 // names (see include/ratelimit/redis_store.h). Pure code: no I/O.
 //
 // Forms: redis://[user:password@]host[:port][/db]   (host: name, IPv4, or [IPv6])
+//        rediss://... and rediss-cluster://...: the same over TLS
 //        unix://[user:password@]/path/to/socket[?db=N]
 //        redis-cluster://[user:password@]host[:port][,host[:port]...][/0]
 // Invariant: an error message never contains the password.
@@ -136,6 +137,12 @@ Result<FailurePolicy> parse_failure_policy(std::string_view text) {
 }
 
 Result<RedisUrl> parse_redis_url(std::string_view text) {
+  // rediss:// and rediss-cluster:// are their plain forms over TLS.
+  if (text.starts_with("rediss://") || text.starts_with("rediss-cluster://")) {
+    auto plain = parse_redis_url("redis" + std::string(text.substr(6)));
+    if (plain.ok()) plain->tls = true;
+    return plain;
+  }
   RedisUrl url;
   constexpr std::string_view kRedis = "redis://";
   constexpr std::string_view kUnix = "unix://";

@@ -8,7 +8,7 @@ namespace ratelimit::redis_detail {
 
 std::string display_url(const RedisUrl& u) {
   if (u.is_cluster) {
-    std::string out = "redis-cluster://";
+    std::string out = u.tls ? "rediss-cluster://" : "redis-cluster://";
     for (size_t i = 0; i < u.seeds.size(); ++i) {
       Endpoint e;
       e.host = u.seeds[i].host;
@@ -19,8 +19,8 @@ std::string display_url(const RedisUrl& u) {
   }
   if (u.is_unix) return "unix://" + u.path + (u.db != 0 ? "?db=" + std::to_string(u.db) : "");
   const bool v6 = u.host.find(':') != std::string::npos;
-  return "redis://" + (v6 ? "[" + u.host + "]" : u.host) + ":" + std::to_string(u.port) + "/" +
-         std::to_string(u.db);
+  return std::string(u.tls ? "rediss://" : "redis://") + (v6 ? "[" + u.host + "]" : u.host) +
+         ":" + std::to_string(u.port) + "/" + std::to_string(u.db);
 }
 
 std::shared_ptr<const ConnectionConfig> connection_config(const Endpoint& endpoint,

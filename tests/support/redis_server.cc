@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -67,7 +69,95 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+Result<std::string> make_temp_dir(const char* pattern) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / pattern).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return Status::internal(std::string("mkdtemp: ") + std::strerror(errno));
+  }
+  return tmpl;
+}
+
 }  // namespace
+
+Status run_program(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return Status::unavailable("cannot run " + args[0] + ": " + std::strerror(rc));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return Status::deadline_exceeded(args[0] + " did not finish in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // waiting for a real process
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    return Status::internal("failed (status " + std::to_string(status) + "): " + line);
+  }
+  return {};
+}
+
+TestCertificates::~TestCertificates() {
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+Status TestCertificates::generate() {
+  auto d = make_temp_dir("ratelimit-tls-XXXXXX");
+  if (!d.ok()) return d.status();
+  dir_ = *d;
+  const std::chrono::milliseconds t(10000);
+  auto key = [&](const std::string& name) {
+    return run_program({"openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-out", dir_ + "/" + name + ".key"}, t);
+  };
+  auto self_signed = [&](const std::string& name, const std::string& cn) {
+    if (Status s = key(name); !s.is_ok()) return s;
+    return run_program({"openssl", "req", "-x509", "-new", "-key", dir_ + "/" + name + ".key",
+                        "-out", dir_ + "/" + name + ".crt", "-days", "2", "-subj", "/CN=" + cn},
+                       t);
+  };
+  auto signed_by_ca = [&](const std::string& name, const std::string& cn,
+                          const std::string& ext) {
+    if (Status s = key(name); !s.is_ok()) return s;
+    const std::string base = dir_ + "/" + name;
+    if (Status s = run_program({"openssl", "req", "-new", "-key", base + ".key", "-out",
+                                base + ".csr", "-subj", "/CN=" + cn}, t);
+        !s.is_ok()) {
+      return s;
+    }
+    std::ofstream(base + ".ext") << ext << "\n";
+    return run_program({"openssl", "x509", "-req", "-in", base + ".csr", "-CA", ca_file(),
+                        "-CAkey", dir_ + "/ca.key", "-CAcreateserial", "-out", base + ".crt",
+                        "-days", "2", "-extfile", base + ".ext"}, t);
+  };
+  if (Status s = self_signed("ca", "ratelimit test CA"); !s.is_ok()) return s;
+  if (Status s = self_signed("other-ca", "some other CA"); !s.is_ok()) return s;
+  if (Status s = signed_by_ca("server", "localhost",
+                              "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                              "extendedKeyUsage=serverAuth");
+      !s.is_ok()) {
+    return s;
+  }
+  return signed_by_ca("client", "ratelimit test client", "extendedKeyUsage=clientAuth");
+}
 
 std::optional<std::string> test_redis_url_from_env() {
   const char* v = std::getenv("RATELIMIT_TEST_REDIS_URL");
@@ -106,6 +196,14 @@ std::string RedisServer::url() const {
   return "redis://127.0.0.1:" + std::to_string(port_) + "/0";
 }
 
+Status RedisServer::make_dir() {
+  if (!dir_.empty()) return {};
+  auto d = make_temp_dir("ratelimit-redis-XXXXXX");
+  if (!d.ok()) return d.status();
+  dir_ = *d;
+  return {};
+}
+
 Status RedisServer::start(uint16_t port, std::vector<std::string> extra_args,
                           std::chrono::milliseconds timeout) {
   if (running()) return Status::internal("RedisServer::start: already running");
@@ -116,14 +214,41 @@ Status RedisServer::start(uint16_t port, std::vector<std::string> extra_args,
   }
   port_ = port;
   extra_args_ = std::move(extra_args);
-  if (dir_.empty()) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ratelimit-redis-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      return Status::internal(std::string("mkdtemp: ") + std::strerror(errno));
-    }
-    dir_ = tmpl;
-  }
+  if (Status s = make_dir(); !s.is_ok()) return s;
   return restart(timeout);
+}
+
+Status RedisServer::start_tls(const TestCertificates& certs, bool require_client_cert,
+                              std::vector<std::string> extra_args) {
+  auto p = free_loopback_port();
+  if (!p.ok()) return p.status();
+  tls_port_ = *p;
+  std::vector<std::string> args = {"--tls-port", std::to_string(tls_port_),
+                                   "--tls-cert-file", certs.server_cert(),
+                                   "--tls-key-file", certs.server_key(),
+                                   "--tls-ca-cert-file", certs.ca_file(),
+                                   "--tls-auth-clients", require_client_cert ? "yes" : "no"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  return start(0, std::move(args));
+}
+
+Status RedisServer::start_sentinel(uint16_t master_port, const std::string& master_name,
+                                   int quorum) {
+  if (running()) return Status::internal("RedisServer::start_sentinel: already running");
+  auto p = free_loopback_port();
+  if (!p.ok()) return p.status();
+  port_ = *p;
+  sentinel_ = true;
+  if (Status s = make_dir(); !s.is_ok()) return s;
+  // Sentinel rewrites its configuration file, so it must be its own writable file.
+  std::ofstream conf(dir_ + "/sentinel.conf");
+  conf << "sentinel monitor " << master_name << " 127.0.0.1 " << master_port << " " << quorum
+       << "\nsentinel down-after-milliseconds " << master_name << " 1000\n"
+       << "sentinel failover-timeout " << master_name << " 5000\n"
+       << "sentinel parallel-syncs " << master_name << " 1\n";
+  if (!conf) return Status::internal("cannot write " + dir_ + "/sentinel.conf");
+  conf.close();
+  return restart(std::chrono::milliseconds(5000));
 }
 
 Status RedisServer::restart(std::chrono::milliseconds timeout) {
@@ -135,6 +260,11 @@ Status RedisServer::restart(std::chrono::milliseconds timeout) {
                                    "--save", "", "--appendonly", "no",
                                    "--dir", dir_, "--daemonize", "no",
                                    "--logfile", log, "--loglevel", "warning"};
+  if (sentinel_) {
+    args = {"redis-server", dir_ + "/sentinel.conf", "--sentinel", "--bind", "127.0.0.1",
+            "--port", std::to_string(port_), "--dir", dir_, "--daemonize", "no",
+            "--logfile", log, "--loglevel", "notice"};
+  }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

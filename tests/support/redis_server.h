@@ -27,6 +27,28 @@ std::optional<std::string> test_redis_url_from_env();
 // before it is used, which start() then reports).
 Result<uint16_t> free_loopback_port();
 
+// Runs a program (found on PATH, no shell) and waits for it, at most `timeout`; an error
+// with its exit status when it fails or is still running then (it is killed).
+Status run_program(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+
+// Certificates for TLS tests, generated with the openssl CLI into a temporary directory that
+// the object removes: a CA, a server certificate it signed for localhost and 127.0.0.1, a
+// client certificate it signed, and a second, unrelated CA (the "wrong CA"). EC P-256 keys.
+class TestCertificates {
+ public:
+  ~TestCertificates();
+  Status generate();
+  std::string ca_file() const { return dir_ + "/ca.crt"; }
+  std::string other_ca_file() const { return dir_ + "/other-ca.crt"; }
+  std::string server_cert() const { return dir_ + "/server.crt"; }
+  std::string server_key() const { return dir_ + "/server.key"; }
+  std::string client_cert() const { return dir_ + "/client.crt"; }
+  std::string client_key() const { return dir_ + "/client.key"; }
+
+ private:
+  std::string dir_;
+};
+
 class RedisServer {
  public:
   RedisServer() = default;
@@ -40,6 +62,14 @@ class RedisServer {
   // (the message includes the server's log).
   Status start(uint16_t port = 0, std::vector<std::string> extra_args = {},
                std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  // As start(), with TLS on a second free port (tls_port()) beside the plain one (for the
+  // harness' PING and for assertions): --tls-cert-file etc. from `certs`; with
+  // `require_client_cert` the server refuses clients without a certificate the CA signed.
+  Status start_tls(const TestCertificates& certs, bool require_client_cert = false,
+                   std::vector<std::string> extra_args = {});
+  // Starts redis-sentinel on a free port, monitoring `master_name` at 127.0.0.1:`master_port`
+  // with a quorum of `quorum`, down-after 1 s and failover-timeout 5 s (small, for tests).
+  Status start_sentinel(uint16_t master_port, const std::string& master_name, int quorum);
   // SIGKILL and reap: as abrupt as a crash. No-op when not running.
   void kill();
   // Starts again on the same port with the same arguments (after kill()).
@@ -48,12 +78,17 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
   uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
+  uint16_t tls_port() const { return tls_port_; }
   // "redis://127.0.0.1:<port>/0".
   std::string url() const;
 
  private:
+  Status make_dir();
+
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+  uint16_t tls_port_ = 0;
+  bool sentinel_ = false;
   std::vector<std::string> extra_args_;
   std::string dir_;
 };
