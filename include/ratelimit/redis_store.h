@@ -74,6 +74,8 @@ struct RedisTlsOptions {
   // encrypted but unauthenticated (anyone in the path can impersonate the server) — for tests
   // against throwaway self-signed servers only.
   bool verify = true;
+
+  friend bool operator==(const RedisTlsOptions&, const RedisTlsOptions&) = default;
 };
 
 // Everything configurable, with defaults. A config file maps onto these one to one:
@@ -93,7 +95,20 @@ struct RedisStoreOptions {
   // then the failure policy); a replica promoted by a failover is found by the topology
   // refresh that follows the errors, without a restart. Never reads from replicas. A cluster
   // has only database 0: any other db is kInvalidArgument.
+  //
+  // `rediss://...` and `rediss-cluster://...` are the same over TLS (see `tls`).
+  //
+  // `redis-sentinel://[user:password@]host:port[,host:port...]/master-name[/db]` is a Redis
+  // Sentinel deployment: the hosts are sentinels (port default 26379), asked in turn for the
+  // master named `master-name`; credentials and db are the master's. Decisions follow a
+  // failover (+switch-master) without a restart; while it runs they answer by the failure
+  // policy. The sentinels' own AUTH, if any, is sentinel_user / sentinel_password.
   std::string url = "redis://127.0.0.1:6379/0";
+
+  // Redis Sentinel only: AUTH for the sentinels (their requirepass or ACL user), which the
+  // URL cannot carry beside the master's. Empty password: no AUTH to the sentinels.
+  std::string sentinel_user;
+  std::string sentinel_password;
 
   // Connections in the pool (per master in a cluster); requests are spread over them round
   // robin and pipelined on each. 0 (default) = 2 per hardware thread
@@ -195,7 +210,7 @@ struct RedisStoreCounters {
   uint64_t topology_refreshes = 0;  // slot maps read (CLUSTER SHARDS / CLUSTER SLOTS)
 };
 
-// One node of a redis-cluster:// URL.
+// One node of a redis-cluster:// URL, or one sentinel of a redis-sentinel:// URL.
 struct RedisSeed {
   std::string host;  // name or address (IPv6 without brackets)
   uint16_t port = 6379;
@@ -205,7 +220,9 @@ struct RedisSeed {
 struct RedisUrl {
   bool is_unix = false;
   bool is_cluster = false;       // redis-cluster://
-  std::vector<RedisSeed> seeds;  // cluster: every node of the URL (host and port: the first)
+  // cluster: every node of the URL (host and port: the first); sentinel: the sentinels, in
+  // the URL's order
+  std::vector<RedisSeed> seeds;
   std::string host;  // TCP: host name or address (IPv6 without brackets)
   uint16_t port = 6379;
   std::string path;  // unix socket path
@@ -214,6 +231,8 @@ struct RedisUrl {
   bool has_password = false;
   int db = 0;  // 0 ... 1'000'000; SELECT is sent when non-zero
   bool tls = false;  // rediss://, rediss-cluster://
+  bool is_sentinel = false;      // redis-sentinel://
+  std::string master_name;       // sentinel: the name the sentinels monitor the master by
 };
 // Errors (kInvalidArgument) name the offending part of the URL and never echo the password.
 Result<RedisUrl> parse_redis_url(std::string_view url);

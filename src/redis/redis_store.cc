@@ -203,6 +203,8 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
   ro.backoff_min = options.reconnect_backoff_min;
   ro.backoff_max = options.reconnect_backoff_max;
   ro.topology_refresh_interval = options.topology_refresh_interval;
+  ro.sentinel_user = options.sentinel_user;
+  ro.sentinel_password = options.sentinel_password;
   impl->info = std::make_unique<ServerInfoWatch>(options.require_noeviction);
   ro.handshake = {impl->info->policy_step()};  // before the scripts: refuse an unsafe node first
   auto support = std::make_shared<FunctionSupport>();

@@ -3,6 +3,7 @@
 //
 // Forms: redis://[user:password@]host[:port][/db]   (host: name, IPv4, or [IPv6])
 //        rediss://... and rediss-cluster://...: the same over TLS
+//        redis-sentinel://[user:password@]host[:port][,host[:port]...]/master-name[/db]
 //        unix://[user:password@]/path/to/socket[?db=N]
 //        redis-cluster://[user:password@]host[:port][,host[:port]...][/0]
 // Invariant: an error message never contains the password.
@@ -123,6 +124,60 @@ Status parse_host_port(std::string_view authority, std::string& host_out, uint16
   return {};
 }
 
+constexpr uint16_t kSentinelPort = 26379;
+
+// The part after "redis-sentinel://". Each sentinel is parsed as a redis:// authority (one
+// parser of host and port); the credentials and the db are the master's.
+Result<RedisUrl> parse_sentinel_url(std::string_view rest) {
+  RedisUrl url;
+  url.is_sentinel = true;
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 >= rest.size()) {
+    return Status::invalid_argument(
+        "redis-sentinel:// URL needs the master's name after the sentinels, e.g. "
+        "redis-sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster");
+  }
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = rest.substr(slash + 1);
+  if (auto s = take_credentials(authority, url); !s.is_ok()) return s;
+  const size_t db_slash = path.find('/');
+  url.master_name = std::string(path.substr(0, db_slash));
+  if (url.master_name.empty()) {
+    return Status::invalid_argument("redis-sentinel:// URL has an empty master name");
+  }
+  for (char c : url.master_name) {
+    if (c == ' ' || c == '?' || c == '#' || static_cast<unsigned char>(c) < 0x20) {
+      return Status::invalid_argument("redis-sentinel:// master name '" + url.master_name +
+                                      "' contains an invalid character");
+    }
+  }
+  if (db_slash != std::string_view::npos) {
+    auto db = parse_db(path.substr(db_slash + 1));
+    if (!db.ok()) return db.status();
+    url.db = *db;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = authority.find(',', start);
+    std::string_view one = authority.substr(start, comma - start);
+    if (one.empty()) return Status::invalid_argument("redis-sentinel:// URL has an empty host");
+    if (one.find_first_of("@/") != std::string_view::npos) {
+      return Status::invalid_argument("redis-sentinel:// sentinel '" + std::string(one) +
+                                      "' contains an invalid character");
+    }
+    auto parsed = parse_redis_url("redis://" + std::string(one));
+    if (!parsed.ok()) return parsed.status();
+    const bool has_port = one.starts_with('[') ? one.find("]:") != std::string_view::npos
+                                               : one.find(':') != std::string_view::npos;
+    url.seeds.push_back(RedisSeed{parsed->host, has_port ? parsed->port : kSentinelPort});
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  url.host = url.seeds.front().host;
+  url.port = url.seeds.front().port;
+  return url;
+}
+
 }  // namespace
 
 const char* failure_policy_name(FailurePolicy p) {
@@ -143,6 +198,8 @@ Result<RedisUrl> parse_redis_url(std::string_view text) {
     if (plain.ok()) plain->tls = true;
     return plain;
   }
+  constexpr std::string_view kSentinel = "redis-sentinel://";
+  if (text.starts_with(kSentinel)) return parse_sentinel_url(text.substr(kSentinel.size()));
   RedisUrl url;
   constexpr std::string_view kRedis = "redis://";
   constexpr std::string_view kUnix = "unix://";

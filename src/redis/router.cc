@@ -2,6 +2,7 @@
 #include "router.h"
 
 #include "cluster_router.h"
+#include "sentinel_router.h"
 #include "standalone_router.h"
 
 namespace ratelimit::redis_detail {
@@ -16,6 +17,16 @@ std::string display_url(const RedisUrl& u) {
       out += (i > 0 ? "," : "") + e.address();
     }
     return out;
+  }
+  if (u.is_sentinel) {
+    std::string out = "redis-sentinel://";
+    for (size_t i = 0; i < u.seeds.size(); ++i) {
+      Endpoint e;
+      e.host = u.seeds[i].host;
+      e.port = u.seeds[i].port;
+      out += (i > 0 ? "," : "") + e.address();
+    }
+    return out + "/" + u.master_name + "/" + std::to_string(u.db);
   }
   if (u.is_unix) return "unix://" + u.path + (u.db != 0 ? "?db=" + std::to_string(u.db) : "");
   const bool v6 = u.host.find(':') != std::string::npos;
@@ -40,6 +51,25 @@ std::shared_ptr<const ConnectionConfig> connection_config(const Endpoint& endpoi
 
 Result<std::unique_ptr<Router>> make_router(const RedisUrl& url, RouterOptions options,
                                             RouterCounters& counters) {
+  if (url.is_sentinel) {
+    SentinelConfig sc;
+    sc.master_name = url.master_name;
+    sc.master.user = url.user;
+    sc.master.password = url.password;
+    sc.master.has_password = url.has_password;
+    sc.master.db = url.db;
+    for (const auto& seed : url.seeds) {
+      Endpoint s;
+      s.host = seed.host;
+      s.port = seed.port;
+      s.user = options.sentinel_user;
+      s.password = options.sentinel_password;
+      s.has_password = !options.sentinel_password.empty();
+      sc.sentinels.push_back(std::move(s));
+    }
+    return std::unique_ptr<Router>(
+        std::make_unique<SentinelRouter>(std::move(sc), options, counters));
+  }
   Endpoint e;
   e.is_unix = url.is_unix;
   e.host = url.host;

@@ -5,7 +5,8 @@
 //   StandaloneRouter  one node: redis://, unix:// (every command to its pool)
 //   ClusterRouter     redis-cluster://: the master serving the command's slot; MOVED, ASK,
 //                     TRYAGAIN, CLUSTERDOWN handled here, invisibly to the layers above
-//   (a Sentinel router: the master the sentinels name, re-resolved on errors)
+//   SentinelRouter    redis-sentinel://: the master the sentinels name, followed across
+//                     failovers (+switch-master) and re-resolved on errors
 // make_router() picks one from the URL.
 //
 // Invariants every router keeps:
@@ -71,6 +72,9 @@ struct RouterOptions {
   // Run on every connection to every node before it is ready (the invoker's SCRIPT LOADs).
   std::vector<HandshakeStep> handshake;
   StreamFactory make_stream;  // empty: plain TCP / unix
+  // Sentinel only: the sentinels' own AUTH (RedisStoreOptions::sentinel_user/_password).
+  std::string sentinel_user;
+  std::string sentinel_password;
 };
 
 // The router `url` asks for, started (connecting in the background). `counters` must outlive it.

@@ -127,15 +127,32 @@ class Parser {
     if (!rl_s_.is_ok()) return rl_s_;      \
   } while (0)
 
+// store.tls: { ca_file, cert_file, key_file, server_name, verify } (RedisTlsOptions). The files
+// are opened when the store connects, which names the one it cannot use.
+Status parse_store_tls(const Parser& p, const YAML::Node& n, RedisTlsOptions& out) {
+  RL_TRY(p.check_map(n, "store.tls", {"ca_file", "cert_file", "key_file", "server_name", "verify"}));
+  if (n["ca_file"]) RL_TRY_ASSIGN(out.ca_file, p.string(n["ca_file"], "store.tls.ca_file"));
+  if (n["cert_file"]) RL_TRY_ASSIGN(out.cert_file, p.string(n["cert_file"], "store.tls.cert_file"));
+  if (n["key_file"]) RL_TRY_ASSIGN(out.key_file, p.string(n["key_file"], "store.tls.key_file"));
+  if (n["server_name"]) RL_TRY_ASSIGN(out.server_name, p.string(n["server_name"], "store.tls.server_name"));
+  if (n["verify"]) RL_TRY_ASSIGN(out.verify, p.boolean(n["verify"], "store.tls.verify"));
+  if (out.cert_file.empty() != out.key_file.empty()) {
+    return p.error(n, "store.tls: cert_file and key_file go together (a client certificate needs its key)");
+  }
+  return {};
+}
+
 Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   RL_TRY(p.check_map(n, "store", {"type", "max_keys", "shards", "url", "connections", "pool", "connect_timeout",
-                                  "command_timeout", "on_failure", "key_prefix"}));
+                                  "command_timeout", "on_failure", "key_prefix", "tls",
+                                  "require_noeviction", "sentinel_user", "sentinel_password"}));
   if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
   std::string type;
   RL_TRY_ASSIGN(type, p.string(n["type"], "store.type"));
   if (type == "memory") {
     out.type = StoreType::kMemory;
-    for (const char* k : {"url", "connections", "pool", "connect_timeout", "command_timeout", "on_failure", "key_prefix"}) {
+    for (const char* k : {"url", "connections", "pool", "connect_timeout", "command_timeout", "on_failure", "key_prefix",
+                          "tls", "require_noeviction", "sentinel_user", "sentinel_password"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: redis");
     }
     if (n["max_keys"]) {
@@ -161,6 +178,10 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
         return p.error(n["url"], "store.url: " + u.status().message());
       }
     }
+    if (n["tls"]) RL_TRY(parse_store_tls(p, n["tls"], out.tls));
+    if (n["require_noeviction"]) RL_TRY_ASSIGN(out.require_noeviction, p.boolean(n["require_noeviction"], "store.require_noeviction"));
+    if (n["sentinel_user"]) RL_TRY_ASSIGN(out.sentinel_user, p.string(n["sentinel_user"], "store.sentinel_user"));
+    if (n["sentinel_password"]) RL_TRY_ASSIGN(out.sentinel_password, p.string(n["sentinel_password"], "store.sentinel_password"));
     // `pool` is accepted as another name for `connections` (the pool size).
     if (n["pool"] && n["connections"]) return p.error(n["pool"], "store: give either connections or pool, not both");
     for (const char* k : {"connections", "pool"}) {
@@ -458,17 +479,16 @@ Status apply_overrides(Config& config, const Overrides& o) {
   if (o.store) {
     if (*o.store == "memory") {
       config.store = StoreConfig{};
-    } else if (o.store->rfind("redis://", 0) == 0 || o.store->rfind("unix://", 0) == 0 ||
-               o.store->rfind("redis-cluster://", 0) == 0) {
-      if (auto u = parse_redis_url(*o.store); !u.ok()) {
-        return Status::invalid_argument("--store: " + u.status().message());
-      }
+    } else if (parse_redis_url(*o.store).ok()) {
       // Keep the file's redis tuning (pool, timeouts, on_failure) when it has one.
       if (config.store.type != StoreType::kRedis) config.store = StoreConfig{};
       config.store.type = StoreType::kRedis;
       config.store.url = *o.store;
     } else {
-      return Status::invalid_argument("--store must be 'memory', a redis://host:port/db URL, unix:///path or redis-cluster://host:port,host:port, got '" + *o.store + "'");
+      return Status::invalid_argument(
+          "--store must be 'memory' or a Redis URL (redis://, rediss://, unix://, "
+          "redis-cluster://, rediss-cluster://, redis-sentinel://): " +
+          parse_redis_url(*o.store).status().message());
     }
   }
   if (o.threads) {

@@ -39,6 +39,10 @@ struct StoreConfig {
   Micros command_timeout{250'000};
   FailurePolicy on_failure = FailurePolicy::kOpen;
   std::string key_prefix = "rl:";
+  RedisTlsOptions tls;              // store.tls: for rediss:// URLs
+  bool require_noeviction = false;  // refuse a Redis that may evict keys
+  std::string sentinel_user;        // redis-sentinel://: the sentinels' own AUTH
+  std::string sentinel_password;
 
   friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
 };

@@ -5,6 +5,7 @@
 
 #include "ratelimit/http.h"
 #include "ratelimit/memory_store.h"
+#include "log.h"
 #include "ratelimit/redis_store.h"
 
 namespace ratelimit::server {
@@ -18,8 +19,18 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
   o.command_timeout = std::chrono::milliseconds(http::ceil_millis(config.command_timeout));
   o.on_failure = config.on_failure;
   o.key_prefix = config.key_prefix;
+  o.tls = config.tls;
+  o.require_noeviction = config.require_noeviction;
+  o.sentinel_user = config.sentinel_user;
+  o.sentinel_password = config.sentinel_password;
   auto store = RedisStore::connect(std::move(o));
   if (!store) return store.status();
+  if (const std::string policy = (*store)->eviction_policy(); !policy.empty() && policy != "noeviction") {
+    log_line("warn", "Redis has maxmemory-policy " + policy +
+                         ": under memory pressure it may delete rate-limit keys and limits are then lost "
+                         "silently; set maxmemory-policy noeviction (store.require_noeviction: true refuses such a "
+                         "server)");
+  }
   std::weak_ptr<RedisStore> weak = *store;
   metrics.set_extra([weak](std::string& out) {
     auto s = weak.lock();
@@ -36,6 +47,13 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
     append_metric(out, "ratelimitd_redis_cluster_ask_total", "counter", "Redis Cluster ASK redirections followed.", c.asked);
     append_metric(out, "ratelimitd_redis_cluster_retries_total", "counter", "Redis Cluster resends after TRYAGAIN, CLUSTERDOWN or no ready master.", c.cluster_retries);
     append_metric(out, "ratelimitd_redis_cluster_topology_refreshes_total", "counter", "Redis Cluster slot maps read.", c.topology_refreshes);
+    append_metric(out, "ratelimitd_redis_evicted_keys_total", "counter",
+                  "Keys the Redis server(s) evicted for memory since ratelimitd started (INFO evicted_keys): limits lost.",
+                  c.evicted_keys);
+    const std::string policy = s->eviction_policy();
+    append_metric(out, "ratelimitd_redis_eviction_unsafe", "gauge",
+                  "1 when a Redis node's maxmemory-policy is not noeviction (keys, hence limits, may be evicted).",
+                  uint64_t{!policy.empty() && policy != "noeviction"});
   });
   OpenedStore opened;
   opened.store = *store;

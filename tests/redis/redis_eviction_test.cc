@@ -1,7 +1,12 @@
 // redis_eviction_test.cc — eviction safety against real redis-servers: the store reads each
 // node's maxmemory-policy at connect (INFO memory), reports a policy that may delete limiter
 // keys, refuses it with require_noeviction, and counts evicted_keys growth from its INFO polls.
+// Also: the least-privilege ACL user of the README ("Running Redis for a limiter") is enough
+// for every algorithm, peek, acquire_all and reset — the line is read from README.md itself.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include <thread>
 
@@ -79,6 +84,62 @@ TEST(RedisEviction, EvictedKeysGrowthIsCounted) {
     seen = store->counters().evicted_keys;
   }
   EXPECT_GT(seen, 0u);
+}
+
+TEST(RedisAcl, ReadmeUserIsEnough) {
+  std::ifstream readme(std::string(RATELIMIT_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::string line, acl;
+  while (std::getline(readme, line)) {
+    if (line.find("ACL SETUSER ratelimit on") != std::string::npos) acl = line;
+  }
+  ASSERT_FALSE(acl.empty()) << "README.md lost its ACL line";
+  std::istringstream words(acl);
+  std::vector<std::string> args;
+  for (std::string w; words >> w;) args.push_back(w == ">long-random-password" ? ">acl-pw" : w);
+  ASSERT_GE(args.size(), 4u);
+  ASSERT_EQ(args[0], "ACL");
+
+  RedisServer server;
+  ASSERT_TRUE(server.start().is_ok());
+  auto admin = RedisClient::connect(server.url());
+  ASSERT_TRUE(admin.ok());
+  auto r = admin->command(args);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->is_error()) << r->str;
+
+  RedisStoreOptions o;
+  o.url = "redis://ratelimit:acl-pw@127.0.0.1:" + std::to_string(server.port());
+  o.connections = 1;
+  o.key_prefix = "rl:acltest:";
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  std::vector<Policy> policies = {
+      Policy::fixed_window(3, seconds(60))->with_name("fw").value(),
+      Policy::sliding_window_log(3, seconds(60))->with_name("swl").value(),
+      Policy::sliding_window_counter(3, seconds(60))->with_name("swc").value(),
+      Policy::token_bucket(1, 3)->with_name("tb").value(),
+      Policy::leaky_bucket(1, 3)->with_name("lb").value()};
+  for (const auto& p : policies) {
+    int allowed = 0;
+    for (int i = 0; i < 5; ++i) {
+      auto d = store->acquire(p, "user");
+      ASSERT_TRUE(d.ok()) << p.name();
+      EXPECT_NE(d->reason, DecisionReason::kStoreFailedOpen) << p.name() << ": ACL refused";
+      allowed += d->allowed ? 1 : 0;
+    }
+    // State persisted between calls (the exact counts are the vectors' business).
+    EXPECT_GE(allowed, 3) << p.name();
+    EXPECT_LT(allowed, 5) << p.name();
+    auto peek = store->peek(p, "user");
+    ASSERT_TRUE(peek.ok());
+    EXPECT_NE(peek->reason, DecisionReason::kStoreFailedOpen);
+    EXPECT_TRUE(store->reset(p, "user").is_ok()) << p.name();
+  }
+  auto all = store->acquire_all(policies, "other");
+  ASSERT_TRUE(all.ok());
+  for (const auto& d : *all) EXPECT_NE(d.reason, DecisionReason::kStoreFailedOpen);
+  EXPECT_EQ(store->counters().errors, 0u);
 }
 
 }  // namespace

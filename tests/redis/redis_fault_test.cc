@@ -48,12 +48,7 @@ bool wait_until_recovered(RedisStore& store, const Policy& p) {
 
 // After recovery the store is exact again: 20 acquires on a fresh key, limit 10 -> 10.
 void expect_exact_again(RedisStore& store, const std::string& key) {
-  auto p = Policy::sliding_window_log(10, seconds(60))->with_name("exact").value();
-  auto r = fire(20, 20, [&](auto done) { store.acquire_async(p, key, 1, std::move(done)); });
-  ASSERT_TRUE(r.finished);
-  EXPECT_EQ(r.allowed, 10);
-  EXPECT_EQ(r.denied, 10);
-  EXPECT_EQ(r.failed + r.errors, 0);
+  expect_exactly_ten(store, key, 20, 20);
 }
 
 TEST(RedisFault, KilledMidRunEveryCallCompletesByPolicyThenRecovers) {

@@ -44,22 +44,12 @@ class RedisTls : public ::testing::Test {
   TestCertificates certs_;
 };
 
-// 200 acquires, 50 in flight, limit 10 -> exactly 10, through TLS.
-void expect_exact(RedisStore& store) {
-  auto p = Policy::sliding_window_log(10, seconds(60))->with_name("exact").value();
-  auto r = fire(200, 50, [&](auto done) { store.acquire_async(p, "k", 1, std::move(done)); });
-  ASSERT_TRUE(r.finished);
-  EXPECT_EQ(r.allowed, 10);
-  EXPECT_EQ(r.denied, 190);
-  EXPECT_EQ(r.failed + r.errors, 0);
-}
-
 TEST_F(RedisTls, ExactOverTlsWithTheRightCa) {
   RedisServer server;
   ASSERT_TRUE(server.start_tls(certs_).is_ok());
   auto store = must_connect(options(tls_url(server)));
   ASSERT_NE(store, nullptr);
-  expect_exact(*store);
+  expect_exactly_ten(*store, "k");
   // The store's connections are on the TLS port (the plain one is only the harness').
   auto client = RedisClient::connect(server.url());
   ASSERT_TRUE(client.ok());
@@ -75,7 +65,7 @@ TEST_F(RedisTls, AuthOverTls) {
   ASSERT_TRUE(server.start_tls(certs_, false, {"--requirepass", "tls-s3cret"}).is_ok());
   auto store = must_connect(options(tls_url(server, ":tls-s3cret@")));
   ASSERT_NE(store, nullptr);
-  expect_exact(*store);
+  expect_exactly_ten(*store, "k");
 
   Status wrong = expect_refused(options(tls_url(server, ":nope@")));
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument) << wrong.to_string();
@@ -99,7 +89,7 @@ TEST_F(RedisTls, WrongCaIsAClearErrorAtConnect) {
   o.tls.verify = false;
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
-  expect_exact(*store);
+  expect_exactly_ten(*store, "k");
 }
 
 TEST_F(RedisTls, ServerNameIsVerified) {
@@ -127,7 +117,7 @@ TEST_F(RedisTls, ClientCertificateWhenTheServerRequiresOne) {
   o.tls.key_file = certs_.client_key();
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
-  expect_exact(*store);
+  expect_exactly_ten(*store, "k");
 }
 
 // A plain Redis waits for a command while the client waits for the TLS ServerHello: the

@@ -90,6 +90,19 @@ inline std::vector<Policy> limit_ten_policies() {
           named(Policy::leaky_bucket(1e-6, 10), "lb10")};
 }
 
+// `total` acquires of one fresh key, `in_flight` at a time, limit 10 (sliding log): exactly 10
+// admitted and nothing answered by the failure policy — the store is exact (again).
+inline void expect_exactly_ten(Store& store, const std::string& key, int total = 200,
+                               int in_flight = 50) {
+  auto p = Policy::sliding_window_log(10, std::chrono::seconds(60))->with_name("exact").value();
+  auto r = fire(total, in_flight,
+                [&](auto done) { store.acquire_async(p, key, 1, std::move(done)); });
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.allowed, 10);
+  EXPECT_EQ(r.denied, total - 10);
+  EXPECT_EQ(r.failed + r.errors, 0);
+}
+
 inline std::shared_ptr<RedisStore> must_connect(RedisStoreOptions o) {
   auto s = RedisStore::connect(std::move(o));
   EXPECT_TRUE(s.ok()) << s.status().to_string();

@@ -91,6 +91,42 @@ forward_auth: { key_header: X-User-Id }
   EXPECT_EQ(c->forward_auth_key_header, "X-User-Id");
 }
 
+TEST(Config, RedisTlsSentinelAndEvictionSettingsAreRead) {
+  auto c = parse_config(R"(store:
+  type: redis
+  url: rediss://:pw@cache.internal:6380/0
+  tls: { ca_file: /etc/rl/ca.pem, cert_file: /etc/rl/c.pem, key_file: /etc/rl/c.key,
+         server_name: cache.internal, verify: false }
+  require_noeviction: true
+policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}
+)", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->store.tls.ca_file, "/etc/rl/ca.pem");
+  EXPECT_EQ(c->store.tls.cert_file, "/etc/rl/c.pem");
+  EXPECT_EQ(c->store.tls.key_file, "/etc/rl/c.key");
+  EXPECT_EQ(c->store.tls.server_name, "cache.internal");
+  EXPECT_FALSE(c->store.tls.verify);
+  EXPECT_TRUE(c->store.require_noeviction);
+
+  auto s = parse_config("store: {type: redis, url: \"redis-sentinel://s1:26379,s2/mymaster/1\", "
+                        "sentinel_password: spw}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+                        "c.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->store.sentinel_password, "spw");
+  EXPECT_TRUE(RedisTlsOptions{}.verify) << "verification is on by default";
+
+  expect_error("store: {type: redis, tls: {ca: x}}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:1: ", "ca");
+  expect_error("store: {type: redis, tls: {cert_file: x}}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:1: ", "go together");
+  expect_error("store: {type: redis, tls: {verify: maybe}}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:1: ", "verify");
+  expect_error("store: {type: redis, url: \"redis-sentinel://s1:26379\"}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:1: ", "master");
+  expect_error("store: {type: memory, require_noeviction: true}\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
+               "cfg.yaml:1: ", "only to type: redis");
+}
+
 TEST(Config, UnknownKeysAreRefusedWithTheirLine) {
   expect_error("listen: 127.0.0.1:1\nlisen: 1\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
                "cfg.yaml:2: ", "unknown key 'lisen'");
