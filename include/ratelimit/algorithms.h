@@ -114,6 +114,21 @@ struct Limit {
 bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
                 std::vector<Decision>& out);
 
+// One item of an all-or-nothing check across several states (several keys), each with its own
+// cost and op (Store::decide_many_async with Atomicity::kAllOrNothing).
+struct LimitOp {
+  const Policy* policy;
+  AlgorithmState* state;
+  int64_t cost;
+  Op op;
+};
+
+// The general all-or-nothing check: every item is peeked at its own cost; only if all admit is
+// each kAcquire item acquired (kPeek items only take part in the check), otherwise nothing
+// changes. `out` receives one Decision per item, in order. Returns true when all admitted.
+// The states must be distinct objects. decide_all above is this with one cost and op for all.
+bool decide_all(std::span<const LimitOp> items, int64_t now_us, std::vector<Decision>& out);
+
 // Index of the decision a response should report: the denied one with the longest
 // retry_after (an exceeds-capacity denial first), else the admitted one with the fewest
 // remaining (ties: the first). Precondition: !decisions.empty().

@@ -115,6 +115,13 @@ class DenialCache final : public Store {
   // denials in its answer are remembered.
   void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
                          DecisionsCallback done) override;
+  // kIndependent: each op answered from the cache when it has a remembered denial, the others
+  // by one decide_many call of the inner store (their denials remembered). kAllOrNothing:
+  // answered here only when every op has a remembered denial, as acquire_all; a group with a
+  // policy whose denials change state (count-denied, every-hit) passes straight through.
+  // Admissions passing through make nothing forgotten.
+  void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                         OpsCallback done) override;
   // Forgets `key` under `policy` here (every cost) before and after the store's reset.
   void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
 

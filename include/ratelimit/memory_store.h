@@ -68,6 +68,12 @@ class MemoryStore final : public Store {
                   DecisionCallback done) override;
   void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
                          DecisionsCallback done) override;
+  // kAllOrNothing: atomic across every key (the shards involved are locked together).
+  // kIndependent: decided one after the other on the calling thread. kResourceExhausted when a
+  // shard's policy table is full (65,534 names): in kIndependent mode the ops before the
+  // failing one have been decided.
+  void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                         OpsCallback done) override;
   void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
 
   // Synchronous: no completion object is created on these paths.

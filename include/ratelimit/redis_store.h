@@ -257,6 +257,11 @@ class RedisStore final : public Store {
                   DecisionCallback done) override;
   void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
                          DecisionsCallback done) override;
+  // kIndependent: one script call per op, pipelined. kAllOrNothing: one script over every key
+  // (decide_many.lua), atomic on one server; in a cluster every key must hash to one slot (one
+  // user key: its keys share a hash tag), else kInvalidArgument before anything is sent.
+  void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                         OpsCallback done) override;
   // Deletes the key's state. Redis unavailable: kUnavailable or kDeadlineExceeded (there is no
   // decision to apply a failure policy to).
   void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;

@@ -39,6 +39,34 @@ using DecisionCallback = std::function<void(Result<Decision>)>;
 using DecisionsCallback = std::function<void(Result<std::vector<Decision>>)>;
 using StatusCallback = std::function<void(Status)>;
 
+// One item of Store::decide_many_async: `cost` units of `key` under `*policy`, consumed
+// (kAcquire) or only checked (kPeek: what an acquire would answer; changes nothing).
+struct StoreOp {
+  enum class Kind : uint8_t { kAcquire, kPeek };
+  const Policy* policy = nullptr;  // read before decide_many_async returns; not kept
+  std::string_view key;            // copied before decide_many_async returns
+  int64_t cost = 1;                // 1 ... kMaxCost (0 too: check only, every-hit policies)
+  Kind kind = Kind::kAcquire;
+};
+
+// How the ops of one decide_many_async call relate.
+enum class Atomicity : uint8_t {
+  // Each op is decided on its own, exactly as acquire_async / peek_async would decide it (a
+  // denied op never prevents another from consuming). Ops may be decided in any order.
+  kIndependent,
+  // All or nothing across every op, atomically: each op is first checked at its own cost;
+  // only if every one admits are the kAcquire ops consumed; otherwise nothing changes (count-
+  // denied mode does not apply). Admitted ops report what they leave if all admit.
+  kAllOrNothing,
+};
+
+// Most ops in one decide_many_async call.
+inline constexpr size_t kMaxOpsPerCall = 64;
+
+// The decisions of decide_many_async: decisions[i] answers ops[i]. The span is valid only
+// during the call of the completion (copy what must outlive it).
+using OpsCallback = std::function<void(Result<std::span<const Decision>>)>;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -54,6 +82,18 @@ class Store {
   // Precondition: 1 ... 16 policies with distinct names.
   virtual void acquire_all_async(std::span<const Policy> policies, std::string_view key,
                                  int64_t cost, DecisionsCallback done) = 0;
+  // The general form, for several keys, each with its own policy, cost and kind (Envoy
+  // descriptors; all-or-nothing across keys). Preconditions, checked before any state is
+  // touched (else the completion gets kInvalidArgument and nothing changes): 1 ...
+  // kMaxOpsPerCall ops; every policy non-null; every key valid (validate_key); every cost
+  // valid for its policy (validate_cost(policy, cost)); with kAllOrNothing no (policy name,
+  // key) pair twice (both ops would check the same state before either consumed). A store that
+  // cannot make the ops atomic together (Redis Cluster: keys in different hash slots) refuses
+  // kAllOrNothing with kInvalidArgument saying why. When the backing service fails, every op is
+  // answered by the failure policy. The completion runs once, inline or on a store thread, as
+  // for every call.
+  virtual void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                                 OpsCallback done) = 0;
   // Forgets `key` under `policy`: its next request is treated as the first.
   virtual void reset_async(const Policy& policy, std::string_view key, StatusCallback done) = 0;
 
@@ -63,6 +103,8 @@ class Store {
   virtual Result<std::vector<Decision>> acquire_all(std::span<const Policy> policies,
                                                     std::string_view key, int64_t cost = 1);
   virtual Status reset(const Policy& policy, std::string_view key);
+  // Blocking decide_many_async: the decisions copied out, one per op.
+  Result<std::vector<Decision>> decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
 };
 
 inline constexpr size_t kMaxPoliciesPerCall = 16;
@@ -70,5 +112,9 @@ inline constexpr size_t kMaxPoliciesPerCall = 16;
 // Validates the shared preconditions of acquire_all: 1 ... kMaxPoliciesPerCall policies, no
 // name twice, a valid key and cost. Stores call it before touching state.
 Status validate_acquire_all(std::span<const Policy> policies, std::string_view key, int64_t cost);
+
+// Validates the preconditions of decide_many_async (see there). Stores call it before touching
+// state.
+Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
 
 }  // namespace ratelimit

@@ -54,20 +54,37 @@ int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
   return std::visit(Visitor{window, policy.rate()}, state);
 }
 
-bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
-                std::vector<Decision>& out) {
+namespace {
+
+// The all-or-nothing check over items read through `at(i)` -> (policy, state, cost, op).
+template <typename At>
+bool decide_all_items(size_t n, At at, int64_t now_us, std::vector<Decision>& out) {
   out.clear();
   bool all = true;
-  for (const Limit& l : limits) {
-    out.push_back(decide(*l.policy, *l.state, now_us, cost, Op::kPeek));
+  for (size_t i = 0; i < n; ++i) {
+    const LimitOp l = at(i);
+    out.push_back(decide(*l.policy, *l.state, now_us, l.cost, Op::kPeek));
     all = all && out.back().allowed;
   }
-  if (all && op == Op::kAcquire) {
-    for (size_t i = 0; i < limits.size(); ++i) {
-      out[i] = decide(*limits[i].policy, *limits[i].state, now_us, cost, Op::kAcquire);
-    }
+  if (!all) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const LimitOp l = at(i);
+    if (l.op == Op::kAcquire) out[i] = decide(*l.policy, *l.state, now_us, l.cost, Op::kAcquire);
   }
-  return all;
+  return true;
+}
+
+}  // namespace
+
+bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
+                std::vector<Decision>& out) {
+  return decide_all_items(
+      limits.size(), [&](size_t i) { return LimitOp{limits[i].policy, limits[i].state, cost, op}; },
+      now_us, out);
+}
+
+bool decide_all(std::span<const LimitOp> items, int64_t now_us, std::vector<Decision>& out) {
+  return decide_all_items(items.size(), [&](size_t i) { return items[i]; }, now_us, out);
 }
 
 size_t most_restrictive(std::span<const Decision> decisions) {

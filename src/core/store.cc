@@ -32,6 +32,27 @@ Status validate_acquire_all(std::span<const Policy> policies, std::string_view k
   return validate_cost(cost);
 }
 
+Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
+  if (ops.empty() || ops.size() > kMaxOpsPerCall) {
+    return Status::invalid_argument("between 1 and " + std::to_string(kMaxOpsPerCall) +
+                                    " operations per call, got " + std::to_string(ops.size()));
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const StoreOp& op = ops[i];
+    if (op.policy == nullptr) return Status::invalid_argument("operation without a policy");
+    if (Status s = validate_key(op.key); !s.is_ok()) return s;
+    if (Status s = validate_cost(*op.policy, op.cost); !s.is_ok()) return s;
+    if (atomicity != Atomicity::kAllOrNothing) continue;
+    for (size_t j = 0; j < i; ++j) {
+      if (ops[j].key == op.key && ops[j].policy->name() == op.policy->name()) {
+        return Status::invalid_argument("all or nothing: policy '" + op.policy->name() +
+                                        "' on the same key given twice");
+      }
+    }
+  }
+  return {};
+}
+
 namespace {
 
 template <typename T, typename Start>
@@ -62,6 +83,16 @@ Result<std::vector<Decision>> Store::acquire_all(std::span<const Policy> policie
 
 Status Store::reset(const Policy& policy, std::string_view key) {
   return wait_for<Status>([&](auto done) { reset_async(policy, key, std::move(done)); });
+}
+
+Result<std::vector<Decision>> Store::decide_many(std::span<const StoreOp> ops,
+                                                 Atomicity atomicity) {
+  return wait_for<Result<std::vector<Decision>>>([&](auto done) {
+    decide_many_async(ops, atomicity, [done](Result<std::span<const Decision>> r) {
+      if (!r) return done(r.status());
+      done(std::vector<Decision>(r->begin(), r->end()));
+    });
+  });
 }
 
 }  // namespace ratelimit

@@ -455,6 +455,80 @@ void DenialCache::acquire_all_async(std::span<const Policy> policies, std::strin
       });
 }
 
+void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                                    OpsCallback done) {
+  if (!validate_decide_many(ops, atomicity).is_ok()) {
+    return inner_->decide_many_async(ops, atomicity, std::move(done));  // it refuses them
+  }
+  const bool group = atomicity == Atomicity::kAllOrNothing && ops.size() > 1;
+  const bool counts = std::any_of(ops.begin(), ops.end(),
+                                  [](const StoreOp& op) { return counts_denials(*op.policy); });
+  if (group && counts) {
+    Core::bump(core_->bypassed);
+    return inner_->decide_many_async(ops, atomicity, std::move(done));
+  }
+  const int64_t now = core_->clock->now().count();
+  // An op the store must answer (every op of a group the cache cannot answer whole).
+  struct Known {
+    std::string composite;  // empty: passed through uncached (denials count, or cost 0)
+    PolicyParams params;
+    uint64_t generation;
+    int64_t cost;
+    size_t index;  // in `ops`
+  };
+  std::vector<Known> known;
+  std::vector<StoreOp> asked;
+  std::vector<Decision> out(ops.size());
+  size_t hits = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const StoreOp& op = ops[i];
+    const bool counts_op = counts_denials(*op.policy);
+    if (counts_op || !cacheable_input(op.key, op.cost)) {
+      if (counts_op) Core::bump(core_->bypassed);
+      known.push_back({std::string(), PolicyParams{}, 0, op.cost, i});
+      asked.push_back(op);
+      continue;
+    }
+    const CompositeKey composite(*op.policy, op.key);
+    const PolicyParams params = PolicyParams::of(*op.policy);
+    auto look = core_->lookup(composite.view(), params, op.policy->limit(), op.cost, now);
+    if (look.hit) {
+      ++hits;
+      out[i] = look.decision;
+      if (!group) {
+        Core::bump(core_->hits);
+        continue;
+      }
+    } else if (!group) {
+      Core::bump(core_->misses);
+    }
+    known.push_back({std::string(composite.view()), params, look.generation, op.cost, i});
+    asked.push_back(op);
+  }
+  // A group is answered here only when every op has a remembered denial (as acquire_all).
+  if (group && hits == ops.size()) {
+    Core::bump(core_->hits);
+    return done(std::span<const Decision>(out));
+  }
+  if (group) Core::bump(core_->misses);
+  if (asked.empty()) return done(std::span<const Decision>(out));
+  inner_->decide_many_async(
+      asked, atomicity,
+      [core = core_, known = std::move(known), out = std::move(out), now,
+       done = std::move(done)](Result<std::span<const Decision>> r) mutable {
+        if (!r.ok() || r->size() != known.size()) return done(std::move(r));
+        // Only denials are learnt (as for single decisions, admissions make nothing forgotten).
+        for (size_t k = 0; k < known.size(); ++k) {
+          const Known& kn = known[k];
+          const Decision& d = (*r)[k];
+          out[kn.index] = d;
+          if (kn.composite.empty()) continue;
+          core->learn(kn.composite, kn.params, kn.cost, now, kn.generation, d);
+        }
+        done(std::span<const Decision>(out));
+      });
+}
+
 void DenialCache::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
   if (!cacheable_input(key, 1)) return inner_->reset_async(policy, key, std::move(done));
   const CompositeKey composite(policy, key);

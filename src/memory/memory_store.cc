@@ -3,8 +3,9 @@
 //
 // Invariants: the clock is read once per call, before any lock is taken; every decision is
 // algo::decide / algo::decide_all from src/core; a peek never creates an entry; an entry whose
-// state is idle after a decision is dropped at once (or never created); acquire_all takes its
-// shard locks in ascending index order and writes back only after all decisions are made.
+// state is idle after a decision is dropped at once (or never created); acquire_all and an
+// all-or-nothing decide_many take their shard locks in ascending index order and write back
+// only after all decisions are made.
 #include "ratelimit/memory_store.h"
 
 #include <algorithm>
@@ -76,14 +77,16 @@ struct MemoryStore::Impl {
     return d;
   }
 
-  Result<std::vector<Decision>> decide_all(std::span<const Policy> policies, std::string_view key,
-                                           int64_t cost) {
+  // All or nothing over `ops` (inputs already validated: distinct (policy, key) pairs). The
+  // shards involved are locked in ascending index order, so concurrent calls cannot deadlock;
+  // every decision is algo::decide_all's, and states are written back only after it.
+  Status decide_all(std::span<const StoreOp> ops, std::vector<Decision>& out) {
     const int64_t now = clock->now().count();
-    const size_t n = policies.size();
-    std::array<Where, kMaxPoliciesPerCall> where{};
-    std::array<size_t, kMaxPoliciesPerCall> locked{};  // distinct shard indices, ascending
+    const size_t n = ops.size();
+    std::array<Where, kMaxOpsPerCall> where{};
+    std::array<size_t, kMaxOpsPerCall> locked{};  // distinct shard indices, ascending
     for (size_t k = 0; k < n; ++k) {
-      where[k] = locate(policies[k], key);
+      where[k] = locate(*ops[k].policy, ops[k].key);
       locked[k] = where[k].shard;
     }
     std::sort(locked.begin(), locked.begin() + static_cast<ptrdiff_t>(n));
@@ -91,7 +94,7 @@ struct MemoryStore::Impl {
         std::unique(locked.begin(), locked.begin() + static_cast<ptrdiff_t>(n)) - locked.begin());
     struct Unlock {  // releases in reverse order, also if an allocation throws
       Impl* self;
-      std::array<size_t, kMaxPoliciesPerCall>* indices;
+      std::array<size_t, kMaxOpsPerCall>* indices;
       size_t count = 0;
       ~Unlock() {
         while (count > 0) self->shards[(*indices)[--count]].mu.unlock();
@@ -100,43 +103,45 @@ struct MemoryStore::Impl {
     for (; unlock.count < nlocked; ++unlock.count) shards[locked[unlock.count]].mu.lock();
 
     for (size_t k = 0; k < n; ++k) shards[where[k].shard].begin_op(now);
-    std::array<uint16_t, kMaxPoliciesPerCall> ids{};
-    std::array<uint32_t, kMaxPoliciesPerCall> slots{};
-    std::array<AlgorithmState, kMaxPoliciesPerCall> states;
-    std::array<algo::Limit, kMaxPoliciesPerCall> limits{};
+    std::array<uint16_t, kMaxOpsPerCall> ids{};
+    std::array<uint32_t, kMaxOpsPerCall> slots{};
+    std::array<AlgorithmState, kMaxOpsPerCall> states;
+    std::array<algo::LimitOp, kMaxOpsPerCall> items{};
     for (size_t k = 0; k < n; ++k) {
-      ids[k] = shards[where[k].shard].policy_id(policies[k], where[k].name_hash, true);
-      if (ids[k] == memory::kNoPolicy) return too_many_policies();  // before any change
+      // A peek never creates a policy (nor an entry); an acquire's id is made before any change.
+      const bool acquire = ops[k].kind == StoreOp::Kind::kAcquire;
+      ids[k] = shards[where[k].shard].policy_id(*ops[k].policy, where[k].name_hash, acquire);
+      if (acquire && ids[k] == memory::kNoPolicy) return too_many_policies();
     }
     for (size_t k = 0; k < n; ++k) {
       Shard& shard = shards[where[k].shard];
-      slots[k] = shard.find(ids[k], key, where[k].hash);
-      states[k] = slots[k] != kNil ? shard.take_state(slots[k]) : algo::fresh_state(policies[k]);
-      limits[k] = {&policies[k], &states[k]};
+      slots[k] = ids[k] == memory::kNoPolicy ? kNil : shard.find(ids[k], ops[k].key, where[k].hash);
+      states[k] = slots[k] != kNil ? shard.take_state(slots[k]) : algo::fresh_state(*ops[k].policy);
+      items[k] = {ops[k].policy, &states[k], ops[k].cost,
+                  ops[k].kind == StoreOp::Kind::kAcquire ? Op::kAcquire : Op::kPeek};
     }
-    std::vector<Decision> out;
     out.reserve(n);
-    const bool all = algo::decide_all(std::span(limits.data(), n), now, cost, Op::kAcquire, out);
+    const bool all = algo::decide_all(std::span(items.data(), n), now, out);
 
     // Existing entries first (slot indices stay valid until something is inserted, which may
-    // evict), then the new ones.
+    // evict), then the new ones (only acquires that consumed, or left state worth keeping).
     for (size_t k = 0; k < n; ++k) {
       if (slots[k] == kNil) continue;
       Shard& shard = shards[where[k].shard];
       shard.put_state(slots[k], std::move(states[k]));
-      if (all) {
+      if (all && items[k].op == Op::kAcquire) {
         shard.touch(slots[k]);
       } else if (shard.idle_at(slots[k]) <= now) {
         shard.remove(slots[k], where[k].hash);
       }
     }
     for (size_t k = 0; k < n; ++k) {
-      if (slots[k] != kNil) continue;
-      if (all || algo::idle_at_us(policies[k], states[k]) > now) {
-        shards[where[k].shard].insert(ids[k], key, where[k].hash, std::move(states[k]), now);
+      if (slots[k] != kNil || items[k].op != Op::kAcquire) continue;
+      if (all || algo::idle_at_us(*ops[k].policy, states[k]) > now) {
+        shards[where[k].shard].insert(ids[k], ops[k].key, where[k].hash, std::move(states[k]), now);
       }
     }
-    return out;
+    return {};
   }
 };
 
@@ -189,7 +194,11 @@ Result<Decision> MemoryStore::peek(const Policy& policy, std::string_view key, i
 Result<std::vector<Decision>> MemoryStore::acquire_all(std::span<const Policy> policies,
                                                        std::string_view key, int64_t cost) {
   if (Status s = validate_acquire_all(policies, key, cost); !s.is_ok()) return s;
-  return impl_->decide_all(policies, key, cost);
+  std::array<StoreOp, kMaxPoliciesPerCall> ops;
+  for (size_t k = 0; k < policies.size(); ++k) ops[k] = {&policies[k], key, cost, StoreOp::Kind::kAcquire};
+  std::vector<Decision> out;
+  if (Status s = impl_->decide_all(std::span(ops.data(), policies.size()), out); !s.is_ok()) return s;
+  return out;
 }
 
 Status MemoryStore::reset(const Policy& policy, std::string_view key) {
@@ -216,6 +225,34 @@ void MemoryStore::peek_async(const Policy& policy, std::string_view key, int64_t
 void MemoryStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,
                                     int64_t cost, DecisionsCallback done) {
   done(acquire_all(policies, key, cost));
+}
+
+void MemoryStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                                    OpsCallback done) {
+  if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);
+  if (atomicity == Atomicity::kAllOrNothing && ops.size() > 1) {
+    std::vector<Decision> out;
+    if (Status s = impl_->decide_all(ops, out); !s.is_ok()) return done(s);
+    return done(std::span<const Decision>(out));
+  }
+  // Independent: one after the other. A single op (the common case) needs no buffer at all.
+  auto one = [&](const StoreOp& op) {
+    return impl_->decide_one(*op.policy, op.key, op.cost,
+                             op.kind == StoreOp::Kind::kAcquire ? Op::kAcquire : Op::kPeek);
+  };
+  if (ops.size() == 1) {
+    auto d = one(ops[0]);
+    if (!d) return done(d.status());
+    return done(std::span<const Decision>(&*d, 1));
+  }
+  std::vector<Decision> out;
+  out.reserve(ops.size());
+  for (const StoreOp& op : ops) {
+    auto d = one(op);
+    if (!d) return done(d.status());  // a policy table full: the ops before it were decided
+    out.push_back(*d);
+  }
+  done(std::span<const Decision>(out));
 }
 
 void MemoryStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {

@@ -6,8 +6,8 @@
 # A script is assembled from parts: common.lua (the units.h mirror and shared plumbing), the
 # algorithm file(s), entry.lua (run_single) and an entry point. One script per algorithm
 # (common + <algorithm> + entry + `local algorithm = <algorithm>` + single.lua), plus
-# acquire_all (common + all five + entry + multi.lua + acquire_all.lua) and batch (the same with
-# batch.lua). Order of kScripts =
+# acquire_all (common + all five + entry + multi.lua + acquire_all.lua), batch (the same with
+# batch.lua) and decide_many (the same with decide_many.lua). Order of kScripts =
 # enum ScriptId in lua_scripts.h. The library is `#!lua name=ratelimit_<version>` + common + all
 # five + entry + multi + library.lua, with @V@ replaced by the version: the first 12 hex digits
 # of the SHA1 of that text before the replacement.
@@ -20,6 +20,7 @@ file(READ ${LUA_DIR}/multi.lua multi)
 file(READ ${LUA_DIR}/single.lua single)
 file(READ ${LUA_DIR}/acquire_all.lua acquire_all)
 file(READ ${LUA_DIR}/batch.lua batch)
+file(READ ${LUA_DIR}/decide_many.lua decide_many)
 file(READ ${LUA_DIR}/library.lua library)
 
 set(entries "")
@@ -35,6 +36,8 @@ set(script_acquire_all "${common}${all_algorithms}${entry}${multi}${acquire_all}
 list(APPEND scripts acquire_all)
 set(script_batch "${common}${all_algorithms}${entry}${multi}${batch}")
 list(APPEND scripts batch)
+set(script_decide_many "${common}${all_algorithms}${entry}${multi}${decide_many}")
+list(APPEND scripts decide_many)
 
 set(library_body "${common}${all_algorithms}${entry}${multi}${library}")
 string(SHA1 library_sha "${library_body}")

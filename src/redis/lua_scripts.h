@@ -20,11 +20,12 @@ enum ScriptId : size_t {
   kScriptLeakyBucket = 4,
   kScriptAcquireAll = 5,
   kScriptBatch = 6,
-  kScriptCount = 7,
+  kScriptDecideMany = 7,  // all or nothing across keys (decide_many.lua)
+  kScriptCount = 8,
 };
 
 struct LuaScript {
-  const char* name;  // "token_bucket", ..., "acquire_all"
+  const char* name;  // "token_bucket", ..., "acquire_all", "batch", "decide_many"
   const char* sha1;  // 40 lower-case hex digits
   std::string_view text;
 };

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "hash_slot.h"
 #include "router.h"
 #include "script_codec.h"
 #include "script_invoker.h"
@@ -257,6 +258,66 @@ void RedisStore::acquire_all_async(std::span<const Policy> policies, std::string
       acquire_all_call(impl_->options.key_prefix, policies, key, cost, algo::Op::kAcquire,
                        impl_->now_arg()),
       std::move(limits), [done = std::move(done)](std::vector<Decision> d) { done(std::move(d)); });
+}
+
+void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                                   OpsCallback done) {
+  if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);
+  auto& impl = *impl_;
+  const std::string_view prefix = impl.options.key_prefix;
+  auto op_of = [](const StoreOp& op) {
+    return op.kind == StoreOp::Kind::kAcquire ? algo::Op::kAcquire : algo::Op::kPeek;
+  };
+  if (atomicity == Atomicity::kAllOrNothing && ops.size() > 1) {
+    // One script over every key. A cluster runs a script on one node and refuses keys of
+    // different slots (CROSSSLOT): say so before sending anything.
+    ScriptCall call = decide_many_call(prefix, ops, impl.now_arg());
+    if (impl.router->routes_by_slot()) {
+      const int slot = key_hash_slot(call.keys.front());
+      for (const std::string& k : call.keys) {
+        if (key_hash_slot(k) == slot) continue;
+        return done(Status::invalid_argument(
+            "all or nothing across keys of different hash slots is not possible in Redis "
+            "Cluster (a script runs on one node); keys share a slot when they are one user key"));
+      }
+    }
+    std::vector<int64_t> limits;
+    limits.reserve(ops.size());
+    for (const StoreOp& op : ops) limits.push_back(op.policy->limit());
+    impl.run_script(call, std::move(limits),
+                    [done = std::move(done)](std::vector<Decision> d) {
+                      done(std::span<const Decision>(d));
+                    });
+    return;
+  }
+  if (ops.size() == 1) {
+    const StoreOp& op = ops[0];
+    impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
+                    {op.policy->limit()}, [done = std::move(done)](std::vector<Decision> d) {
+                      done(std::span<const Decision>(d));
+                    });
+    return;
+  }
+  // Independent: one script call per op, pipelined; the last reply completes the call.
+  struct Join {
+    std::vector<Decision> out;
+    std::atomic<size_t> left;
+    OpsCallback done;
+  };
+  auto join = std::make_shared<Join>();
+  join->out.resize(ops.size());
+  join->left.store(ops.size(), std::memory_order_relaxed);
+  join->done = std::move(done);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const StoreOp& op = ops[i];
+    impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
+                    {op.policy->limit()}, [join, i](std::vector<Decision> d) {
+                      join->out[i] = d.front();
+                      if (join->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                        join->done(std::span<const Decision>(join->out));
+                      }
+                    });
+  }
 }
 
 void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {

@@ -86,6 +86,25 @@ ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> pol
   return call;
 }
 
+ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> ops,
+                            std::optional<int64_t> now_us) {
+  ScriptCall call;
+  call.script = kScriptDecideMany;
+  call.keys.reserve(2 * ops.size());
+  call.args.reserve(1 + 8 * ops.size());
+  call.args.push_back(now_arg(now_us));
+  for (const StoreOp& op : ops) {
+    call.keys.push_back(redis_state_key(prefix, op.key, op.policy->name()));
+    call.keys.push_back(log_key(call.keys.back()));
+    call.args.push_back(int_arg(static_cast<int64_t>(op.policy->algorithm())));
+    call.args.push_back(int_arg(op.cost));
+    call.args.push_back(op_arg(op.kind == StoreOp::Kind::kAcquire ? algo::Op::kAcquire
+                                                                  : algo::Op::kPeek));
+    append_policy_args(*op.policy, call.args);
+  }
+  return call;
+}
+
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key) {
   std::string state = redis_state_key(prefix, key, policy.name());

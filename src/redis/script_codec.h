@@ -56,6 +56,11 @@ ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> pol
                             std::string_view key, int64_t cost, algo::Op op,
                             std::optional<int64_t> now_us);
 
+// All or nothing across several keys, each with its own policy, cost and op (decide_many.lua).
+// Precondition: validate_decide_many(ops, kAllOrNothing) is ok.
+ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> ops,
+                            std::optional<int64_t> now_us);
+
 // The keys reset deletes (state and log).
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key);

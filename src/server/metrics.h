@@ -21,33 +21,33 @@
 #include <string>
 #include <string_view>
 
+#include "decision_service.h"
+#include "rule_counters.h"
+
 namespace ratelimit::server {
 
 enum class Endpoint : uint8_t { kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kMetrics, kOther };
 inline constexpr size_t kEndpointCount = 7;
 
-enum class Outcome : uint8_t { kAllowed, kDenied, kShadowDenied, kFailedOpen, kFailedClosed };
-inline constexpr size_t kOutcomeCount = 5;
-
-struct PolicyCounters {
-  std::array<std::atomic<uint64_t>, kOutcomeCount> outcomes{};
-  void count(Outcome o) { outcomes[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
-};
+// Decision outcomes are counted by the decision service, per rule (rule_counters.h).
+using service::kOutcomeCount;
+using service::Outcome;
+using PolicyCounters = service::RuleCounters;
 
 // Appends one unlabelled metric family (HELP, TYPE, sample) in the text format; for the
 // store gauges that Metrics::set_extra callbacks render.
 void append_metric(std::string& out, const char* name, const char* type, const char* help,
                    uint64_t value);
 
-class Metrics {
+class Metrics final : public service::Observer {
  public:
   Metrics();
 
   void count_request(Endpoint e, unsigned status);
   // Stable pointer; created on first use.
   PolicyCounters* policy(std::string_view name);
-  void count_store_error() { store_errors_.fetch_add(1, std::memory_order_relaxed); }
-  void observe_decision(std::chrono::nanoseconds latency);
+  void count_store_error() override { store_errors_.fetch_add(1, std::memory_order_relaxed); }
+  void observe_decision(std::chrono::nanoseconds latency) override;
 
   void connection_opened() { open_connections_.fetch_add(1, std::memory_order_relaxed); }
   void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }

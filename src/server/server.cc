@@ -4,8 +4,10 @@
 // Threading model: one io_context per I/O thread ("worker"), each running single-threaded, so
 // a connection's handlers never race and need no strand; the acceptor and the signal handling
 // run on the main thread's own io_context and hand each accepted socket to the next worker.
-// With the memory store a request is parsed, decided and answered on its worker thread with no
-// lock other than the store's shard lock.
+// Every decision goes through the decision service (src/service); with a store that answers
+// inline (the memory store) a request is parsed, decided and answered on its worker thread with
+// no hand-off and no lock other than the store's shard lock; an answer that arrives on a store
+// thread is posted back to the connection's worker before it is rendered.
 //
 // Parsing: a basic_parser subclass keeps only what the endpoints need (target, body, three
 // headers) in per-connection buffers that are reused, so a kept-alive connection serving small
@@ -42,8 +44,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include "log.h"
-#include "ratelimit/memory_store.h"
-#include "service.h"
+#include "http_api.h"
 #include "store_factory.h"
 #include "systemd_notify.h"
 
@@ -152,7 +153,7 @@ std::string_view http_date() {
 class Connection;
 
 struct Shared {
-  Service* service = nullptr;
+  HttpApi* api = nullptr;
   Metrics* metrics = nullptr;
 };
 
@@ -171,7 +172,7 @@ class Worker {
   }
   asio::io_context& ioc() { return ioc_; }
   Shared& shared() { return shared_; }
-  Service::ThreadContext& tc() { return tc_; }
+  HttpApi::ThreadContext& tc() { return tc_; }
   bool draining() const { return draining_; }
   std::unordered_set<Connection*>& connections() { return connections_; }
 
@@ -179,7 +180,7 @@ class Worker {
   void arm_sweep();
 
   Shared shared_;
-  Service::ThreadContext tc_;
+  HttpApi::ThreadContext tc_;
   bool draining_ = false;
   // Declared before ioc_ so it outlives the handlers (and connections) the io_context
   // destroys when it is torn down.
@@ -189,7 +190,8 @@ class Worker {
   std::thread thread_;
 };
 
-class Connection final : public std::enable_shared_from_this<Connection>, public Waiter {
+class Connection final : public std::enable_shared_from_this<Connection>,
+                         public HttpApi::Exchange {
  public:
   Connection(Worker& worker, tcp::socket socket) : w_(worker), sock_(std::move(socket)) {
     w_.connections().insert(this);
@@ -216,14 +218,21 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     if (state_ == State::kIdle) close();
   }
 
+  // The decision service answered on a store thread: hand the rendering back to this
+  // connection's worker. `keepalive_` was set before the decision started and is not touched
+  // by the worker until this handler runs.
   void resume() override {
-    asio::post(sock_.get_executor(), [self = shared_from_this()] { self->send_response(); });
+    asio::post(sock_.get_executor(), [self = keepalive_] {
+      self->keepalive_.reset();
+      self->w_.shared().api->complete(*self, self->resp_);
+      self->send_response();
+    });
   }
 
  private:
   enum class State : uint8_t { kIdle, kReading, kHandling, kWriting, kClosed };
 
-  const Config& config() { return *w_.shared().service->snapshot(w_.tc()).config; }
+  const Config& config() { return *w_.shared().api->snapshot(w_.tc()).config; }
 
   void close() {
     if (state_ == State::kClosed) return;
@@ -337,8 +346,11 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
     }
     view.peer = peer_;
     endpoint_ = Endpoint::kOther;
-    std::shared_ptr<Waiter> self = shared_from_this();
-    if (w_.shared().service->handle(view, w_.tc(), resp_, self, endpoint_)) send_response();
+    keepalive_ = shared_from_this();  // until the answer is rendered (see resume())
+    if (w_.shared().api->handle(view, w_.tc(), resp_, *this, endpoint_)) {
+      keepalive_.reset();
+      send_response();
+    }
   }
 
   void send_response() {
@@ -388,6 +400,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, public
   bool keep_alive_ = true;
   bool head_only_ = false;
   Endpoint endpoint_ = Endpoint::kOther;
+  std::shared_ptr<Connection> keepalive_;  // set while a decision is in flight
 };
 
 void Worker::arm_sweep() {
@@ -454,7 +467,7 @@ class Listener {
         });
         return;
       }
-      const auto cap = static_cast<int64_t>(shared_.service->config()->limits.max_connections);
+      const auto cap = static_cast<int64_t>(shared_.api->config()->limits.max_connections);
       if (shared_.metrics->open_connections() >= cap) {
         shared_.metrics->connection_rejected();
         error_code cec;
@@ -514,8 +527,9 @@ int run_server(const ServerOptions& options) {
     log_line("error", "cannot open the store: " + opened.status().message());
     return opened.status().code() == StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;
   }
-  Service service(opened->store, opened->memory, metrics, config);
-  Shared shared{&service, &metrics};
+  service::DecisionService decisions(opened->store, &metrics);
+  HttpApi api(decisions, metrics, config);
+  Shared shared{&api, &metrics};
 
   unsigned threads = config->threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -540,11 +554,11 @@ int run_server(const ServerOptions& options) {
       if (sig == SIGHUP) {
         log_line("info", "SIGHUP: reloading " + options.config_path);
         systemd::notify_reloading();
-        Status s = service.reload(options.config_path, options.overrides);
+        Status s = api.reload(options.config_path, options.overrides);
         systemd::notify_ready("listening on " + where);  // the old or the new configuration
         if (s.is_ok()) {
-          auto c = service.config();
-          log_line("info", "reload ok: generation " + std::to_string(service.generation()) +
+          auto c = api.config();
+          log_line("info", "reload ok: generation " + std::to_string(api.generation()) +
                                ", " + std::to_string(c->policies.size()) + " policies");
         } else {
           log_line("error", "reload failed, keeping the running configuration: " + s.message());

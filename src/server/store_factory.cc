@@ -77,7 +77,6 @@ Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
             "Keys evicted from the memory store because store.max_keys was reached.", s->evictions());
     });
     OpenedStore opened;
-    opened.memory = store.get();
     opened.store = std::move(store);
     return opened;
   }

@@ -10,15 +10,10 @@
 #include "metrics.h"
 #include "ratelimit/store.h"
 
-namespace ratelimit {
-class MemoryStore;
-}
-
 namespace ratelimit::server {
 
 struct OpenedStore {
   std::shared_ptr<Store> store;
-  MemoryStore* memory = nullptr;  // == store.get() when the store is the in-process one
 };
 
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /

@@ -33,13 +33,17 @@ class CountingStore final : public Store {
     ++acquire_alls;
     inner_->acquire_all_async(ps, key, cost, std::move(done));
   }
+  void decide_many_async(std::span<const StoreOp> ops, Atomicity a, OpsCallback done) override {
+    ++decide_manys;
+    inner_->decide_many_async(ops, a, std::move(done));
+  }
   void reset_async(const Policy& p, std::string_view key, StatusCallback done) override {
     ++resets;
     inner_->reset_async(p, key, std::move(done));
   }
-  int calls() const { return acquires + peeks + acquire_alls + resets; }
+  int calls() const { return acquires + peeks + acquire_alls + decide_manys + resets; }
 
-  std::atomic<int> acquires{0}, peeks{0}, acquire_alls{0}, resets{0};
+  std::atomic<int> acquires{0}, peeks{0}, acquire_alls{0}, decide_manys{0}, resets{0};
 
  private:
   std::shared_ptr<Store> inner_;
@@ -64,6 +68,9 @@ class DeferredStore final : public Store {
   void acquire_all_async(std::span<const Policy> ps, std::string_view key, int64_t cost,
                          DecisionsCallback done) override {
     inner_->acquire_all_async(ps, key, cost, std::move(done));
+  }
+  void decide_many_async(std::span<const StoreOp> ops, Atomicity a, OpsCallback done) override {
+    inner_->decide_many_async(ops, a, std::move(done));
   }
   void reset_async(const Policy& p, std::string_view key, StatusCallback done) override {
     inner_->reset_async(p, key, std::move(done));

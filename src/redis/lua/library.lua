@@ -6,7 +6,7 @@
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
 -- Function names: rl@V@_<algorithm> (keys/args of run_single), rl@V@_acquire_all (run_all),
--- rl@V@_batch (run_batch).
+-- rl@V@_batch (run_batch), rl@V@_decide_many (run_many).
 local names = {[0] = 'fixed_window', [1] = 'sliding_window_log', [2] = 'sliding_window_counter',
                [3] = 'token_bucket', [4] = 'leaky_bucket'}
 -- (A numeric loop: Redis 7.0 loads a library with only some globals, and `pairs` is not one.)
@@ -17,3 +17,4 @@ for id = 0, 4 do
 end
 redis.register_function('rl@V@_acquire_all', run_all)
 redis.register_function('rl@V@_batch', run_batch)
+redis.register_function('rl@V@_decide_many', run_many)

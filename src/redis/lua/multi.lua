@@ -1,6 +1,7 @@
 -- multi.lua — the entry points that need every algorithm: several limits all or nothing
--- (run_all) and a batch of independent decisions (run_batch), as plain functions of (keys,
--- args), shared by the acquire_all EVALSHA script and the function library. Appended after
+-- (run_all), a batch of independent decisions (run_batch) and all or nothing across several
+-- keys (run_many), as plain functions of (keys, args), shared by the acquire_all, batch and
+-- decide_many EVALSHA scripts and the function library. Appended after
 -- common.lua, the five algorithm files and entry.lua.
 local algorithms = {[0] = fixed_window, [1] = sliding_window_log, [2] = sliding_window_counter,
                     [3] = token_bucket, [4] = leaky_bucket}
@@ -90,6 +91,54 @@ local function run_batch(keys, args)
     local d = algorithm.decide(policy, s, now_us, cost, op)
     persist(algorithm, policy, ikeys, s, now_us, test_mode, idle_before)
     push_decision(out, d)
+  end
+  return out
+end
+
+-- All or nothing across several keys, each with its own policy, cost and op
+-- (Store::decide_many_async with Atomicity::kAllOrNothing): mirrors
+-- algo::decide_all(std::span<const LimitOp>) in src/core/decide.cc — every item is peeked at its
+-- own cost; only if all admit is each acquire item acquired (peek items only take part in the
+-- check).
+-- keys: two per item, in order: its state key and its log key (used by the sliding log only;
+--       always passed so every key the script may touch is in keys). In Redis Cluster they must
+--       share one slot (the store refuses the call otherwise).
+-- args: now ('-' = server TIME), then eight per item: algorithm (0 fixed_window,
+--       1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket), cost,
+--       op (0 acquire, 1 peek), limit, window_us, rate, shape, count_denied.
+-- Returns: six integers per item, in order (as run_single).
+local function run_many(keys, args)
+  local now_us, test_mode = read_now(args[1])
+  local items = {}
+  for i = 1, (#args - 1) / 8 do
+    local base = 1 + (i - 1) * 8
+    local algorithm = algorithms[tonumber(args[base + 1])]
+    local ikeys = {keys[2 * i - 1], keys[2 * i]}
+    local policy = read_policy(args, base + 4)
+    local state = algorithm.load(ikeys)
+    items[i] = {algorithm = algorithm, cost = tonumber(args[base + 2]),
+                op = tonumber(args[base + 3]), policy = policy, keys = ikeys, state = state,
+                idle_before = algorithm.idle_at_us(policy, state)}
+  end
+
+  local decisions = {}
+  local all = true
+  for i, it in ipairs(items) do
+    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kPeek)
+    all = all and decisions[i].allowed
+  end
+  if all then
+    for i, it in ipairs(items) do
+      if it.op == kAcquire then
+        decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kAcquire)
+      end
+    end
+  end
+
+  local out = {}
+  for i, it in ipairs(items) do
+    persist(it.algorithm, it.policy, it.keys, it.state, now_us, test_mode, it.idle_before)
+    push_decision(out, decisions[i])
   end
   return out
 end

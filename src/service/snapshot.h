@@ -1,0 +1,99 @@
+// snapshot.h — the configuration the decision service decides against: the rules (named
+// policies with their shadow flag and counters), immutable once published, and SnapshotCell,
+// the published pointer that readers on hot paths cache per thread.
+//
+// Why immutable and swapped whole: a reload builds a new snapshot off to the side and
+// publishes it in one step, so a request sees one configuration from start to end and nothing
+// half-applies. Why a per-thread cache: taking a shared_ptr copy per request would bounce the
+// reference count's cache line between I/O threads; a thread re-reads the pointer only when the
+// generation it cached is no longer the published one.
+// Invariants: a published Snapshot never changes; Rule::counters is never null and outlives
+// every snapshot (the daemon's Metrics never frees counters).
+// Thread-safety: Snapshot is read-only (any thread); SnapshotCell's methods may be called from
+// any thread, each thread with its own Cache.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "ratelimit/policy.h"
+#include "rule_counters.h"
+
+namespace ratelimit::service {
+
+// One limit the service decides: the policy (its name namespaces its state in the store),
+// whether it is in shadow mode (decided and counted, always answered as admitted), its counters.
+struct Rule {
+  Policy policy;
+  bool shadow = false;
+  RuleCounters* counters = nullptr;
+};
+
+// Heterogeneous lookup so a rule is found by string_view without allocating.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct Snapshot {
+  // The named policies of the native API (POST /v1/acquire ...), by name.
+  std::unordered_map<std::string, Rule, NameHash, std::equal_to<>> rules;
+  // Every rule in shadow mode whatever its own flag (Envoy's SHADOW_MODE).
+  bool shadow_all = false;
+
+  const Rule* find(std::string_view name) const {
+    auto it = rules.find(name);
+    return it == rules.end() ? nullptr : &it->second;
+  }
+};
+
+// The currently published value of T, with a per-thread cache (see top). T is immutable once
+// published.
+template <typename T>
+class SnapshotCell {
+ public:
+  struct Cache {
+    std::shared_ptr<const T> value;
+    uint64_t generation = 0;
+  };
+
+  explicit SnapshotCell(std::shared_ptr<const T> first) { publish(std::move(first)); }
+
+  // Replaces the published value; returns its generation (1 for the first value).
+  uint64_t publish(std::shared_ptr<const T> next) {
+    std::lock_guard lock(mu_);
+    current_ = std::move(next);
+    const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+    generation_.store(g, std::memory_order_release);
+    return g;
+  }
+  // The published value, as of this call; `cache` is refreshed when a newer one was published.
+  // The reference stays valid until the next get() with the same cache.
+  const T& get(Cache& cache) const {
+    const uint64_t g = generation_.load(std::memory_order_acquire);
+    if (cache.generation != g || !cache.value) {
+      std::lock_guard lock(mu_);
+      cache.value = current_;
+      cache.generation = generation_.load(std::memory_order_relaxed);
+    }
+    return *cache.value;
+  }
+  std::shared_ptr<const T> get() const {
+    std::lock_guard lock(mu_);
+    return current_;
+  }
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const T> current_;
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace ratelimit::service
