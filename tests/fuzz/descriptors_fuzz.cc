@@ -37,6 +37,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t dot = key.find('.');
     if (dot == std::string::npos) std::abort();
     const std::string domain = key.substr(0, dot);
+    // A domain may itself contain '.', and then this split of the composite key is not the
+    // rule's domain: nothing below would be a meaningful probe.
+    if (!rs.has_domain(domain)) continue;
     std::vector<std::string> parts;
     for (size_t from = dot + 1;;) {
       const size_t next = key.find('.', from);
