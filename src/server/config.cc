@@ -360,7 +360,39 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
   if (root["limits"]) RL_TRY(parse_limits(p, root["limits"], c.limits));
   if (root["forward_auth"]) {
     const YAML::Node fa = root["forward_auth"];
-    RL_TRY(p.check_map(fa, "forward_auth", {"key_header"}));
+    RL_TRY(p.check_map(fa, "forward_auth", {"key_header", "deny_status", "trusted_proxies", "client_header"}));
+    if (fa["deny_status"]) {
+      int64_t s = 0;
+      RL_TRY_ASSIGN(s, p.integer(fa["deny_status"], "forward_auth.deny_status", 400, 499));
+      if (s != 401 && s != 403 && s != 429) {
+        return p.error(fa["deny_status"], "forward_auth.deny_status must be 429, 403 or 401");
+      }
+      c.forward_auth_deny_status = static_cast<unsigned>(s);
+    }
+    if (fa["trusted_proxies"]) {
+      const YAML::Node tp = fa["trusted_proxies"];
+      if (!tp.IsSequence()) return p.error(tp, "forward_auth.trusted_proxies must be a list of CIDR blocks (e.g. [127.0.0.1/32, \"::1\"])");
+      std::vector<std::string> cidrs;
+      for (const YAML::Node& e : tp) {
+        std::string cidr;
+        RL_TRY_ASSIGN(cidr, p.string(e, "forward_auth.trusted_proxies"));
+        auto one = TrustedProxies::parse({cidr});
+        if (!one) return p.error(e, "forward_auth.trusted_proxies: " + one.status().message());
+        cidrs.push_back(std::move(cidr));
+      }
+      RL_TRY_ASSIGN(c.trusted_proxies, TrustedProxies::parse(cidrs));
+    }
+    if (fa["client_header"]) {
+      std::string h;
+      RL_TRY_ASSIGN(h, p.string(fa["client_header"], "forward_auth.client_header"));
+      if (h == "x-forwarded-for") {
+        c.client_header = ClientHeader::kXForwardedFor;
+      } else if (h == "forwarded") {
+        c.client_header = ClientHeader::kForwarded;
+      } else {
+        return p.error(fa["client_header"], "forward_auth.client_header must be x-forwarded-for or forwarded");
+      }
+    }
     if (fa["key_header"]) {
       RL_TRY_ASSIGN(c.forward_auth_key_header, p.string(fa["key_header"], "forward_auth.key_header"));
       if (!c.forward_auth_key_header.empty() && !is_token(c.forward_auth_key_header)) {

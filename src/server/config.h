@@ -19,6 +19,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "client_ip.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
@@ -83,7 +84,13 @@ struct Config {
   std::unordered_map<std::string, PolicyConfig, StringHash, std::equal_to<>> policies;
   std::optional<std::string> admin_token;  // absent: /v1/reset is disabled
   LimitsConfig limits;
-  std::string forward_auth_key_header;  // "" = first X-Forwarded-For address, else the peer
+  std::string forward_auth_key_header;  // "" = the client address (below)
+  // The status of a denial on /v1/forward-auth: 429, or 401/403 for proxies that understand
+  // only those (nginx auth_request). `?deny_status=` overrides it per request.
+  unsigned forward_auth_deny_status = 429;
+  // Peers whose X-Forwarded-For / Forwarded is believed; empty = nobody (key = peer address).
+  TrustedProxies trusted_proxies;
+  ClientHeader client_header = ClientHeader::kXForwardedFor;
 
   const PolicyConfig* find_policy(std::string_view name) const {
     auto it = policies.find(name);

@@ -113,9 +113,12 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
       error(tc, out);
       return true;
     }
+    exchange.deny_status_ = 429;
     return decide(tc, snap, peek, out, exchange);
   }
-  if (path == "/v1/forward-auth") {
+  // Envoy's ext_authz (HTTP) appends the original request path to the configured prefix, so
+  // anything below /v1/forward-auth/ is the same endpoint; the appended path is not read.
+  if (path == "/v1/forward-auth" || path.starts_with("/v1/forward-auth/")) {
     // Any method: proxies differ in what they send (Traefik and Caddy: GET; others may
     // forward the original method). No body is read for the decision.
     endpoint = Endpoint::kForwardAuth;
@@ -123,23 +126,21 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
       error(tc, out);
       return true;
     }
-    std::string_view key;
     if (!cfg.forward_auth_key_header.empty()) {
       if (req.key_header == nullptr) {
         http::render_error(400, "missing_key", "the request has no " + cfg.forward_auth_key_header + " header to take the key from", out);
         return true;
       }
-      key = *req.key_header;
-    } else if (req.forwarded_for != nullptr && !first_forwarded_for(*req.forwarded_for).empty()) {
-      key = first_forwarded_for(*req.forwarded_for);
+      tc.request.key.assign(*req.key_header);
     } else {
-      key = req.peer;
+      const std::string* chain = cfg.client_header == ClientHeader::kForwarded ? req.forwarded : req.forwarded_for;
+      client_address(req.peer, chain, cfg.client_header, cfg.trusted_proxies, tc.request.key);
     }
-    if (!check_key(key, bounds, tc.error)) {
+    if (!check_key(tc.request.key, bounds, tc.error)) {
       error(tc, out);
       return true;
     }
-    tc.request.key.assign(key);
+    exchange.deny_status_ = tc.request.deny_status != 0 ? tc.request.deny_status : cfg.forward_auth_deny_status;
     return decide(tc, snap, false, out, exchange);
   }
   if (path == "/v1/reset") {
@@ -174,7 +175,7 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
   endpoint = Endpoint::kOther;
   http::render_error(404, "not_found",
                      "no such endpoint (POST /v1/acquire, /v1/peek, /v1/reset; GET "
-                     "/v1/forward-auth, /healthz, /metrics)",
+                     "/v1/forward-auth[/...], /healthz, /metrics)",
                      out);
   return true;
 }
@@ -220,9 +221,11 @@ void HttpApi::render(const Exchange& exchange, http::Response& out) const {
   }
   if (!exchange.multi_) {
     http::render_decision(exchange.decisions[0], exchange.infos_[0], out);
-    return;
+  } else {
+    http::render_decisions(exchange.decisions, exchange.infos_, out);
   }
-  http::render_decisions(exchange.decisions, exchange.infos_, out);
+  // Same headers and body, another status: nginx's auth_request passes only 2xx/401/403 on.
+  if (out.status == 429) out.status = exchange.deny_status_;
 }
 
 void HttpApi::complete(Exchange& exchange, http::Response& out) const {

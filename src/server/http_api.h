@@ -38,7 +38,8 @@ struct RequestView {
   std::string_view target;  // path and query
   std::string_view body;
   const std::string* authorization = nullptr;  // nullptr: header absent
-  const std::string* forwarded_for = nullptr;  // X-Forwarded-For
+  const std::string* forwarded_for = nullptr;  // X-Forwarded-For, every occurrence joined by ", "
+  const std::string* forwarded = nullptr;      // RFC 7239 Forwarded, likewise
   const std::string* key_header = nullptr;     // the configured forward-auth key header
   std::string_view peer;                       // client address, for forward-auth
 };
@@ -72,6 +73,7 @@ class HttpApi {
     enum class Kind : uint8_t { kDecision, kReset };
     Kind kind_ = Kind::kDecision;
     bool multi_ = false;
+    unsigned deny_status_ = 429;                 // forward-auth: what a denial is answered with
     std::vector<http::PolicyInfo> infos_;        // views into the rules of `hold_`
     std::shared_ptr<const Published> hold_;      // kept only while answered asynchronously
   };

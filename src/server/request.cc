@@ -201,6 +201,7 @@ bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, Requ
   out.policy_count = 0;
   out.multi = false;
   out.cost = 1;
+  out.deny_status = 0;
   std::string name;
   while (!query.empty()) {
     const size_t amp = query.find('&');
@@ -210,9 +211,17 @@ bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, Requ
     const size_t eq = part.find('=');
     const std::string_view k = part.substr(0, eq);
     const std::string_view v = eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1);
+    if (k == "deny_status") {
+      if (out.deny_status != 0) return fail(err, "invalid_request", "deny_status is given twice");
+      if (v == "429" || v == "403" || v == "401") {
+        out.deny_status = static_cast<unsigned>((v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0'));
+        continue;
+      }
+      return fail(err, "invalid_request", "deny_status must be 429, 403 or 401");
+    }
     if (k != "policy") {
-      return fail(err, "invalid_request", k.size() <= 64 ? "unknown query parameter '" + std::string(k) + "' (allowed: policy)"
-                                                          : std::string("unknown query parameter (allowed: policy)"));
+      return fail(err, "invalid_request", k.size() <= 64 ? "unknown query parameter '" + std::string(k) + "' (allowed: policy, deny_status)"
+                                                          : std::string("unknown query parameter (allowed: policy, deny_status)"));
     }
     if (v.size() > 3 * kMaxPolicyNameLength || !url_decode(v, name)) {
       return fail(err, "unknown_policy", "malformed policy name in the query");
@@ -229,14 +238,6 @@ bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, Requ
   if (out.policy_count == 0) return fail(err, "invalid_request", "missing query parameter 'policy' (e.g. ?policy=api)");
   out.multi = out.policy_count > 1;
   return true;
-}
-
-std::string_view first_forwarded_for(std::string_view xff) {
-  const size_t comma = xff.find(',');
-  std::string_view first = xff.substr(0, comma);
-  while (!first.empty() && (first.front() == ' ' || first.front() == '\t')) first.remove_prefix(1);
-  while (!first.empty() && (first.back() == ' ' || first.back() == '\t')) first.remove_suffix(1);
-  return first;
 }
 
 }  // namespace ratelimit::server

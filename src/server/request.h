@@ -38,6 +38,7 @@ struct DecisionRequest {
   size_t policy_count = 0;
   bool multi = false;  // "policies": [...] was used (all or nothing)
   int64_t cost = 1;
+  unsigned deny_status = 0;  // forward-auth `?deny_status=` (401, 403, 429); 0 = not given
 };
 
 enum class BodyKind : uint8_t {
@@ -51,12 +52,9 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
                         DecisionRequest& out, RequestError& err);
 
 // Parses the query of GET /v1/forward-auth: one or more `policy=NAME` (percent-encoded;
-// several = all or nothing). `out.key` is left untouched; cost is 1.
+// several = all or nothing) and at most one `deny_status=` (429, 403 or 401). `out.key` is
+// left untouched; cost is 1.
 bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
-
-// The forward-auth key from an X-Forwarded-For value: its first element, trimmed. Empty when
-// there is none.
-std::string_view first_forwarded_for(std::string_view xff);
 
 // Checks a key against the bounds (1 ... max_key_length bytes).
 bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err);

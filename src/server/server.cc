@@ -64,8 +64,8 @@ struct RequestHead {
   unsigned version = 11;
   std::string target;
   std::string body;
-  std::string authorization, forwarded_for, key_header;
-  bool has_authorization = false, has_forwarded_for = false, has_key_header = false;
+  std::string authorization, forwarded_for, forwarded, key_header;
+  bool has_authorization = false, has_forwarded_for = false, has_forwarded = false, has_key_header = false;
   bool expect_continue = false;
 
   void clear() {
@@ -74,8 +74,9 @@ struct RequestHead {
     body.clear();
     authorization.clear();
     forwarded_for.clear();
+    forwarded.clear();
     key_header.clear();
-    has_authorization = has_forwarded_for = has_key_header = expect_continue = false;
+    has_authorization = has_forwarded_for = has_forwarded = has_key_header = expect_continue = false;
   }
 };
 
@@ -110,12 +111,20 @@ class RequestParser final : public bhttp::basic_parser<true> {
     if (f == bhttp::field::authorization && !head_.has_authorization) {
       head_.authorization.assign(value.data(), value.size());
       head_.has_authorization = true;
-    } else if (!head_.has_forwarded_for && beast::iequals(name, "x-forwarded-for")) {
-      head_.forwarded_for.assign(value.data(), value.size());
-      head_.has_forwarded_for = true;
+    } else if (beast::iequals(name, "x-forwarded-for")) {
+      append_list(head_.forwarded_for, head_.has_forwarded_for, value);
+    } else if (f == bhttp::field::forwarded) {
+      append_list(head_.forwarded, head_.has_forwarded, value);
     } else if (f == bhttp::field::expect && beast::iequals(value, "100-continue")) {
       head_.expect_continue = true;
     }
+  }
+  // A list header sent several times is one list (RFC 9110 5.3): the client-address walk
+  // must see the last occurrence's elements last, so a forged first copy cannot hide them.
+  static void append_list(std::string& to, bool& has, beast::string_view value) {
+    if (has) to += ", ";
+    to.append(value.data(), value.size());
+    has = true;
   }
   void on_header_impl(error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
@@ -338,6 +347,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     view.body = head_.body;
     view.authorization = head_.has_authorization ? &head_.authorization : nullptr;
     view.forwarded_for = head_.has_forwarded_for ? &head_.forwarded_for : nullptr;
+    view.forwarded = head_.has_forwarded ? &head_.forwarded : nullptr;
     view.key_header = head_.has_key_header ? &head_.key_header : nullptr;
     if (peer_.empty()) {
       error_code ec;

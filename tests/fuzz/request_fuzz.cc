@@ -4,8 +4,10 @@
 // Invariant checked beyond "no crash": an accepted request is within its bounds.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
+#include "client_ip.h"
 #include "request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -26,7 +28,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parse_forward_auth_query(in, r, e)) {
     if (r.policy_count < 1 || r.policy_count > ratelimit::kMaxPoliciesPerCall) std::abort();
   }
-  const std::string_view first = first_forwarded_for(in);
-  if (first.size() > in.size()) std::abort();
+  // The client-address walk over hostile X-Forwarded-For / Forwarded values from a trusted peer.
+  static const ratelimit::server::TrustedProxies trusted =
+      *ratelimit::server::TrustedProxies::parse({"127.0.0.0/8", "::1", "10.0.0.0/8"});
+  const std::string chain(in);
+  std::string client;
+  for (auto kind : {ratelimit::server::ClientHeader::kXForwardedFor, ratelimit::server::ClientHeader::kForwarded}) {
+    ratelimit::server::client_address("127.0.0.1", &chain, kind, trusted, client);
+    if (client.empty()) std::abort();
+  }
   return 0;
 }

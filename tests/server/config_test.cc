@@ -191,6 +191,29 @@ TEST(Config, StructuralErrors) {
   expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nforward_auth: {key_header: \"X User\"}\n", "cfg.yaml:2: ", "header name");
 }
 
+TEST(Config, ForwardAuthClientIdentityAndDenyStatus) {
+  auto c = parse_config("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n"
+                        "forward_auth: {deny_status: 403, trusted_proxies: [127.0.0.1/32, \"::1\", fd00::/8], client_header: forwarded}\n",
+                        "cfg.yaml");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(c->forward_auth_deny_status, 403u);
+  EXPECT_EQ(c->client_header, ClientHeader::kForwarded);
+  IpAddress a;
+  ASSERT_TRUE(IpAddress::parse("fd12::3", a));
+  EXPECT_TRUE(c->trusted_proxies.contains(a));
+  // Defaults: 429, nobody trusted.
+  auto d = parse_config("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "cfg.yaml");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->forward_auth_deny_status, 429u);
+  EXPECT_TRUE(d->trusted_proxies.empty());
+  const std::string base = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n";
+  expect_error(base + "forward_auth: {deny_status: 500}\n", "cfg.yaml:2: ", "forward_auth.deny_status");
+  expect_error(base + "forward_auth: {deny_status: 404}\n", "cfg.yaml:2: ", "must be 429, 403 or 401");
+  expect_error(base + "forward_auth:\n  trusted_proxies:\n    - 10.0.0.0/8\n    - 10.0.0.0/33\n", "cfg.yaml:5: ", "prefix length is at most 32");
+  expect_error(base + "forward_auth: {trusted_proxies: 10.0.0.0/8}\n", "cfg.yaml:2: ", "must be a list");
+  expect_error(base + "forward_auth: {client_header: x-real-ip}\n", "cfg.yaml:2: ", "x-forwarded-for or forwarded");
+}
+
 TEST(Config, DeepNestingIsRefusedBeforeYamlCppRecurses) {
   std::string deep = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nx: ";
   deep += std::string(100000, '[');

@@ -175,29 +175,69 @@ TEST_F(E2E, ExactlyTenOf200ConcurrentAcquiresAt50InFlight) {
   EXPECT_EQ(n.other, 0);
 }
 
-TEST_F(E2E, ForwardAuthKeysOnForwardedForThenPeer) {
-  start();
+TEST_F(E2E, ForwardAuthKeysOnTheRightMostUntrustedForwardedForAddress) {
+  start(std::string(kBase) + "forward_auth: { trusted_proxies: [127.0.0.1/32, \"::1\"] }\n");
   Client c(port());
+  // 203.0.113.9 is what the client claimed; 10.0.0.1 was appended by a trusted proxy (us).
   const std::vector<std::pair<std::string, std::string>> xff = {{"X-Forwarded-For", "203.0.113.9, 10.0.0.1"}};
   EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa", {}, xff).status, 200u);
   const Reply second = c.request("GET", "/v1/forward-auth?policy=fa", {}, xff);
   EXPECT_EQ(second.status, 200u);
   EXPECT_EQ(second.header("RateLimit"), "\"fa\";r=0;t=" + second.header("RateLimit-Reset"));
-  const Reply third = c.request("GET", "/v1/forward-auth?policy=fa", {}, xff);
+  // Another forged left part changes nothing: the key is the right-most untrusted address.
+  const Reply third = c.request("GET", "/v1/forward-auth?policy=fa", {}, {{"X-Forwarded-For", "198.51.100.1, 10.0.0.1"}});
   EXPECT_EQ(third.status, 429u);
   EXPECT_NE(third.header("Retry-After"), "<absent>");
   EXPECT_EQ(third.header("Cache-Control"), "no-store");
   EXPECT_EQ(third.json().at("allowed").as_bool(), false);
-  // The key was the first X-Forwarded-For address ...
-  EXPECT_EQ(peek("203.0.113.9", "fa").status, 429u);
+  EXPECT_EQ(peek("10.0.0.1", "fa").status, 429u);
+  // A second X-Forwarded-For field is the end of the same list (it cannot be hidden behind
+  // a forged first one).
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa", {},
+                      {{"X-Forwarded-For", "10.0.0.1"}, {"X-Forwarded-For", "10.0.0.2"}}).status, 200u);
+  EXPECT_EQ(num(peek("10.0.0.2", "fa").json(), "remaining"), 0);  // 1 left, minus the peek
   // ... and without the header it is the peer address.
   EXPECT_EQ(c.get("/v1/forward-auth?policy=fa").status, 200u);
-  EXPECT_EQ(num(peek("127.0.0.1", "fa").json(), "remaining"), 0);  // 1 left, minus the peek
+  EXPECT_EQ(num(peek("127.0.0.1", "fa").json(), "remaining"), 0);
   // Other methods are accepted (proxies differ); bad queries are 400.
   EXPECT_EQ(c.request("POST", "/v1/forward-auth?policy=fa").status, 200u);
   EXPECT_EQ(c.get("/v1/forward-auth").status, 400u);
   EXPECT_EQ(c.get("/v1/forward-auth?policy=nope").status, 400u);
   EXPECT_EQ(c.get("/v1/forward-auth?policy=fa&x=1").status, 400u);
+}
+
+TEST_F(E2E, ForwardAuthIgnoresForwardedForByDefault) {
+  start();
+  Client c(port());
+  // No trusted proxies: every forged X-Forwarded-For is ignored; the key is the peer.
+  for (int i = 0; i < 5; ++i) {
+    const std::string forged = "198.51.100." + std::to_string(i);
+    const unsigned want = i < 2 ? 200u : 429u;
+    EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa", {}, {{"X-Forwarded-For", forged}}).status, want) << i;
+  }
+  EXPECT_EQ(peek("127.0.0.1", "fa").status, 429u);
+}
+
+TEST_F(E2E, ForwardAuthDenyStatusAndEnvoyPathSuffix) {
+  start(std::string(kBase) + "forward_auth: { deny_status: 403, key_header: X-User-Id }\n");
+  Client c(port());
+  const std::vector<std::pair<std::string, std::string>> u = {{"X-User-Id", "u"}};
+  // Envoy ext_authz appends the original path after the configured prefix.
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth/api/items?policy=fa", {}, u).status, 200u);
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth/?policy=fa", {}, u).status, 200u);
+  const Reply denied = c.request("GET", "/v1/forward-auth?policy=fa", {}, u);
+  EXPECT_EQ(denied.status, 403u);  // the configured deny status, same headers and body
+  EXPECT_NE(denied.header("Retry-After"), "<absent>");
+  EXPECT_NE(denied.header("RateLimit"), "<absent>");
+  EXPECT_EQ(denied.json().at("allowed").as_bool(), false);
+  // Per request it may differ.
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa&deny_status=429", {}, u).status, 429u);
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa&deny_status=401", {}, u).status, 401u);
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa&deny_status=500", {}, u).status, 400u);
+  // Not a forward-auth path.
+  EXPECT_EQ(c.request("GET", "/v1/forward-authx?policy=fa", {}, u).status, 404u);
+  // /v1/acquire keeps 429.
+  EXPECT_EQ(c.post("/v1/acquire", R"({"key":"u","policy":"fa"})").status, 429u);
 }
 
 TEST_F(E2E, ForwardAuthWithConfiguredKeyHeader) {

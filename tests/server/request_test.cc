@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "client_ip.h"
 #include "request.h"
 
 namespace ratelimit::server {
@@ -114,17 +116,90 @@ TEST(ForwardAuthQuery, OneOrSeveralPolicies) {
   EXPECT_FALSE(parse_forward_auth_query("", r, e));
   EXPECT_EQ(e.message, "missing query parameter 'policy' (e.g. ?policy=api)");
   EXPECT_FALSE(parse_forward_auth_query("policy=a&cost=5", r, e));
-  EXPECT_EQ(e.message, "unknown query parameter 'cost' (allowed: policy)");
+  EXPECT_EQ(e.message, "unknown query parameter 'cost' (allowed: policy, deny_status)");
   EXPECT_FALSE(parse_forward_auth_query("policy=%zz", r, e));
   EXPECT_FALSE(parse_forward_auth_query("policy=%4", r, e));
   EXPECT_FALSE(parse_forward_auth_query("policy=a&policy=a", r, e));
 }
 
-TEST(ForwardedFor, FirstElementTrimmed) {
-  EXPECT_EQ(first_forwarded_for(" 203.0.113.7 , 10.0.0.1"), "203.0.113.7");
-  EXPECT_EQ(first_forwarded_for("2001:db8::1"), "2001:db8::1");
-  EXPECT_EQ(first_forwarded_for(" , 10.0.0.1"), "");
-  EXPECT_EQ(first_forwarded_for(""), "");
+TEST(ForwardAuthQuery, DenyStatus) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_forward_auth_query("policy=a&deny_status=403", r, e));
+  EXPECT_EQ(r.deny_status, 403u);
+  ASSERT_TRUE(parse_forward_auth_query("policy=a", r, e));
+  EXPECT_EQ(r.deny_status, 0u);  // reset between requests
+  EXPECT_FALSE(parse_forward_auth_query("policy=a&deny_status=500", r, e));
+  EXPECT_EQ(e.message, "deny_status must be 429, 403 or 401");
+  EXPECT_FALSE(parse_forward_auth_query("policy=a&deny_status=403&deny_status=401", r, e));
+}
+
+// The client address of a forward-auth request (client_ip.h).
+std::string client(std::string_view peer, const char* header, const std::vector<std::string>& trusted,
+                   ClientHeader kind = ClientHeader::kXForwardedFor) {
+  const auto t = TrustedProxies::parse(trusted);
+  EXPECT_TRUE(static_cast<bool>(t));
+  std::string h = header == nullptr ? "" : header;
+  std::string out;
+  client_address(peer, header == nullptr ? nullptr : &h, kind, *t, out);
+  return out;
+}
+
+TEST(ClientAddress, NoTrustedProxiesIgnoresTheHeader) {
+  EXPECT_EQ(client("127.0.0.1", "203.0.113.7", {}), "127.0.0.1");
+  EXPECT_EQ(client("127.0.0.1", nullptr, {"127.0.0.1"}), "127.0.0.1");
+}
+
+TEST(ClientAddress, UntrustedPeerIgnoresTheHeader) {
+  EXPECT_EQ(client("198.51.100.9", "203.0.113.7", {"10.0.0.0/8"}), "198.51.100.9");
+}
+
+TEST(ClientAddress, ForgedLeftElementsAreSkipped) {
+  // nginx's $proxy_add_x_forwarded_for appends the real peer after what the client sent.
+  EXPECT_EQ(client("127.0.0.1", "1.2.3.4, 203.0.113.7", {"127.0.0.1/32"}), "203.0.113.7");
+  EXPECT_EQ(client("127.0.0.1", "1.2.3.4, 203.0.113.7, 10.1.2.3", {"127.0.0.1", "10.0.0.0/8"}), "203.0.113.7");
+  // Everything trusted: the left-most.
+  EXPECT_EQ(client("127.0.0.1", "10.0.0.5, 10.0.0.6", {"127.0.0.1", "10.0.0.0/8"}), "10.0.0.5");
+}
+
+TEST(ClientAddress, EmptyOrMalformedElementStopsAtTheLastTrustedHop) {
+  EXPECT_EQ(client("127.0.0.1", "", {"127.0.0.1"}), "127.0.0.1");
+  EXPECT_EQ(client("127.0.0.1", "203.0.113.7, , 10.0.0.5", {"127.0.0.1", "10.0.0.0/8"}), "10.0.0.5");
+  EXPECT_EQ(client("127.0.0.1", "203.0.113.7, garbage", {"127.0.0.1"}), "127.0.0.1");
+  EXPECT_EQ(client("127.0.0.1", " 203.0.113.7 ,", {"127.0.0.1"}), "127.0.0.1");
+}
+
+TEST(ClientAddress, DuplicateHeadersAreOneList) {
+  // The server joins repeated X-Forwarded-For fields with ", " in arrival order.
+  EXPECT_EQ(client("127.0.0.1", "1.2.3.4, 203.0.113.7", {"127.0.0.1"}), "203.0.113.7");
+}
+
+TEST(ClientAddress, Ipv6) {
+  EXPECT_EQ(client("::1", "1.2.3.4, 2001:db8::7", {"::1/128"}), "2001:db8::7");
+  EXPECT_EQ(client("::1", "[2001:db8::7]:4711", {"::1"}), "2001:db8::7");
+  EXPECT_EQ(client("::ffff:127.0.0.1", "203.0.113.7", {"127.0.0.0/8"}), "203.0.113.7");
+  EXPECT_EQ(client("fd00::1", "2001:db8::7, fd00::2", {"fd00::/8"}), "2001:db8::7");
+  EXPECT_EQ(client("fe00::1", "2001:db8::7", {"fd00::/8"}), "fe00::1");
+  EXPECT_EQ(client("127.0.0.1", "203.0.113.7:80", {"127.0.0.1"}), "203.0.113.7");
+}
+
+TEST(ClientAddress, Rfc7239Forwarded) {
+  EXPECT_EQ(client("127.0.0.1", "for=1.2.3.4, for=\"[2001:db8:cafe::17]:4711\";proto=http", {"127.0.0.1"},
+                   ClientHeader::kForwarded),
+            "2001:db8:cafe::17");
+  EXPECT_EQ(client("127.0.0.1", "for=1.2.3.4, proto=https;FOR=192.0.2.60", {"127.0.0.1"}, ClientHeader::kForwarded),
+            "192.0.2.60");
+  EXPECT_EQ(client("127.0.0.1", "for=1.2.3.4, for=unknown", {"127.0.0.1"}, ClientHeader::kForwarded), "127.0.0.1");
+  EXPECT_EQ(client("127.0.0.1", "for=1.2.3.4, by=10.0.0.1", {"127.0.0.1"}, ClientHeader::kForwarded), "127.0.0.1");
+}
+
+TEST(TrustedProxies, RefusesBadEntries) {
+  EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/33"})));
+  EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"::/129"})));
+  EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"example.com"})));
+  EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/"})));
+  EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/x"})));
+  EXPECT_TRUE(static_cast<bool>(TrustedProxies::parse({"0.0.0.0/0", "::/0"})));
 }
 
 }  // namespace

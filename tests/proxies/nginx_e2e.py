@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""tests/proxies/nginx_e2e.py — Debian's real nginx in front of a tiny backend, every request
+decided by the real ratelimitd through examples/nginx/ratelimit.conf (auth_request).
+
+Asserts what a client behind nginx must see: 200 + RateLimit headers while admitted; 429 +
+Retry-After + RateLimit headers when denied (not nginx's 500); and a forged X-Forwarded-For
+(nginx appends the real address with $proxy_add_x_forwarded_for) never buys more requests.
+The client connects from 127.0.0.2 so its address differs from nginx's (127.0.0.1, the only
+trusted proxy). Everything runs on free loopback ports in a private directory, every wait is
+bounded, every process is stopped by pid.
+usage: nginx_e2e.py BIN_DIR SOURCE_DIR
+"""
+import http.client, http.server, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+LIMIT = 3
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, seconds=10.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            sys.exit(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"{what} did not listen on {port} within {seconds}s")
+
+
+class Backend(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"backend\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_):
+        pass
+
+
+def get(port, xff=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0))
+    c.request("GET", "/api/items", headers={"X-Forwarded-For": xff} if xff else {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="rl-nginx-")
+    procs = []
+    backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    try:
+        rl_port, ng_port = free_port(), free_port()
+        with open(os.path.join(work, "ratelimit.yaml"), "w") as f:
+            f.write(f"listen: 127.0.0.1:{rl_port}\nthreads: 1\n"
+                    f"policies:\n  api: {{ algorithm: fixed_window, limit: {LIMIT}, window: 60s }}\n"
+                    "forward_auth: { trusted_proxies: [127.0.0.1/32] }\n")
+        rl_log = open(os.path.join(work, "ratelimitd.log"), "w")
+        rl = subprocess.Popen([os.path.join(BIN, "ratelimitd"), "--config", os.path.join(work, "ratelimit.yaml")],
+                              stdout=rl_log, stderr=subprocess.STDOUT)
+        procs.append(rl)
+        wait_port(rl_port, rl, "ratelimitd")
+
+        # The example, with this run's ports; nothing else of it changed.
+        example = open(os.path.join(SRC, "examples/nginx/ratelimit.conf")).read()
+        example = example.replace("127.0.0.1:8080", f"127.0.0.1:{rl_port}")
+        example = example.replace("127.0.0.1:8000", f"127.0.0.1:{ng_port}")
+        example = example.replace("127.0.0.1:9000", f"127.0.0.1:{backend.server_address[1]}")
+        os.makedirs(os.path.join(work, "logs"))
+        temps = "".join(f"  {k}_temp_path {work}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        with open(os.path.join(work, "nginx.conf"), "w") as f:
+            f.write(f"worker_processes 1;\nerror_log {work}/error.log warn;\npid {work}/nginx.pid;\n"
+                    f"events {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n{temps}{example}\n}}\n")
+        ng = subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"],
+                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "nginx.stderr"), "w"))
+        procs.append(ng)
+        wait_port(ng_port, ng, "nginx")
+
+        for i in range(LIMIT):
+            # Admitted; the later ones carry a forged X-Forwarded-For, which must not matter.
+            status, h, body = get(ng_port, None if i == 0 else f"198.51.100.{i}")
+            check(status == 200 and body == b"backend\n", f"request {i}: 200 from the backend, got {status} {body!r}")
+            check(re.fullmatch(rf'"api";r={LIMIT - 1 - i};t=\d+', h.get("ratelimit", "")) is not None,
+                  f"request {i}: RateLimit on 200, got {h.get('ratelimit')!r}")
+            check(h.get("ratelimit-policy", "").startswith('"api";q=3'), f"request {i}: RateLimit-Policy, got {h.get('ratelimit-policy')!r}")
+        admitted_forged = 0
+        for i in range(5):
+            status, h, body = get(ng_port, f"203.0.113.{i}")
+            admitted_forged += status == 200
+            check(status == 429, f"forged request {i}: 429, got {status}")
+            check(h.get("retry-after", "").isdigit() and int(h["retry-after"]) >= 1, f"forged {i}: Retry-After, got {h.get('retry-after')!r}")
+            check(re.fullmatch(r'"api";r=0;t=\d+', h.get("ratelimit", "")) is not None, f"forged {i}: RateLimit, got {h.get('ratelimit')!r}")
+            check(h.get("ratelimit-policy", "").startswith('"api";q=3'), f"forged {i}: RateLimit-Policy, got {h.get('ratelimit-policy')!r}")
+        print(f"forged X-Forwarded-For admitted after the limit: {admitted_forged} of 5")
+        # The key was the client's real address, the one nginx appended.
+        c = http.client.HTTPConnection("127.0.0.1", rl_port, timeout=5)
+        c.request("POST", "/v1/peek", body='{"key":"127.0.0.2","policy":"api"}')
+        check(c.getresponse().status == 429, "the key is the client's real address 127.0.0.2")
+        c.close()
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM if p is procs[0] else signal.SIGQUIT)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=5)
+        backend.shutdown()
+        if failures:
+            for name in ("error.log", "ratelimitd.log", "nginx.stderr"):
+                path = os.path.join(work, name)
+                if os.path.exists(path):
+                    print(f"--- {name}\n" + open(path).read()[-3000:])
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        sys.exit(f"{len(failures)} check(s) failed")
+    print("ok")
+
+
+main()
