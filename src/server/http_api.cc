@@ -161,6 +161,28 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
     out.body = R"({"status":"ok"})";
     return true;
   }
+  if (path == "/readyz") {
+    // Readiness, not liveness: a load balancer takes us out while the store cannot decide or
+    // the server drains; /healthz stays 200 so a supervisor does not restart a live process.
+    endpoint = Endpoint::kReadyz;
+    if (req.method != Method::kGet && req.method != Method::kHead) {
+      method_not_allowed(out, path, "GET, HEAD");
+      return true;
+    }
+    if (draining_.load(std::memory_order_relaxed)) {
+      http::render_error(503, "draining", "the server is shutting down", out);
+      return true;
+    }
+    if (readiness_) {
+      if (const Status s = readiness_(); !s.is_ok()) {
+        http::render_error(503, "store_unavailable", s.message(), out);
+        return true;
+      }
+    }
+    out.clear();
+    out.body = R"({"status":"ready"})";
+    return true;
+  }
   if (path == "/metrics") {
     endpoint = Endpoint::kMetrics;
     if (req.method != Method::kGet && req.method != Method::kHead) {
@@ -175,7 +197,7 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
   endpoint = Endpoint::kOther;
   http::render_error(404, "not_found",
                      "no such endpoint (POST /v1/acquire, /v1/peek, /v1/reset; GET "
-                     "/v1/forward-auth[/...], /healthz, /metrics)",
+                     "/v1/forward-auth[/...], /healthz, /readyz, /metrics)",
                      out);
   return true;
 }

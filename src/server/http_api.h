@@ -15,6 +15,8 @@
 // handle() may be called concurrently from several threads with distinct contexts.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,6 +101,11 @@ class HttpApi {
   // result in the metrics. Thread-safe; reloads are serialised.
   Status reload(const std::string& path, const Overrides& overrides);
 
+  // /readyz answers 503 with the probe's reason while it is not OK. Set before serving.
+  void set_readiness(std::function<Status()> probe) { readiness_ = std::move(probe); }
+  // /readyz answers 503 from now on (the server is draining). Any thread.
+  void set_draining() { draining_.store(true, std::memory_order_relaxed); }
+
   Metrics& metrics() { return metrics_; }
   // Generation of the configuration published last (1 = the one loaded at start).
   uint64_t generation() const { return published_.generation(); }
@@ -116,6 +123,8 @@ class HttpApi {
   Metrics& metrics_;
   service::SnapshotCell<Published> published_;
   std::mutex reload_mu_;
+  std::function<Status()> readiness_;
+  std::atomic<bool> draining_{false};
 };
 
 // Constant-time comparison of a presented bearer credential with the configured token.

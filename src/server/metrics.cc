@@ -41,7 +41,7 @@ constexpr Family kLastReloadTime{"ratelimitd_config_last_reload_timestamp_second
                                  "Unix time of the last reload attempt (0: none)."};
 
 constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
-                                                        "healthz", "metrics", "other"};
+                                                        "healthz", "readyz", "metrics", "other"};
 constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
                                                       "failed_open", "failed_closed"};
 constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};

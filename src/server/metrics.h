@@ -26,8 +26,8 @@
 
 namespace ratelimit::server {
 
-enum class Endpoint : uint8_t { kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kMetrics, kOther };
-inline constexpr size_t kEndpointCount = 7;
+enum class Endpoint : uint8_t { kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kOther };
+inline constexpr size_t kEndpointCount = 8;
 
 // Decision outcomes are counted by the decision service, per rule (rule_counters.h).
 using service::kOutcomeCount;

@@ -539,6 +539,7 @@ int run_server(const ServerOptions& options) {
   }
   service::DecisionService decisions(opened->store, &metrics);
   HttpApi api(decisions, metrics, config);
+  api.set_readiness(opened->ready);
   Shared shared{&api, &metrics};
 
   unsigned threads = config->threads;
@@ -585,6 +586,7 @@ int run_server(const ServerOptions& options) {
       systemd::notify_stopping();
       log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
       listener.close();
+      api.set_draining();
       for (auto& w : workers) w->drain();
       const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(config->limits.request_timeout) + std::chrono::seconds(2);
       grace.expires_after(limit);

@@ -57,6 +57,13 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
   });
   OpenedStore opened;
   opened.store = *store;
+  opened.ready = [weak]() -> Status {
+    auto s = weak.lock();
+    if (!s) return Status::unavailable("the store is closed");
+    if (s->ready_connections() > 0) return {};
+    const Status e = s->last_error();
+    return e.is_ok() ? Status::unavailable("no Redis connection is ready") : e;
+  };
   return opened;
 }
 
@@ -78,6 +85,7 @@ Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
     });
     OpenedStore opened;
     opened.store = std::move(store);
+    opened.ready = [] { return Status(); };  // in process: ready as long as it exists
     return opened;
   }
   return open_redis_store(config, metrics);

@@ -4,6 +4,7 @@
 // knows the concrete store types.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "config.h"
@@ -14,6 +15,9 @@ namespace ratelimit::server {
 
 struct OpenedStore {
   std::shared_ptr<Store> store;
+  // Readiness for /readyz: OK when the store can decide now, else why not (no password in it).
+  // Cheap (reads counters), callable from any thread while the store lives.
+  std::function<Status()> ready;
 };
 
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /

@@ -95,6 +95,37 @@ TEST(E2ERedis, UnreachableRedisIsAnsweredByTheFailurePolicy) {
   EXPECT_EQ(closed_d.wait_exit(std::chrono::seconds(10)), 0);
 }
 
+// /readyz follows the store: 503 while Redis is unreachable, 200 again once it is back;
+// /healthz (liveness) stays 200 throughout.
+TEST(E2ERedis, ReadyzFollowsTheStoreAndHealthzStaysUp) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start().is_ok());
+  Daemon d;
+  ASSERT_TRUE(d.start(config(redis.url(), fresh_prefix("rz")))) << d.log();
+  EXPECT_EQ(http_get(d.port(), "/readyz").status, 200u);
+  redis.kill();
+  auto wait_ready_status = [&](unsigned want) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    Reply r = http_get(d.port(), "/readyz");
+    while (r.status != want && std::chrono::steady_clock::now() < end) {
+      // A decision lets the store notice a dead connection at once.
+      http_post(d.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      r = http_get(d.port(), "/readyz");
+    }
+    return r;
+  };
+  const Reply down = wait_ready_status(503);
+  EXPECT_EQ(down.status, 503u) << down.body;
+  EXPECT_NE(down.body.find("store_unavailable"), std::string::npos) << down.body;
+  EXPECT_EQ(http_get(d.port(), "/healthz").status, 200u);
+  ASSERT_TRUE(redis.restart().is_ok());
+  const Reply up = wait_ready_status(200);
+  EXPECT_EQ(up.status, 200u) << up.body;
+  EXPECT_NE(http_get(d.port(), "/metrics").body.find("ratelimitd_http_requests_total{endpoint=\"readyz\",status=\"503\"}"),
+            std::string::npos);
+}
+
 TEST(E2ERedis, ResetClearsTheSharedState) {
   auto url = testing::shared_test_redis_url();
   ASSERT_TRUE(url.ok()) << url.status().message();
