@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""tests/proxies/nginx_e2e.py — Debian's real nginx in front of a tiny backend, every request
-decided by the real ratelimitd through examples/nginx/ratelimit.conf (auth_request).
+"""tests/proxies/proxy_e2e.py — a real reverse proxy from Debian (nginx or caddy) in front of a
+tiny backend, every request decided by the real ratelimitd through the proxy's example
+configuration (examples/nginx/ratelimit.conf: auth_request; examples/caddy/Caddyfile:
+forward_auth).
 
 Asserts what a client behind nginx must see: 200 + RateLimit headers while admitted; 429 +
 Retry-After + RateLimit headers when denied (not nginx's 500); and a forged X-Forwarded-For
 (nginx appends the real address with $proxy_add_x_forwarded_for) never buys more requests.
-The client connects from 127.0.0.2 so its address differs from nginx's (127.0.0.1, the only
-trusted proxy). Everything runs on free loopback ports in a private directory, every wait is
+The client connects from 127.0.0.2 so its address differs from the proxy's (127.0.0.1, the
+only trusted proxy). Everything runs on free loopback ports in a private directory, every wait is
 bounded, every process is stopped by pid.
-usage: nginx_e2e.py BIN_DIR SOURCE_DIR
+usage: proxy_e2e.py nginx|caddy BIN_DIR SOURCE_DIR
 """
 import http.client, http.server, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
-BIN, SRC = sys.argv[1], sys.argv[2]
+PROXY, BIN, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 LIMIT = 3
 
 
@@ -56,6 +58,28 @@ def get(port, xff=None):
     return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
 
+def start_proxy(work, rl_port, px_port, be_port):
+    """The proxy on its example configuration, with this run's ports; nothing else changed."""
+    example = open(os.path.join(SRC, {"nginx": "examples/nginx/ratelimit.conf", "caddy": "examples/caddy/Caddyfile"}[PROXY])).read()
+    example = example.replace("127.0.0.1:8080", f"127.0.0.1:{rl_port}")
+    example = example.replace("127.0.0.1:9000", f"127.0.0.1:{be_port}")
+    stderr = open(os.path.join(work, "proxy.stderr"), "w")
+    if PROXY == "caddy":
+        example = example.replace(":8000 {", f":{px_port} {{")
+        path = os.path.join(work, "Caddyfile")
+        open(path, "w").write(example)
+        env = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
+        return subprocess.Popen(["caddy", "run", "--config", path, "--adapter", "caddyfile"],
+                                stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    example = example.replace("127.0.0.1:8000", f"127.0.0.1:{px_port}")
+    temps = "".join(f"  {k}_temp_path {work}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    with open(os.path.join(work, "nginx.conf"), "w") as f:
+        f.write(f"worker_processes 1;\nerror_log {work}/error.log warn;\npid {work}/nginx.pid;\n"
+                f"events {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n{temps}{example}\n}}\n")
+    return subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"],
+                            stdout=subprocess.DEVNULL, stderr=stderr)
+
+
 failures = []
 
 
@@ -82,20 +106,9 @@ def main():
         procs.append(rl)
         wait_port(rl_port, rl, "ratelimitd")
 
-        # The example, with this run's ports; nothing else of it changed.
-        example = open(os.path.join(SRC, "examples/nginx/ratelimit.conf")).read()
-        example = example.replace("127.0.0.1:8080", f"127.0.0.1:{rl_port}")
-        example = example.replace("127.0.0.1:8000", f"127.0.0.1:{ng_port}")
-        example = example.replace("127.0.0.1:9000", f"127.0.0.1:{backend.server_address[1]}")
-        os.makedirs(os.path.join(work, "logs"))
-        temps = "".join(f"  {k}_temp_path {work}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        with open(os.path.join(work, "nginx.conf"), "w") as f:
-            f.write(f"worker_processes 1;\nerror_log {work}/error.log warn;\npid {work}/nginx.pid;\n"
-                    f"events {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n{temps}{example}\n}}\n")
-        ng = subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"],
-                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "nginx.stderr"), "w"))
+        ng = start_proxy(work, rl_port, ng_port, backend.server_address[1])
         procs.append(ng)
-        wait_port(ng_port, ng, "nginx")
+        wait_port(ng_port, ng, PROXY)
 
         for i in range(LIMIT):
             # Admitted; the later ones carry a forged X-Forwarded-For, which must not matter.
@@ -121,7 +134,7 @@ def main():
     finally:
         for p in reversed(procs):
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM if p is procs[0] else signal.SIGQUIT)
+                p.send_signal(signal.SIGQUIT if p is not procs[0] and PROXY == "nginx" else signal.SIGTERM)
                 try:
                     p.wait(timeout=10)
                 except subprocess.TimeoutExpired:
@@ -129,7 +142,7 @@ def main():
                     p.wait(timeout=5)
         backend.shutdown()
         if failures:
-            for name in ("error.log", "ratelimitd.log", "nginx.stderr"):
+            for name in ("error.log", "ratelimitd.log", "proxy.stderr"):
                 path = os.path.join(work, name)
                 if os.path.exists(path):
                     print(f"--- {name}\n" + open(path).read()[-3000:])
