@@ -6,7 +6,7 @@ RATELIMIT_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
   redis-server redis-tools redis-sentinel openssl
-  nginx caddy   # tests/proxies: the reverse-proxy end-to-end tests
+  nginx caddy haproxy   # tests/proxies: the reverse-proxy end-to-end tests
   clang libclang-rt-14-dev
   chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless
 )

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""tests/proxies/proxy_e2e.py — a real reverse proxy from Debian (nginx or caddy) in front of a
+"""tests/proxies/proxy_e2e.py — a real reverse proxy from Debian (nginx, caddy, haproxy) in front of a
 tiny backend, every request decided by the real ratelimitd through the proxy's example
 configuration (examples/nginx/ratelimit.conf: auth_request; examples/caddy/Caddyfile:
-forward_auth).
+forward_auth; examples/haproxy/haproxy.cfg + ratelimit.lua).
 
 Asserts what a client behind nginx must see: 200 + RateLimit headers while admitted; 429 +
 Retry-After + RateLimit headers when denied (not nginx's 500); and a forged X-Forwarded-For
@@ -10,7 +10,7 @@ Retry-After + RateLimit headers when denied (not nginx's 500); and a forged X-Fo
 The client connects from 127.0.0.2 so its address differs from the proxy's (127.0.0.1, the
 only trusted proxy). Everything runs on free loopback ports in a private directory, every wait is
 bounded, every process is stopped by pid.
-usage: proxy_e2e.py nginx|caddy BIN_DIR SOURCE_DIR
+usage: proxy_e2e.py nginx|caddy|haproxy BIN_DIR SOURCE_DIR
 """
 import http.client, http.server, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -60,10 +60,18 @@ def get(port, xff=None):
 
 def start_proxy(work, rl_port, px_port, be_port):
     """The proxy on its example configuration, with this run's ports; nothing else changed."""
-    example = open(os.path.join(SRC, {"nginx": "examples/nginx/ratelimit.conf", "caddy": "examples/caddy/Caddyfile"}[PROXY])).read()
+    example = open(os.path.join(SRC, {"nginx": "examples/nginx/ratelimit.conf", "caddy": "examples/caddy/Caddyfile",
+                                      "haproxy": "examples/haproxy/haproxy.cfg"}[PROXY])).read()
     example = example.replace("127.0.0.1:8080", f"127.0.0.1:{rl_port}")
     example = example.replace("127.0.0.1:9000", f"127.0.0.1:{be_port}")
     stderr = open(os.path.join(work, "proxy.stderr"), "w")
+    if PROXY == "haproxy":
+        example = example.replace("/etc/haproxy/ratelimit.lua", os.path.join(SRC, "examples/haproxy/ratelimit.lua"))
+        example = example.replace("127.0.0.1:8000", f"127.0.0.1:{px_port}")
+        path = os.path.join(work, "haproxy.cfg")
+        open(path, "w").write(example)
+        env = dict(os.environ, RATELIMITD_URL=f"http://127.0.0.1:{rl_port}")
+        return subprocess.Popen(["haproxy", "-db", "-f", path], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     if PROXY == "caddy":
         example = example.replace(":8000 {", f":{px_port} {{")
         path = os.path.join(work, "Caddyfile")
