@@ -129,6 +129,17 @@ void Metrics::set_extra(std::function<void(std::string&)> extra) {
   extra_ = std::move(extra);
 }
 
+OutcomeTotals Metrics::totals() const {
+  OutcomeTotals t;
+  t.store_errors = store_errors_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  for (const auto& [name, c] : policies_) {
+    t.failed_open += c->outcomes[static_cast<size_t>(Outcome::kFailedOpen)].load(std::memory_order_relaxed);
+    t.failed_closed += c->outcomes[static_cast<size_t>(Outcome::kFailedClosed)].load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
 std::string Metrics::render() const {
   std::string out;
   out.reserve(8192);

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "decision_service.h"
+#include "outage.h"
 #include "rule_counters.h"
 
 namespace ratelimit::server {
@@ -63,6 +64,8 @@ class Metrics final : public service::Observer {
   void set_extra(std::function<void(std::string& out)> extra);
 
   std::string render() const;
+  // Failed-open / failed-closed decisions over every policy, and store errors, so far.
+  OutcomeTotals totals() const;
 
  private:
   static size_t status_slot(unsigned status);

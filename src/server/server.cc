@@ -600,6 +600,22 @@ int run_server(const ServerOptions& options) {
   };
   wait_signal();
 
+  // The store-outage log (outage.h): a poll, so an outage is two lines whatever the traffic.
+  asio::steady_timer outage_timer(control);
+  OutageWatch outage;
+  std::function<void()> watch_store = [&] {
+    outage_timer.expires_after(std::chrono::milliseconds(500));
+    outage_timer.async_wait([&](error_code ec) {
+      if (ec) return;
+      const Status ready = opened->ready ? opened->ready() : Status();
+      if (auto line = outage.observe(ready, metrics.totals(), std::chrono::steady_clock::now())) {
+        log_line("warn", *line);
+      }
+      watch_store();
+    });
+  };
+  watch_store();
+
   for (auto& w : workers) w->start();
   listener.start();
   log_line("info", "ratelimitd listening on " + where + " (" + std::to_string(threads) +
@@ -614,6 +630,7 @@ int run_server(const ServerOptions& options) {
     asio::post(control, [&] {
       error_code ec;
       grace.cancel();
+      outage_timer.cancel();
       signals.cancel(ec);
       listener.close();
     });

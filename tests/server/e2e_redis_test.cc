@@ -119,9 +119,27 @@ TEST(E2ERedis, ReadyzFollowsTheStoreAndHealthzStaysUp) {
   EXPECT_EQ(down.status, 503u) << down.body;
   EXPECT_NE(down.body.find("store_unavailable"), std::string::npos) << down.body;
   EXPECT_EQ(http_get(d.port(), "/healthz").status, 200u);
+  // Decisions during the outage (failed open), then give the outage watch (a 500 ms poll) time.
+  for (int i = 0; i < 20; ++i) http_post(d.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})");
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
   ASSERT_TRUE(redis.restart().is_ok());
   const Reply up = wait_ready_status(200);
   EXPECT_EQ(up.status, 200u) << up.body;
+  // The outage is two log lines, whatever the number of failed decisions.
+  const auto count = [](const std::string& log, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (count(d.log(), "store available again") == 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string log = d.log();
+  EXPECT_EQ(count(log, "store unavailable:"), 1u) << log;
+  EXPECT_EQ(count(log, "store available again"), 1u) << log;
+  EXPECT_NE(log.find(" failed closed, "), std::string::npos) << log;
+  EXPECT_EQ(log.find("store available again after 0.0s: 0 decisions failed open"), std::string::npos) << log;
   EXPECT_NE(http_get(d.port(), "/metrics").body.find("ratelimitd_http_requests_total{endpoint=\"readyz\",status=\"503\"}"),
             std::string::npos);
 }
