@@ -35,6 +35,8 @@ struct IpAddress {
   // port ("192.0.2.1:4711", "[2001:db8::1]:4711"). False when it is none of these.
   static bool parse(std::string_view text, IpAddress& out);
   std::string to_string() const;
+
+  friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 
 class TrustedProxies {
