@@ -1,0 +1,330 @@
+// rls_json.cc — protojson's form of RateLimitRequest / RateLimitResponse (see rls_json.h).
+//
+// Boost.JSON parses the body into a monotonic arena; a typed walk then checks every field the
+// way protojson.Unmarshal does and names the path of the first problem.
+#include "rls_json.h"
+
+#include <cmath>
+#include <limits>
+
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+#include "ratelimit/http.h"
+
+namespace ratelimit::rls {
+namespace {
+
+namespace json = boost::json;
+
+Status bad(const std::string& path, std::string_view why) {
+  return Status::invalid_argument((path.empty() ? std::string() : path + ": ") + std::string(why));
+}
+
+const char* kind_name(json::kind k) {
+  switch (k) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_: return "a number";
+    case json::kind::string: return "a string";
+    case json::kind::array: return "an array";
+    case json::kind::object: return "an object";
+  }
+  return "a value";
+}
+
+// An unsigned integer field: a JSON number with no fraction, or a decimal string.
+Status unsigned_field(const json::value& v, const std::string& path, uint64_t max, uint64_t& out) {
+  uint64_t u = 0;
+  if (v.is_uint64()) {
+    u = v.get_uint64();
+  } else if (v.is_int64()) {
+    if (v.get_int64() < 0) return bad(path, "must not be negative");
+    u = static_cast<uint64_t>(v.get_int64());
+  } else if (v.is_double()) {
+    const double d = v.get_double();
+    if (!std::isfinite(d) || d < 0 || d != std::floor(d) || d > static_cast<double>(max)) {
+      return bad(path, "is not a whole number in range");
+    }
+    u = static_cast<uint64_t>(d);
+  } else if (v.is_string()) {
+    const json::string& s = v.get_string();
+    if (s.empty() || s.size() > 20) return bad(path, "is not a whole number");
+    for (char c : s) {
+      if (c < '0' || c > '9') return bad(path, "is not a whole number");
+      const auto digit = static_cast<uint64_t>(c - '0');
+      if (u > (std::numeric_limits<uint64_t>::max() - digit) / 10) return bad(path, "is out of range");
+      u = u * 10 + digit;
+    }
+  } else {
+    return bad(path, std::string("must be a number, got ") + kind_name(v.kind()));
+  }
+  if (u > max) return bad(path, "is above " + std::to_string(max));
+  out = u;
+  return {};
+}
+
+Status string_field(const json::value& v, const std::string& path, std::string& out) {
+  if (v.is_null()) {
+    out.clear();
+    return {};
+  }
+  if (!v.is_string()) return bad(path, std::string("must be a string, got ") + kind_name(v.kind()));
+  out.assign(v.get_string().data(), v.get_string().size());
+  return {};
+}
+
+// protojson accepts both the JSON name and the proto name of a field.
+bool is(std::string_view key, std::string_view camel, std::string_view proto) {
+  return key == camel || key == proto;
+}
+
+Status unknown(const std::string& path, std::string_view key) {
+  return bad(path, "unknown field \"" + std::string(key.substr(0, 64)) + "\"");
+}
+
+Status parse_entry(const json::value& v, const std::string& path, RequestEntry& e) {
+  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + kind_name(v.kind()));
+  for (const auto& kv : v.get_object()) {
+    const std::string_view k = kv.key();
+    if (k == "key") {
+      if (Status s = string_field(kv.value(), path + ".key", e.key); !s.is_ok()) return s;
+    } else if (k == "value") {
+      if (Status s = string_field(kv.value(), path + ".value", e.value); !s.is_ok()) return s;
+    } else {
+      return unknown(path, k);
+    }
+  }
+  return {};
+}
+
+Status parse_limit(const json::value& v, const std::string& path, LimitOverride& l) {
+  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + kind_name(v.kind()));
+  for (const auto& kv : v.get_object()) {
+    const std::string_view k = kv.key();
+    const json::value& x = kv.value();
+    if (is(k, "requestsPerUnit", "requests_per_unit")) {
+      if (x.is_null()) continue;
+      uint64_t u = 0;
+      if (Status s = unsigned_field(x, path + "." + std::string(k), std::numeric_limits<uint32_t>::max(), u);
+          !s.is_ok()) {
+        return s;
+      }
+      l.requests_per_unit = static_cast<uint32_t>(u);
+    } else if (k == "unit") {
+      if (x.is_null()) continue;
+      if (x.is_string()) {
+        const std::string_view name(x.get_string().data(), x.get_string().size());
+        bool found = false;
+        for (int64_t w = 0; w <= 7; ++w) {
+          const auto unit = static_cast<Unit>(w);
+          if (name == unit_name(unit)) {
+            l.unit = w;
+            found = true;
+          }
+        }
+        if (!found) {
+          return bad(path + ".unit", "invalid value for enum type: \"" + std::string(name.substr(0, 32)) +
+                                          "\" (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR)");
+        }
+      } else {
+        uint64_t u = 0;
+        if (Status s = unsigned_field(x, path + ".unit", std::numeric_limits<int32_t>::max(), u); !s.is_ok()) {
+          return s;
+        }
+        l.unit = static_cast<int64_t>(u);
+      }
+    } else {
+      return unknown(path, k);
+    }
+  }
+  return {};
+}
+
+Status parse_descriptor(const json::value& v, const std::string& path, RequestDescriptor& d) {
+  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + kind_name(v.kind()));
+  for (const auto& kv : v.get_object()) {
+    const std::string_view k = kv.key();
+    const json::value& x = kv.value();
+    if (k == "entries") {
+      if (x.is_null()) continue;
+      if (!x.is_array()) return bad(path + ".entries", std::string("must be an array, got ") + kind_name(x.kind()));
+      const json::array& a = x.get_array();
+      if (a.size() > kMaxEntriesPerDescriptor) {
+        return bad(path + ".entries", "has more than " + std::to_string(kMaxEntriesPerDescriptor) + " entries");
+      }
+      d.entries.resize(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (Status s = parse_entry(a[i], path + ".entries[" + std::to_string(i) + "]", d.entries[i]); !s.is_ok()) {
+          return s;
+        }
+      }
+    } else if (k == "limit") {
+      if (x.is_null()) continue;
+      LimitOverride l;
+      if (Status s = parse_limit(x, path + ".limit", l); !s.is_ok()) return s;
+      d.limit = l;
+    } else if (is(k, "hitsAddend", "hits_addend")) {
+      if (x.is_null()) continue;  // UInt64Value: null = unset
+      uint64_t u = 0;
+      if (Status s = unsigned_field(x, path + "." + std::string(k), std::numeric_limits<uint64_t>::max(), u);
+          !s.is_ok()) {
+        return s;
+      }
+      d.hits_addend = u;
+    } else {
+      return unknown(path, k);
+    }
+  }
+  return {};
+}
+
+void append_uint(std::string& out, uint64_t v) { out += std::to_string(v); }
+
+}  // namespace
+
+Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& out) {
+  out.clear();
+  alignas(std::max_align_t) unsigned char arena[4096];
+  json::monotonic_resource mr(arena, sizeof arena);
+  json::parse_options opts;
+  opts.max_depth = 6;
+  boost::system::error_code ec;
+  const json::value v = json::parse(body, ec, &mr, opts);
+  if (ec) {
+    if (body.empty()) return bad("", "the request body is empty; expected a JSON RateLimitRequest");
+    return bad("", "the body is not valid JSON: " + ec.message());
+  }
+  if (!v.is_object()) return bad("", std::string("the body must be a JSON object, got ") + kind_name(v.kind()));
+  for (const auto& kv : v.get_object()) {
+    const std::string_view k = kv.key();
+    const json::value& x = kv.value();
+    if (k == "domain") {
+      if (Status s = string_field(x, "domain", out.domain); !s.is_ok()) return s;
+    } else if (k == "descriptors") {
+      if (x.is_null()) continue;
+      if (!x.is_array()) return bad("descriptors", std::string("must be an array, got ") + kind_name(x.kind()));
+      const json::array& a = x.get_array();
+      if (a.size() > kMaxDescriptors) {
+        return bad("descriptors", "at most " + std::to_string(kMaxDescriptors) + " descriptors per request, got " +
+                                      std::to_string(a.size()));
+      }
+      out.descriptors.resize(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (Status s = parse_descriptor(a[i], "descriptors[" + std::to_string(i) + "]", out.descriptors[i]);
+            !s.is_ok()) {
+          return s;
+        }
+      }
+    } else if (is(k, "hitsAddend", "hits_addend")) {
+      if (x.is_null()) continue;
+      uint64_t u = 0;
+      if (Status s = unsigned_field(x, std::string(k), std::numeric_limits<uint32_t>::max(), u); !s.is_ok()) {
+        return s;
+      }
+      out.hits_addend = static_cast<uint32_t>(u);
+    } else {
+      return unknown("", k);
+    }
+  }
+  return {};
+}
+
+void append_rate_limit_response_json(const RateLimitResponse& r, std::string& out) {
+  out += '{';
+  bool first = true;
+  auto field = [&](const char* name) {
+    if (!first) out += ',';
+    first = false;
+    out += '"';
+    out += name;
+    out += "\":";
+  };
+  if (r.overall_code != Code::kUnknown) {
+    field("overallCode");
+    out += '"';
+    out += code_name(r.overall_code);
+    out += '"';
+  }
+  if (!r.statuses.empty()) {
+    field("statuses");
+    out += '[';
+    for (size_t i = 0; i < r.statuses.size(); ++i) {
+      const DescriptorStatus& s = r.statuses[i];
+      if (i) out += ',';
+      out += '{';
+      bool f = true;
+      auto sub = [&](const char* name) {
+        if (!f) out += ',';
+        f = false;
+        out += '"';
+        out += name;
+        out += "\":";
+      };
+      if (s.code != Code::kUnknown) {
+        sub("code");
+        out += '"';
+        out += code_name(s.code);
+        out += '"';
+      }
+      if (s.current_limit) {
+        sub("currentLimit");
+        out += '{';
+        bool g = true;
+        auto leaf = [&](const char* name) {
+          if (!g) out += ',';
+          g = false;
+          out += '"';
+          out += name;
+          out += "\":";
+        };
+        if (s.current_limit->requests_per_unit != 0) {
+          leaf("requestsPerUnit");
+          append_uint(out, s.current_limit->requests_per_unit);
+        }
+        if (s.current_limit->unit != Unit::kUnknown) {
+          leaf("unit");
+          out += '"';
+          out += unit_name(s.current_limit->unit);
+          out += '"';
+        }
+        if (!s.current_limit->name.empty()) {
+          leaf("name");
+          http::append_json_string(out, s.current_limit->name);
+        }
+        out += '}';
+      }
+      if (s.limit_remaining != 0) {
+        sub("limitRemaining");
+        append_uint(out, s.limit_remaining);
+      }
+      if (s.duration_until_reset_seconds) {
+        sub("durationUntilReset");
+        out += '"';
+        out += std::to_string(*s.duration_until_reset_seconds);
+        out += "s\"";
+      }
+      out += '}';
+    }
+    out += ']';
+  }
+  if (!r.response_headers_to_add.empty()) {
+    field("responseHeadersToAdd");
+    out += '[';
+    for (size_t i = 0; i < r.response_headers_to_add.size(); ++i) {
+      if (i) out += ',';
+      out += "{\"key\":";
+      http::append_json_string(out, r.response_headers_to_add[i].key);
+      out += ",\"value\":";
+      http::append_json_string(out, r.response_headers_to_add[i].value);
+      out += '}';
+    }
+    out += ']';
+  }
+  out += '}';
+}
+
+}  // namespace ratelimit::rls
