@@ -88,7 +88,7 @@ struct DenialCacheCounters {
   uint64_t bypassed = 0;       // decisions passed through uncached (count-denied policies)
   uint64_t inserts = 0;        // denials remembered
   uint64_t evictions = 0;      // entries still live dropped to stay within max_entries
-  uint64_t invalidations = 0;  // entries dropped by a reset here or by a contradicting admission
+  uint64_t invalidations = 0;  // entries dropped by a reset through this cache
   uint64_t entries = 0;        // (policy, key) entries held now
 };
 

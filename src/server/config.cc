@@ -142,10 +142,30 @@ Status parse_store_tls(const Parser& p, const YAML::Node& n, RedisTlsOptions& ou
   return {};
 }
 
+// store.denial_cache: { max_entries, max_ttl } ({} for the defaults). The ranges are
+// DenialCache's own (checked again when it is built), so a bad value is refused at load time.
+Status parse_denial_cache(const Parser& p, const YAML::Node& n, DenialCacheConfig& out) {
+  RL_TRY(p.check_map(n, "store.denial_cache", {"max_entries", "max_ttl"}));
+  out.enabled = true;
+  if (n["max_entries"]) {
+    int64_t v = 0;
+    RL_TRY_ASSIGN(v, p.integer(n["max_entries"], "store.denial_cache.max_entries", 1, 100'000'000));
+    out.max_entries = static_cast<size_t>(v);
+  }
+  if (n["max_ttl"]) {
+    RL_TRY_ASSIGN(out.max_ttl, p.duration(n["max_ttl"], "store.denial_cache.max_ttl"));
+    if (out.max_ttl < Micros{1'000} || out.max_ttl > Micros{int64_t{366} * 86'400'000'000}) {
+      return p.error(n["max_ttl"], "store.denial_cache.max_ttl must be between 1ms and 366d");
+    }
+  }
+  return {};
+}
+
 Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   RL_TRY(p.check_map(n, "store", {"type", "max_keys", "shards", "url", "connections", "pool", "connect_timeout",
                                   "command_timeout", "on_failure", "key_prefix", "tls",
-                                  "require_noeviction", "sentinel_user", "sentinel_password"}));
+                                  "require_noeviction", "sentinel_user", "sentinel_password", "denial_cache"}));
+  if (n["denial_cache"]) RL_TRY(parse_denial_cache(p, n["denial_cache"], out.denial_cache));
   if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
   std::string type;
   RL_TRY_ASSIGN(type, p.string(n["type"], "store.type"));

@@ -28,8 +28,19 @@ namespace ratelimit::server {
 
 enum class StoreType : uint8_t { kMemory, kRedis };
 
+// store.denial_cache: an exact local cache of denials in front of the store (DenialCache,
+// include/ratelimit/denial_cache.h). Off unless the key is present.
+struct DenialCacheConfig {
+  bool enabled = false;
+  size_t max_entries = 100'000;
+  Micros max_ttl{1'000'000};
+
+  friend bool operator==(const DenialCacheConfig&, const DenialCacheConfig&) = default;
+};
+
 struct StoreConfig {
   StoreType type = StoreType::kMemory;
+  DenialCacheConfig denial_cache;  // either store type
   // memory
   size_t max_keys = 1'000'000;
   size_t shards = 64;

@@ -124,9 +124,9 @@ void Metrics::record_reload(bool ok, int64_t unix_seconds) {
   last_reload_time_.store(unix_seconds, std::memory_order_relaxed);
 }
 
-void Metrics::set_extra(std::function<void(std::string&)> extra) {
+void Metrics::add_extra(std::function<void(std::string&)> extra) {
   std::lock_guard lock(mu_);
-  extra_ = std::move(extra);
+  extras_.push_back(std::move(extra));
 }
 
 OutcomeTotals Metrics::totals() const {
@@ -160,7 +160,7 @@ std::string Metrics::render() const {
       sample(out, kRequests.name, labels, v);
     }
   }
-  std::function<void(std::string&)> extra;
+  std::vector<std::function<void(std::string&)>> extras;
   {
     std::lock_guard lock(mu_);
     header(out, kDecisions);
@@ -171,7 +171,7 @@ std::string Metrics::render() const {
         sample(out, kDecisions.name, labels, c->outcomes[o].load(std::memory_order_relaxed));
       }
     }
-    extra = extra_;
+    extras = extras_;
   }
   header(out, kStoreErrors);
   sample(out, kStoreErrors.name, "", store_errors_.load(std::memory_order_relaxed));
@@ -207,7 +207,7 @@ std::string Metrics::render() const {
   sample(out, kLastReload.name, "", static_cast<uint64_t>(last_reload_ok_.load(std::memory_order_relaxed)));
   header(out, kLastReloadTime);
   sample(out, kLastReloadTime.name, "", static_cast<uint64_t>(last_reload_time_.load(std::memory_order_relaxed)));
-  if (extra) extra(out);
+  for (const auto& extra : extras) extra(out);
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "decision_service.h"
 #include "outage.h"
@@ -36,7 +37,7 @@ using service::Outcome;
 using PolicyCounters = service::RuleCounters;
 
 // Appends one unlabelled metric family (HELP, TYPE, sample) in the text format; for the
-// store gauges that Metrics::set_extra callbacks render.
+// store gauges that Metrics::add_extra callbacks render.
 void append_metric(std::string& out, const char* name, const char* type, const char* help,
                    uint64_t value);
 
@@ -59,9 +60,11 @@ class Metrics final : public service::Observer {
   void set_config_generation(uint64_t g) { generation_.store(g, std::memory_order_relaxed); }
   void record_reload(bool ok, int64_t unix_seconds);
 
-  // Gauges read at render time (memory-store keys, Redis counters), so they cost nothing on
-  // the hot path. The callback appends complete metric families to `out`.
-  void set_extra(std::function<void(std::string& out)> extra);
+  // Gauges read at render time (memory-store keys, Redis counters, the denial cache), so they
+  // cost nothing on the hot path. Each callback appends complete metric families to `out`;
+  // they render in the order they were added. Callbacks are never removed (the store they read
+  // lives as long as the process; they hold weak pointers).
+  void add_extra(std::function<void(std::string& out)> extra);
 
   std::string render() const;
   // Failed-open / failed-closed decisions over every policy, and store errors, so far.
@@ -85,9 +88,9 @@ class Metrics final : public service::Observer {
   std::atomic<uint64_t> latency_count_{0};
   std::atomic<uint64_t> latency_sum_ns_{0};
 
-  mutable std::mutex mu_;  // guards policies_ (insertion and iteration) and extra_
+  mutable std::mutex mu_;  // guards policies_ (insertion and iteration) and extras_
   std::map<std::string, std::unique_ptr<PolicyCounters>, std::less<>> policies_;
-  std::function<void(std::string&)> extra_;
+  std::vector<std::function<void(std::string&)>> extras_;
 };
 
 }  // namespace ratelimit::server

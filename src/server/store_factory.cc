@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ratelimit/denial_cache.h"
 #include "ratelimit/http.h"
 #include "ratelimit/memory_store.h"
 #include "log.h"
@@ -32,7 +33,7 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
                          "server)");
   }
   std::weak_ptr<RedisStore> weak = *store;
-  metrics.set_extra([weak](std::string& out) {
+  metrics.add_extra([weak](std::string& out) {
     auto s = weak.lock();
     if (!s) return;
     const RedisStoreCounters c = s->counters();
@@ -67,16 +68,14 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
   return opened;
 }
 
-}  // namespace
-
-Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
+Result<OpenedStore> open_inner_store(const StoreConfig& config, Metrics& metrics) {
   if (config.type == StoreType::kMemory) {
     MemoryStoreOptions o;
     o.max_keys = config.max_keys;
     o.shards = config.shards;
     auto store = std::make_shared<MemoryStore>(o);
     std::weak_ptr<MemoryStore> weak = store;
-    metrics.set_extra([weak](std::string& out) {
+    metrics.add_extra([weak](std::string& out) {
       auto s = weak.lock();
       if (!s) return;
       append_metric(out, "ratelimitd_memory_store_keys", "gauge", "Keys held by the memory store.", s->key_count());
@@ -89,6 +88,44 @@ Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
     return opened;
   }
   return open_redis_store(config, metrics);
+}
+
+// store.denial_cache: the cache in front of the store, with its counters in /metrics.
+// Readiness stays the inner store's: a cache cannot decide anything the store could not.
+Result<OpenedStore> add_denial_cache(OpenedStore opened, const DenialCacheConfig& config, Metrics& metrics) {
+  DenialCacheOptions o;
+  o.max_entries = config.max_entries;
+  o.max_ttl = config.max_ttl;
+  auto cache = DenialCache::wrap(opened.store, o);
+  if (!cache) return cache.status();
+  std::weak_ptr<DenialCache> weak = *cache;
+  metrics.add_extra([weak](std::string& out) {
+    auto c = weak.lock();
+    if (!c) return;
+    const DenialCacheCounters n = c->counters();
+    append_metric(out, "ratelimitd_denial_cache_hits_total", "counter",
+                  "Decisions answered by the denial cache (no store call).", n.hits);
+    append_metric(out, "ratelimitd_denial_cache_misses_total", "counter",
+                  "Cacheable decisions passed to the store.", n.misses);
+    append_metric(out, "ratelimitd_denial_cache_bypassed_total", "counter",
+                  "Decisions passed through uncached (count-denied or every-hit policies, checks).", n.bypassed);
+    append_metric(out, "ratelimitd_denial_cache_inserts_total", "counter", "Denials remembered.", n.inserts);
+    append_metric(out, "ratelimitd_denial_cache_evictions_total", "counter",
+                  "Live entries dropped to stay within store.denial_cache.max_entries.", n.evictions);
+    append_metric(out, "ratelimitd_denial_cache_invalidations_total", "counter",
+                  "Entries dropped by a reset through this ratelimitd.", n.invalidations);
+    append_metric(out, "ratelimitd_denial_cache_entries", "gauge", "(policy, key) entries held now.", n.entries);
+  });
+  opened.store = *std::move(cache);
+  return opened;
+}
+
+}  // namespace
+
+Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
+  auto opened = open_inner_store(config, metrics);
+  if (!opened || !config.denial_cache.enabled) return opened;
+  return add_denial_cache(*std::move(opened), config.denial_cache, metrics);
 }
 
 }  // namespace ratelimit::server

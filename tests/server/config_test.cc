@@ -127,6 +127,36 @@ policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}
                "cfg.yaml:1: ", "only to type: redis");
 }
 
+TEST(Config, DenialCacheIsOffByDefaultAndReadForEitherStore) {
+  const std::string policies = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n";
+  auto off = parse_config("store: {type: redis}\n" + policies, "c.yaml");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_FALSE(off->store.denial_cache.enabled);
+
+  auto defaults = parse_config("store: {type: redis, denial_cache: {}}\n" + policies, "c.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_TRUE(defaults->store.denial_cache.enabled);
+  EXPECT_EQ(defaults->store.denial_cache.max_entries, 100'000u);
+  EXPECT_EQ(defaults->store.denial_cache.max_ttl, Micros{1'000'000});
+
+  auto set = parse_config("store: {type: memory, denial_cache: {max_entries: 5000, max_ttl: 250ms}}\n" + policies,
+                          "c.yaml");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_TRUE(set->store.denial_cache.enabled);
+  EXPECT_EQ(set->store.denial_cache.max_entries, 5000u);
+  EXPECT_EQ(set->store.denial_cache.max_ttl, Micros{250'000});
+
+  expect_error("store: {type: redis, denial_cache: {max_entries: 0}}\n" + policies, "cfg.yaml:1: ", "max_entries");
+  expect_error("store: {type: redis, denial_cache: {max_ttl: 500us}}\n" + policies, "cfg.yaml:1: ",
+               "between 1ms and 366d");
+  expect_error("store: {type: redis, denial_cache: {max_ttl: 400d}}\n" + policies, "cfg.yaml:1: ",
+               "between 1ms and 366d");
+  expect_error("store: {type: redis, denial_cache: {ttl: 1s}}\n" + policies, "cfg.yaml:1: ",
+               "unknown key 'ttl' in store.denial_cache");
+  expect_error("store: {type: redis, denial_cache: true}\n" + policies, "cfg.yaml:1: ",
+               "store.denial_cache must be a mapping");
+}
+
 TEST(Config, UnknownKeysAreRefusedWithTheirLine) {
   expect_error("listen: 127.0.0.1:1\nlisen: 1\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",
                "cfg.yaml:2: ", "unknown key 'lisen'");

@@ -159,5 +159,65 @@ TEST(E2ERedis, ResetClearsTheSharedState) {
   EXPECT_EQ(http_post(one.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})").status, 200u);
 }
 
+// The value of an unlabelled sample in a /metrics page, -1 when absent.
+int64_t metric(const std::string& page, const std::string& name) {
+  const std::string line = "\n" + name + " ";
+  const size_t at = page.find(line);
+  return at == std::string::npos ? -1 : std::stoll(page.substr(at + line.size()));
+}
+
+// store.denial_cache: repeats of a denied request are answered without a Redis call, counted;
+// a reset through this ratelimitd forgets at once; a reset through another one is seen within
+// max_ttl (the documented bound).
+TEST(E2ERedis, DenialCacheAnswersRepeatsWithoutRedisAndRespectsResets) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string token = "e2e-admin-token-0123456789";
+  const std::string prefix = fresh_prefix("dcache");
+  std::string cached = config(*url, prefix) + "admin_token: \"" + token + "\"\n";
+  cached.replace(cached.find(" }\n"), 3, ", denial_cache: { max_ttl: 400ms } }\n");
+  Daemon one, two;
+  ASSERT_TRUE(one.start(cached)) << one.log();
+  ASSERT_TRUE(two.start(config(*url, prefix) + "admin_token: \"" + token + "\"\n")) << two.log();
+  const std::string body = R"({"key":"hot","policy":"ten"})";
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(http_post(one.port(), "/v1/acquire", body).status, 200u);
+  ASSERT_EQ(http_post(one.port(), "/v1/acquire", body).status, 429u);  // the store's denial, remembered
+
+  const std::string before = http_get(one.port(), "/metrics").body;
+  Client c(one.port());
+  for (int i = 0; i < 100; ++i) {
+    const Reply r = c.request("POST", "/v1/acquire", body, {});
+    ASSERT_EQ(r.status, 429u) << r.body;
+    ASSERT_FALSE(r.header("Retry-After").empty());
+  }
+  const std::string after = http_get(one.port(), "/metrics").body;
+  EXPECT_EQ(metric(after, "ratelimitd_denial_cache_hits_total") - metric(before, "ratelimitd_denial_cache_hits_total"),
+            100) << after;
+  EXPECT_EQ(metric(after, "ratelimitd_redis_commands_total"), metric(before, "ratelimitd_redis_commands_total"))
+      << "a cached denial must not reach Redis";
+  EXPECT_GE(metric(after, "ratelimitd_denial_cache_entries"), 1);
+
+  // A reset through this instance: forgotten here at once.
+  Client admin(one.port());
+  ASSERT_EQ(admin.request("POST", "/v1/reset", body, {{"Authorization", "Bearer " + token}}).status, 200u);
+  EXPECT_EQ(http_post(one.port(), "/v1/acquire", body).status, 200u);
+
+  // Exhaust again, then reset through the other instance: this one may keep denying from its
+  // cache, but for no longer than max_ttl (400 ms) after the denial it remembered.
+  for (int i = 0; i < 9; ++i) ASSERT_EQ(http_post(one.port(), "/v1/acquire", body).status, 200u);
+  ASSERT_EQ(http_post(one.port(), "/v1/acquire", body).status, 429u);
+  const auto denied_at = std::chrono::steady_clock::now();
+  Client other(two.port());
+  ASSERT_EQ(other.request("POST", "/v1/reset", body, {{"Authorization", "Bearer " + token}}).status, 200u);
+  unsigned status = 429;
+  while (status == 429 && std::chrono::steady_clock::now() - denied_at < std::chrono::seconds(3)) {
+    status = http_post(one.port(), "/v1/acquire", body).status;
+    if (status == 429) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(status, 200u);
+  EXPECT_LE(std::chrono::steady_clock::now() - denied_at, std::chrono::milliseconds(400 + 300))
+      << "a reset elsewhere must be seen within max_ttl (plus a request's time)";
+}
+
 }  // namespace
 }  // namespace ratelimit::e2e
