@@ -102,6 +102,24 @@ void BM_Store(benchmark::State& state, Algorithm a, size_t nkeys, bool manual_cl
   report(state, denied);
 }
 
+// A key flood: every acquire is a new key into a store already full (max_keys 100,000), so
+// each one evicts; the cost of choosing what to evict (issue 12).
+void BM_Flood(benchmark::State& state, Algorithm a) {
+  const Policy policy = allow_policy(a);
+  MemoryStoreOptions o;
+  o.max_keys = 100'000;
+  MemoryStore store(o);
+  std::string key = "f";
+  uint64_t i = 0;
+  for (; i < 200'000; ++i) store.acquire(policy, key.replace(1, std::string::npos, std::to_string(i)));
+  int64_t denied = 0;
+  for (auto _ : state) {
+    auto d = store.acquire(policy, key.replace(1, std::string::npos, std::to_string(i++)));
+    denied += d->allowed ? 0 : 1;
+  }
+  report(state, denied);
+}
+
 // The bare algorithm on states held by the benchmark: no lock, no lookup, no clock read.
 void BM_Pure(benchmark::State& state, Algorithm a, size_t nkeys) {
   const Policy policy = allow_policy(a);
@@ -181,6 +199,47 @@ void BM_BytesPerKey(benchmark::State& state, Algorithm a, const char* key_prefix
   }
 }
 
+// The sliding log's plateau (issue 12's shape): `nkeys` keys on 500 per 5 s, every key getting
+// `per_second` requests a second for 15 simulated seconds (ManualClock), optionally after a
+// burst of 500 per key. Allocator bytes and the store's own count per key at the end, and the
+// live entries per key, so the figure can be checked against 81 + 16-32 B per live entry.
+void BM_LogPlateau(benchmark::State& state, int per_second, bool burst_first, int kKeys) {
+  const Policy policy = Policy::sliding_window_log(500, Micros{5'000'000}).value()
+                            .with_name("api").value();
+  for (auto _ : state) {
+    ManualClock clock(Micros{1'000'000});
+    malloc_trim(0);
+    const int64_t heap0 = allocated_bytes();
+    MemoryStoreOptions o;
+    o.max_keys = 2 * kKeys;
+    o.max_bytes = size_t{8} << 30;  // measure the representation, not the bound
+    o.clock = &clock;
+    auto store = std::make_unique<MemoryStore>(o);
+    std::vector<std::string> keys;
+    keys.reserve(kKeys);
+    for (int i = 0; i < kKeys; ++i) keys.push_back("k" + std::to_string(i));
+    const int64_t keys_bytes = allocated_bytes() - heap0;
+    if (burst_first) {
+      for (const std::string& k : keys) {
+        for (int r = 0; r < 500; ++r) store->acquire(policy, k);
+      }
+      clock.advance(Micros{5'000'000});
+    }
+    const Micros step{1'000'000 / per_second};
+    for (int64_t n = 0; n < 15LL * per_second; ++n) {
+      for (const std::string& k : keys) store->acquire(policy, k);
+      clock.advance(step);
+    }
+    const int64_t heap1 = allocated_bytes();
+    state.counters["heap_B_per_key"] =
+        static_cast<double>(heap1 - heap0 - keys_bytes) / kKeys;
+    state.counters["counted_B_per_key"] = static_cast<double>(store->bytes()) / kKeys;
+    state.counters["live_per_key"] = static_cast<double>(
+        500 - store->peek(policy, keys[0])->remaining - 1);
+    store.reset();
+  }
+}
+
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
                                      Algorithm::kLeakyBucket};
@@ -192,6 +251,7 @@ int register_all() {
         ->Threads(1)->Threads(2)->UseRealTime();
     benchmark::RegisterBenchmark(("store/100k/" + name).c_str(), BM_Store, a, 100'000, false, false, false)
         ->Threads(1)->Threads(2)->UseRealTime();
+    benchmark::RegisterBenchmark(("store/flood/" + name).c_str(), BM_Flood, a)->Threads(1);
     benchmark::RegisterBenchmark(("pure/hot/" + name).c_str(), BM_Pure, a, 1)->Threads(1);
     benchmark::RegisterBenchmark(("pure/100k/" + name).c_str(), BM_Pure, a, 100'000)->Threads(1);
   }
@@ -210,6 +270,19 @@ int register_all() {
   for (Algorithm a : kAlgorithms) {
     const std::string name = algorithm_name(a);
     benchmark::RegisterBenchmark(("memory/short_key/" + name).c_str(), BM_BytesPerKey, a, "k")
+        ->Iterations(1)->Unit(benchmark::kMillisecond)->Threads(1);
+  }
+  struct Plateau {
+    int per_second;
+    bool burst;
+    int keys;
+  };
+  for (Plateau c : {Plateau{1, false, 50'000}, Plateau{1, true, 50'000},
+                    Plateau{20, false, 50'000}, Plateau{100, false, 5'000}}) {
+    benchmark::RegisterBenchmark(("memory/log_plateau/" + std::to_string(c.keys) + "_keys/" +
+                                  std::to_string(c.per_second) + "_per_s" +
+                                  (c.burst ? "_after_burst" : "")).c_str(),
+                                 BM_LogPlateau, c.per_second, c.burst, c.keys)
         ->Iterations(1)->Unit(benchmark::kMillisecond)->Threads(1);
   }
   benchmark::RegisterBenchmark("memory/long_key/token_bucket", BM_BytesPerKey,

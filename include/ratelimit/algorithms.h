@@ -22,6 +22,7 @@
 // locks its shard; a Lua script runs atomically on the Redis server).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <variant>
@@ -55,12 +56,55 @@ struct SlidingLogEntry {
   int64_t at_us;  // admission time
   int64_t cost;   // units admitted at that time
 };
+// The sliding log's queue: a ring buffer in one heap block (none while empty), so a key costs
+// 16 bytes per live entry plus bounded slack rather than whatever its busiest moment needed.
+// Invariant after every decide(): capacity() <= 2 * size() + 2 (an empty queue holds no
+// block), so the block never exceeds 8 + 16 * (2 * size() + 2) bytes; it grows by half
+// (plus 1) when full and shrinks to 1.5 * size() + 2 when that bound is passed, so both are
+// amortised O(1). A copy holds exactly its entries. Not thread-safe (like the state it is in).
+class SlidingLogQueue {
+ public:
+  SlidingLogQueue() noexcept = default;
+  SlidingLogQueue(const SlidingLogQueue& other);
+  SlidingLogQueue& operator=(const SlidingLogQueue& other);
+  SlidingLogQueue(SlidingLogQueue&& other) noexcept;
+  SlidingLogQueue& operator=(SlidingLogQueue&& other) noexcept;
+  ~SlidingLogQueue();
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Entry i, oldest first (0 <= i < size()).
+  const SlidingLogEntry& operator[](size_t i) const { return data_[physical(i)]; }
+  SlidingLogEntry& operator[](size_t i) { return data_[physical(i)]; }
+  SlidingLogEntry& front() { return data_[head_]; }
+  const SlidingLogEntry& back() const { return (*this)[size_ - 1]; }
+  void push_back(const SlidingLogEntry& e);
+  void pop_front();  // precondition: !empty(); the block is resized only by shrink_to_bound()
+  // Restores capacity() <= 2 * size() + 2 (frees the block when empty).
+  void shrink_to_bound();
+  void clear();
+
+  size_t capacity() const;
+  // Bytes requested from the allocator for the block (0 when there is none).
+  size_t heap_bytes() const { return data_ == nullptr ? 0 : kHeaderBytes + 16 * capacity(); }
+
+ private:
+  static constexpr size_t kHeaderBytes = 8;  // the capacity, in front of the entries
+  size_t physical(size_t i) const {
+    const size_t j = head_ + i;
+    const size_t cap = capacity();
+    return j < cap ? j : j - cap;
+  }
+  void reallocate(size_t capacity);
+
+  SlidingLogEntry* data_ = nullptr;  // entries; the block's capacity is stored just before
+  uint32_t head_ = 0;                // physical index of the oldest entry
+  uint32_t size_ = 0;
+};
+
 struct SlidingWindowLogState {
-  // Admitted requests, oldest first, from index `head` on (a vector used as a queue so the
-  // state stays one allocation); entries before `head` are expired and awaiting compaction.
-  std::vector<SlidingLogEntry> entries;
-  uint32_t head = 0;
-  int64_t units = 0;  // sum of cost over live entries
+  SlidingLogQueue entries;  // admitted requests in the window, oldest first
+  int64_t units = 0;        // sum of cost over the entries
 };
 
 struct TokenBucketState {

@@ -8,22 +8,39 @@
 // State is namespaced by policy name: (policy name, key) is the identity of an entry.
 // Invariants:
 //   - at most options.max_keys entries in total (each shard holds at most its share,
-//     max_keys / shards); when a shard is full its least recently used entry is evicted
-//     first. Recency is tracked lazily (an entry is moved to the front of its shard's list only
-//     when it is not already among the most recent quarter), so an entry used within the last
-//     3/4 * share operations on its shard is never the one evicted;
+//     max_keys / shards), and at most options.max_bytes counted bytes (each shard its share,
+//     max_bytes / shards; the one entry being decided is never evicted for bytes, so a single
+//     entry larger than a shard's share is held alone in its shard);
+//   - eviction takes the entry that restricts least. Each entry has a standing from its last
+//     acquire: roomy (half or more of its limit left), near its limit (less than half), or
+//     denied (refused over its limit; a cost above the whole capacity does not count). A full
+//     shard evicts from the lowest standing it holds, and within it, among the 4 entries used
+//     least recently, the one that would become idle soonest. So a key being denied is evicted
+//     only when every entry of its shard is denied too: a flood of invented one-request keys
+//     cannot free it (issue 12). Recency is tracked lazily (an entry is moved to the front of
+//     its standing's list when its standing changes or when it is not among the most recent
+//     quarter), so an entry used within the last 3/4 * share operations on its shard is never
+//     among the least recently used of its standing;
 //   - an entry whose state is back to fresh (algo::idle_at_us <= now) is dropped when it is
 //     next touched, by the incremental sweep (options.sweep_batch entries every
-//     options.sweep_every operations per shard, cycling through the shard), and by sweep();
-//   - peek never creates an entry and does not count as a use for eviction order;
+//     options.sweep_every operations per shard, cycling through the shard), and by sweep(),
+//     and is taken first when room is needed (not counted as an eviction);
+//   - peek never creates an entry and does not count as a use for eviction order or standing;
 //   - thread-safe; no global lock on the hot path. acquire_all locks the shards it involves in
 //     ascending index order, so concurrent calls cannot deadlock.
-// Memory: one 64-byte slot per key (packed state, LRU links, policy id, and the key itself
-// when it is at most 23 bytes; a longer key takes one extra heap block), plus 8-byte hash table
-// cells at a load of 3/8 ... 3/4: 72-90 bytes per key in all (measured: 81 bytes per key over
-// 1,000,000 keys, docs/BENCHMARKS.md). Policy names are stored once per shard, not per
-// key. The sliding log keeps its queue on the heap: about 80 bytes more per key, plus 16 bytes
-// per admitted request in the window (at most kMaxSlidingLogLimit).
+// Residual risk of the eviction order: a client that can invent keys and choose the cost can
+// make a key denied with two requests (one of cost = limit, then one more), so filling a shard
+// with denied keys, and then evicting a denied key, takes about 2 * max_keys requests within
+// one window; a key that is not (yet) denied can still be pushed out by max_keys invented keys,
+// which gains its client at most the half of one key's limit it had left. Size max_keys above
+// the distinct keys one window sees, or use a shared store with TTLs (Redis) for such limits.
+// Memory: one 64-byte slot per key (state, list links, policy id, and the key itself when it
+// is at most 23 bytes; a longer key takes one extra heap block), plus 8-byte hash table cells
+// at a load of 3/8 ... 3/4: 72-90 bytes per key in all (measured: 81 bytes per key over
+// 1,000,000 keys, docs/BENCHMARKS.md). Policy names are stored once per shard, not per key.
+// The sliding log keeps its queue on the heap: one block of 8 + 16 * capacity bytes, the
+// capacity between n and 2n + 2 for n admitted requests in the window (at most
+// kMaxSlidingLogLimit); bytes() counts it as the allocator rounds it.
 // Policies: the shard remembers the latest definition seen under each name (to compute
 // idleness); redefining a policy's parameters under the same name applies to existing keys,
 // and a key may be dropped at the idle time the definition its shard last saw implies.
@@ -50,6 +67,21 @@ struct MemoryStoreOptions {
   // 0 for either disables the incremental sweep (sweep() and drop-on-touch remain).
   size_t sweep_every = 16;
   size_t sweep_batch = 2;
+  // Upper bound on the bytes the entries take (bytes(): slots, table share, long keys, sliding
+  // log queues), all policies together. Default: 256 MiB (1,000,000 O(1) keys take ~80 MB;
+  // without it, 1,000,000 sliding logs at limit 500 could take 16 GB). Last, so positional
+  // initialisers written before it existed keep their meaning.
+  size_t max_bytes = size_t{256} << 20;
+};
+
+// Evictions since construction, by the standing of the entry evicted (see the top of this
+// file). An entry that was already idle when it made room is not an eviction.
+struct MemoryStoreEvictions {
+  uint64_t roomy = 0;       // half or more of its limit left
+  uint64_t near_limit = 0;  // admitted, less than half of its limit left
+  uint64_t denied = 0;      // its last acquire was denied
+  uint64_t for_bytes = 0;   // of all the above, those the byte bound required (not the key bound)
+  uint64_t total() const { return roomy + near_limit + denied; }
 };
 
 class MemoryStore final : public Store {
@@ -85,9 +117,16 @@ class MemoryStore final : public Store {
 
   // Entries currently held (approximate while other threads are working). Thread-safe.
   size_t key_count() const;
-  // Entries evicted because the key bound was reached, since construction (an entry that was
-  // already idle when it made room is not counted). Thread-safe.
+  // Entries evicted because a bound was reached, since construction (an entry that was
+  // already idle when it made room is not counted): eviction_counts().total(). Thread-safe.
   uint64_t evictions() const;
+  // The same, by the standing of the entry evicted. Thread-safe (each counter is read
+  // separately: approximate while other threads are working).
+  MemoryStoreEvictions eviction_counts() const;
+  // Bytes the entries take, as counted for max_bytes. Thread-safe, approximate like key_count.
+  size_t bytes() const;
+  // The byte bound actually enforced: shards * (max_bytes / shards) <= max_bytes.
+  size_t byte_capacity() const;
   // Drops every idle entry now (normally done incrementally). Returns how many were dropped.
   // Thread-safe; locks one shard at a time.
   size_t sweep();

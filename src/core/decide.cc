@@ -37,7 +37,7 @@ int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
       return s.count > 0 ? s.window_start_us + window : 0;
     }
     int64_t operator()(const SlidingWindowLogState& s) const {
-      return s.head < s.entries.size() ? s.entries.back().at_us + window : 0;
+      return !s.entries.empty() ? s.entries.back().at_us + window : 0;
     }
     int64_t operator()(const SlidingWindowCounterState& s) const {
       if (s.curr > 0) return s.window_start_us + 2 * window;

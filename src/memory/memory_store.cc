@@ -59,10 +59,14 @@ struct MemoryStore::Impl {
       const Decision d = shard.decide(i, policy, now, cost, op);
       // An admitted acquire holds the units it took: not idle, no need to ask.
       if (op == Op::kAcquire && d.allowed) {
-        shard.touch(i);
+        shard.touch(i, memory::standing_after(d, memory::kRoomy));
       } else if (shard.idle_at(i) <= now) {
         shard.remove(i, w.hash);
+        return d;
+      } else if (op == Op::kAcquire) {
+        shard.touch(i, memory::standing_after(d, shard.standing(i)));
       }
+      if (shard.over_byte_share()) shard.shed_bytes({&i, 1}, now);  // a log grew
       return d;
     }
     // A new key: the policy's id, creating it for an acquire (a peek still records a
@@ -72,7 +76,8 @@ struct MemoryStore::Impl {
     const Decision d = algo::decide(policy, state, now, cost, op);
     if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {
       if (id == memory::kNoPolicy) return too_many_policies();
-      shard.insert(id, key, w.hash, std::move(state), now);
+      shard.insert(id, key, w.hash, std::move(state), memory::standing_after(d, memory::kRoomy),
+                   now);
     }
     return d;
   }
@@ -124,22 +129,43 @@ struct MemoryStore::Impl {
     const bool all = algo::decide_all(std::span(items.data(), n), now, out);
 
     // Existing entries first (slot indices stay valid until something is inserted, which may
-    // evict), then the new ones (only acquires that consumed, or left state worth keeping).
+    // evict), then the new ones (only acquires that consumed, or left state worth keeping); no
+    // eviction takes an entry of this call while another can go.
+    std::array<uint32_t, kMaxOpsPerCall> in_use{};  // by k; kNil once removed
     for (size_t k = 0; k < n; ++k) {
+      in_use[k] = slots[k];
       if (slots[k] == kNil) continue;
       Shard& shard = shards[where[k].shard];
       shard.put_state(slots[k], std::move(states[k]));
       if (all && items[k].op == Op::kAcquire) {
-        shard.touch(slots[k]);
+        shard.touch(slots[k], memory::standing_after(out[k], memory::kRoomy));
       } else if (shard.idle_at(slots[k]) <= now) {
         shard.remove(slots[k], where[k].hash);
+        in_use[k] = kNil;
+      } else if (items[k].op == Op::kAcquire && !out[k].allowed) {  // the limit that refused
+        shard.touch(slots[k], memory::standing_after(out[k], shard.standing(slots[k])));
       }
     }
+    // The slots of this call that live in `shard`.
+    std::array<uint32_t, kMaxOpsPerCall> keep{};
+    auto keep_in = [&](size_t shard) {
+      size_t m = 0;
+      for (size_t j = 0; j < n; ++j) {
+        if (in_use[j] != kNil && where[j].shard == shard) keep[m++] = in_use[j];
+      }
+      return std::span<const uint32_t>(keep.data(), m);
+    };
     for (size_t k = 0; k < n; ++k) {
       if (slots[k] != kNil || items[k].op != Op::kAcquire) continue;
       if (all || algo::idle_at_us(*ops[k].policy, states[k]) > now) {
-        shards[where[k].shard].insert(ids[k], ops[k].key, where[k].hash, std::move(states[k]), now);
+        const size_t sh = where[k].shard;
+        in_use[k] = shards[sh].insert(ids[k], ops[k].key, where[k].hash, std::move(states[k]),
+                                      memory::standing_after(out[k], memory::kRoomy), now,
+                                      keep_in(sh));
       }
+    }
+    for (size_t m = 0; m < nlocked; ++m) {
+      if (shards[locked[m]].over_byte_share()) shards[locked[m]].shed_bytes(keep_in(locked[m]), now);
     }
     return {};
   }
@@ -173,8 +199,8 @@ MemoryStore::MemoryStore(MemoryStoreOptions options) : impl_(std::make_unique<Im
   impl_->shard_shift = 64 - static_cast<unsigned>(std::countr_zero(shards));
   impl_->shards = std::make_unique<Shard[]>(shards);
   for (size_t k = 0; k < shards; ++k) {
-    impl_->shards[k].init(max_keys / shards, impl_->seed, options.sweep_every,
-                          options.sweep_batch);
+    impl_->shards[k].init(max_keys / shards, options.max_bytes / shards, impl_->seed,
+                          options.sweep_every, options.sweep_batch);
   }
 }
 
@@ -265,9 +291,29 @@ size_t MemoryStore::key_count() const {
   return n;
 }
 
-uint64_t MemoryStore::evictions() const {
-  uint64_t n = 0;
-  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].evictions();
+uint64_t MemoryStore::evictions() const { return eviction_counts().total(); }
+
+MemoryStoreEvictions MemoryStore::eviction_counts() const {
+  MemoryStoreEvictions e;
+  for (size_t k = 0; k < impl_->shard_count; ++k) {
+    const Shard& shard = impl_->shards[k];
+    e.roomy += shard.evicted(memory::kRoomy);
+    e.near_limit += shard.evicted(memory::kNearLimit);
+    e.denied += shard.evicted(memory::kDenied);
+    e.for_bytes += shard.evicted_for_bytes();
+  }
+  return e;
+}
+
+size_t MemoryStore::bytes() const {
+  size_t n = 0;
+  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].bytes();
+  return n;
+}
+
+size_t MemoryStore::byte_capacity() const {
+  size_t n = 0;
+  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].byte_share();
   return n;
 }
 

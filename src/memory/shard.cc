@@ -1,5 +1,6 @@
-// shard.cc — one MemoryStore shard: slab of slots, open-addressing table, lazy LRU list,
-// incremental idle sweep (see shard.h for the design and invariants).
+// shard.cc — one MemoryStore shard: slab of slots, open-addressing table, standing lists and
+// eviction order, byte count, incremental idle sweep (see shard.h for the design and
+// invariants).
 #include "shard.h"
 
 #include <algorithm>
@@ -30,10 +31,15 @@ static_assert(kPacksInline<algo::LeakyBucketState>);
 static_assert(std::is_same_v<std::variant_alternative_t<kLogTag, AlgorithmState>,
                              SlidingWindowLogState>);
 
-SlidingWindowLogState* log_of(const Slot& s) {
-  SlidingWindowLogState* p;
-  std::memcpy(&p, s.state, sizeof p);
-  return p;
+static_assert(sizeof(SlidingWindowLogState) <= sizeof(Slot::state) &&
+              alignof(SlidingWindowLogState) <= 8,
+              "the sliding log's state lives in the slot");
+
+SlidingWindowLogState* log_in(Slot& s) {
+  return std::launder(reinterpret_cast<SlidingWindowLogState*>(s.state));
+}
+const SlidingWindowLogState* log_in(const Slot& s) {
+  return std::launder(reinterpret_cast<const SlidingWindowLogState*>(s.state));
 }
 
 template <typename T>
@@ -43,32 +49,41 @@ AlgorithmState unpack_inline(const Slot& s) {
   return v;
 }
 
-// Frees what the slot's state owns (the sliding log's queue).
-void free_state(Slot& s) {
-  if (s.tag == kLogTag) delete log_of(s);
-  s.tag = kNoState;
+// What the allocator takes for a request of n bytes (glibc: the request plus an 8-byte header,
+// rounded up to 16, at least 32); 0 for none. An estimate for the byte bound, not a promise.
+size_t heap_block(size_t n) {
+  if (n == 0) return 0;
+  return std::max<size_t>(32, (n + 8 + 15) & ~size_t{15});
+}
+
+bool kept(std::span<const uint32_t> keep, uint32_t i) {
+  return std::find(keep.begin(), keep.end(), i) != keep.end();
 }
 
 }  // namespace
 
 Shard::~Shard() {
-  for (uint32_t i = head_; i != kNil;) {
-    Slot& s = slot(i);
-    const uint32_t next = s.next;
-    free_state(s);
-    if (s.key_len > kInlineKeyBytes) delete[] key_bytes(s);
-    i = next;
+  for (const List& list : lists_) {
+    for (uint32_t i = list.head; i != kNil;) {
+      Slot& s = slot(i);
+      const uint32_t next = s.next;
+      free_state(s);
+      if (s.key_len > kInlineKeyBytes) delete[] key_bytes(s);
+      i = next;
+    }
   }
 }
 
-void Shard::init(size_t capacity, uint64_t seed, size_t sweep_every, size_t sweep_batch) {
+void Shard::init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep_every,
+                 size_t sweep_batch) {
   capacity_ = capacity < 1 ? 1 : capacity;
+  byte_share_ = byte_share;
   seed_ = seed;
   sweep_every_ = static_cast<uint32_t>(std::min<size_t>(sweep_every, 0xffffffffU));
   sweep_batch_ = static_cast<uint32_t>(std::min<size_t>(sweep_batch, 0xffffffffU));
   if (sweep_batch_ == 0) sweep_every_ = 0;
   sweep_countdown_ = sweep_every_;
-  mtf_distance_ = static_cast<uint32_t>(std::min<size_t>(capacity_ / 4, 0xffffffffU));
+  mtf_distance_ = static_cast<uint32_t>(std::min<size_t>(capacity_ / 4, kStampMask / 2));
   table_mask_ = 15;
   table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
   policy_mask_ = 15;
@@ -147,6 +162,26 @@ uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const
   }
 }
 
+size_t Shard::log_bytes(const Slot& s) const {
+  return s.tag == kLogTag ? heap_block(log_in(s)->entries.heap_bytes()) : 0;
+}
+
+void Shard::free_state(Slot& s) {
+  if (s.tag == kLogTag) {
+    sub_bytes(log_bytes(s));
+    log_in(s)->~SlidingWindowLogState();
+  }
+  s.tag = kNoState;
+}
+
+Decision Shard::decide_log(Slot& s, const Policy& policy, int64_t now_us, int64_t cost,
+                           algo::Op op) {
+  const size_t before = log_bytes(s);
+  const Decision d = algo::decide(policy, *log_in(s), now_us, cost, op);
+  set_bytes(bytes_ - before + log_bytes(s));
+  return d;
+}
+
 Decision Shard::decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
                                 algo::Op op) {
   AlgorithmState state = take_state(i);
@@ -159,7 +194,10 @@ AlgorithmState Shard::take_state(uint32_t i) {
   Slot& s = slot(i);
   switch (s.tag) {
     case 0: return unpack_inline<std::variant_alternative_t<0, AlgorithmState>>(s);
-    case kLogTag: return std::move(*log_of(s));  // leaves an empty queue behind
+    case kLogTag: {
+      sub_bytes(log_bytes(s));
+      return std::move(*log_in(s));  // leaves an empty queue behind (no block)
+    }
     case 2: return unpack_inline<std::variant_alternative_t<2, AlgorithmState>>(s);
     case 3: return unpack_inline<std::variant_alternative_t<3, AlgorithmState>>(s);
     case 4: return unpack_inline<std::variant_alternative_t<4, AlgorithmState>>(s);
@@ -173,21 +211,23 @@ void Shard::put_state(uint32_t i, AlgorithmState&& state) {
   if (tag == kLogTag) {
     auto& log = std::get<kLogTag>(state);
     if (s.tag == kLogTag) {
-      *log_of(s) = std::move(log);
+      sub_bytes(log_bytes(s));
+      *log_in(s) = std::move(log);
     } else {
       free_state(s);
-      auto* p = new SlidingWindowLogState(std::move(log));
-      std::memcpy(s.state, &p, sizeof p);
+      new (s.state) SlidingWindowLogState(std::move(log));
     }
-  } else {
-    free_state(s);
-    std::visit(
-        [&s](auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (kPacksInline<T>) std::memcpy(s.state, &v, sizeof v);
-        },
-        state);
+    s.tag = tag;
+    add_bytes(log_bytes(s));
+    return;
   }
+  free_state(s);
+  std::visit(
+      [&s](auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (kPacksInline<T>) std::memcpy(s.state, &v, sizeof v);
+      },
+      state);
   s.tag = tag;
 }
 
@@ -204,9 +244,9 @@ int64_t Shard::idle_at(uint32_t i) {
   return t;
 }
 
-void Shard::move_to_front(uint32_t i) {
+void Shard::move_to_front(uint32_t i, uint32_t standing) {
   unlink(i);
-  push_front(i);
+  push_front(i, standing);
 }
 
 void Shard::remove(uint32_t i, uint64_t hash) {
@@ -216,17 +256,63 @@ void Shard::remove(uint32_t i, uint64_t hash) {
   set_size(size_ - 1);
 }
 
-void Shard::insert(uint16_t policy, std::string_view key, uint64_t hash, AlgorithmState&& state,
-                   int64_t now_us) {
-  ++policies_[policy].users;  // before any eviction can make the id look unused
-  if (policies_[policy].users == 1) --policies_dead_;
-  if (size_ >= capacity_) {
-    const uint32_t victim = tail_;
-    if (idle_at(victim) > now_us) {
-      evictions_.store(evictions_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+uint32_t Shard::pick_victim(std::span<const uint32_t> keep, int64_t now_us, int64_t& idle) {
+  for (const List& list : lists_) {
+    uint32_t best = kNil;
+    int64_t best_idle = std::numeric_limits<int64_t>::max();
+    int seen = 0;
+    for (uint32_t i = list.tail; i != kNil && seen < kEvictionSample; i = slot(i).prev) {
+      if (kept(keep, i)) continue;
+      ++seen;
+      const int64_t t = idle_at(i);
+      if (t <= now_us) {  // idle: it holds nothing, take it at once
+        idle = t;
+        return i;
+      }
+      if (t < best_idle) {  // strictly: ties go to the entry nearest the tail
+        best = i;
+        best_idle = t;
+      }
+    }
+    if (best != kNil) {
+      idle = best_idle;
+      return best;
+    }
+  }
+  return kNil;
+}
+
+void Shard::make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep,
+                      int64_t now_us) {
+  while (size_ + keys > capacity_ || bytes_ + bytes > byte_share_) {
+    int64_t idle = 0;
+    uint32_t victim = pick_victim(keep, now_us, idle);
+    if (victim == kNil) {
+      // Only the entries in use are left. They stay over the byte share (one entry larger
+      // than the share is held alone); the key bound is never exceeded.
+      if (size_ + keys <= capacity_) return;
+      victim = pick_victim({}, now_us, idle);
+    }
+    if (idle > now_us) {
+      auto bump = [](std::atomic<uint64_t>& c) {
+        c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      };
+      bump(evicted_[standing(victim)]);
+      if (size_ + keys <= capacity_) bump(evicted_for_bytes_);
     }
     remove(victim, rehash(slot(victim)));
   }
+}
+
+uint32_t Shard::insert(uint16_t policy, std::string_view key, uint64_t hash,
+                       AlgorithmState&& state, uint32_t standing, int64_t now_us,
+                       std::span<const uint32_t> keep) {
+  ++policies_[policy].users;  // before any eviction can make the id look unused
+  if (policies_[policy].users == 1) --policies_dead_;
+  const size_t key_heap = key.size() > kInlineKeyBytes ? heap_block(key.size()) : 0;
+  const auto* log = std::get_if<SlidingWindowLogState>(&state);
+  const size_t log_heap = log != nullptr ? heap_block(log->entries.heap_bytes()) : 0;
+  make_room(1, kEntryBytes + key_heap + log_heap, keep, now_us);
   const uint32_t i = allocate();
   Slot& s = slot(i);
   s.tag = kNoState;
@@ -240,21 +326,25 @@ void Shard::insert(uint16_t policy, std::string_view key, uint64_t hash, Algorit
     std::memcpy(p, key.data(), key.size());
     std::memcpy(s.key, &p, sizeof p);
   }
-  push_front(i);
+  add_bytes(kEntryBytes + key_heap);
+  push_front(i, standing);
   if ((size_ + 1) * 4 > (table_mask_ + 1) * 3) grow_table();
   table_insert(hash, i);
   set_size(size_ + 1);
+  return i;
 }
 
 size_t Shard::sweep_all(int64_t now_us) {
   size_t dropped = 0;
-  for (uint32_t i = tail_; i != kNil;) {
-    const uint32_t toward_head = slot(i).prev;
-    if (idle_at(i) <= now_us) {
-      remove(i, rehash(slot(i)));
-      ++dropped;
+  for (const List& list : lists_) {
+    for (uint32_t i = list.tail; i != kNil;) {
+      const uint32_t toward_head = slot(i).prev;
+      if (idle_at(i) <= now_us) {
+        remove(i, rehash(slot(i)));
+        ++dropped;
+      }
+      i = toward_head;
     }
-    i = toward_head;
   }
   return dropped;
 }
@@ -263,9 +353,13 @@ void Shard::sweep_some(int64_t now_us, size_t n) {
   // At most one look at each entry per batch (a shard holding one hot key checks it once).
   n = std::min(n, size_);
   for (size_t k = 0; k < n && size_ > 0; ++k) {
-    if (cursor_ == kNil) cursor_ = tail_;
+    // Past the head of a list (or at the start): the tail of the next non-empty list.
+    for (uint32_t tries = 0; cursor_ == kNil && tries < kStandings; ++tries) {
+      cursor_list_ = cursor_list_ + 1 == kStandings ? 0 : cursor_list_ + 1;
+      cursor_ = lists_[cursor_list_].tail;
+    }
     const uint32_t i = cursor_;
-    cursor_ = slot(i).prev;  // kNil past the head: the next check restarts at the tail
+    cursor_ = slot(i).prev;
     if (idle_at(i) <= now_us) remove(i, rehash(slot(i)));
   }
 }
@@ -288,6 +382,7 @@ uint32_t Shard::allocate() {
 
 void Shard::release(uint32_t i) {
   Slot& s = slot(i);
+  sub_bytes(kEntryBytes + (s.key_len > kInlineKeyBytes ? heap_block(s.key_len) : 0));
   free_state(s);
   if (s.key_len > kInlineKeyBytes) delete[] key_bytes(s);
   s.key_len = 0;
@@ -296,21 +391,23 @@ void Shard::release(uint32_t i) {
   free_ = i;
 }
 
-void Shard::push_front(uint32_t i) {
+void Shard::push_front(uint32_t i, uint32_t standing) {
   Slot& s = slot(i);
-  s.stamp = ops_;
+  List& list = lists_[standing];
+  s.stamp = (ops_ & kStampMask) | (standing << kStandingShift);
   s.prev = kNil;
-  s.next = head_;
-  if (head_ != kNil) slot(head_).prev = i;
-  head_ = i;
-  if (tail_ == kNil) tail_ = i;
+  s.next = list.head;
+  if (list.head != kNil) slot(list.head).prev = i;
+  list.head = i;
+  if (list.tail == kNil) list.tail = i;
 }
 
 void Shard::unlink(uint32_t i) {
   Slot& s = slot(i);
+  List& list = lists_[s.stamp >> kStandingShift];
   if (cursor_ == i) cursor_ = s.prev;
-  if (s.prev != kNil) slot(s.prev).next = s.next; else head_ = s.next;
-  if (s.next != kNil) slot(s.next).prev = s.prev; else tail_ = s.prev;
+  if (s.prev != kNil) slot(s.prev).next = s.next; else list.head = s.next;
+  if (s.next != kNil) slot(s.next).prev = s.prev; else list.tail = s.prev;
 }
 
 void Shard::table_insert(uint64_t hash, uint32_t i) {

@@ -1,6 +1,7 @@
-// shard.h — one shard of the MemoryStore: a hash table of compact entries, an LRU list, and
-// the incremental idle sweep, all guarded by one lock (a spinlock: spin_lock.h says why).
-// Internal to src/memory.
+// shard.h — one shard of the MemoryStore: a hash table of compact entries, three recency
+// lists (one per standing: what eviction takes first), the byte count, and the incremental
+// idle sweep, all guarded by one lock (a spinlock: spin_lock.h says why). Internal to
+// src/memory.
 //
 // Why this shape (and not std::unordered_map<std::string, AlgorithmState> + std::list):
 //   - entries live in 64-byte slots in chunked slabs (no per-entry allocation, no pointer
@@ -13,28 +14,40 @@
 //     ask algo::idle_at_us about any entry without the caller's Policy at hand. An existing
 //     key is found in one probe (find_named: key bytes, then the slot's policy entry's name),
 //     so the hot path never consults the policy table; only a new key looks its name up;
-//   - per-key state is stored packed (16-24 bytes; the sliding log's queue on the heap) and
-//     unpacked into an algo::AlgorithmState around each algo::decide call, so the decision
+//   - per-key state is stored in the slot (16-24 bytes; the sliding log's is its queue's
+//     pointer, head and size, the entries on the heap) and decided in place, so the decision
 //     math stays in src/core and a redefined policy's state is replaced there;
 //   - idleness is computed only when it can be true: an admitted acquire holds the units it
 //     took, so it is never idle; every other touch, the sweep and eviction ask
-//     algo::idle_at_us;
-//   - LRU order is a doubly linked list of slot indices, but an entry is moved to the front
-//     only when more than a quarter of the shard's capacity worth of operations happened since
-//     it was last put there: a hot key costs no list writes, and an entry touched within the
-//     last 3/4 * capacity operations is never at the tail (each operation puts at most one
-//     entry in front of it). Stamps are 32-bit: an entry untouched for 2^32 operations on its
-//     shard may skip one move (harmless: order only, never the bound).
-// Invariants (with the lock held): size() <= capacity(); every live slot is in the table
-// exactly once and in the list exactly once; every live slot's policy id is live with users
-// >= 1; the sweep cursor is kNil or a live slot; policy ids are only recycled in begin_op,
-// when no operation holds one.
+//     algo::idle_at_us.
+// Eviction (issue 12: plain LRU let a flood of invented keys push out a key that was being
+// denied, which then started afresh): every entry has a standing from its last acquire —
+// roomy (half or more of its limit left), near its limit, or denied — and sits in that
+// standing's recency list. A full shard evicts from the lowest standing that has an entry, and
+// there, among the kEvictionSample entries nearest the tail, the one that idles soonest
+// (already idle: dropped, not counted). So a denied entry goes only when every entry of its
+// shard is denied too, and one-request keys (roomy, or near the limit for a limit of 1) never
+// push out a denied one. Recency within a list is lazy: an entry is moved to the front only
+// when more than a quarter of the shard's capacity worth of operations happened since it was
+// last put there (a hot key costs no list writes), or when its standing changes. Stamps are
+// 30-bit: an entry untouched for 2^30 operations on its shard may skip one move (order only).
+// Bytes: each entry counts kEntryBytes (its slot and its share of the table) plus the heap
+// blocks it owns (a key over 23 bytes, the sliding log's queue) as the allocator rounds them;
+// the shard keeps the total within its byte share by the same eviction order, never evicting
+// the entry being decided (one entry larger than the share is held alone).
+// Invariants (with the lock held): size() <= capacity(); bytes() is the sum above over live
+// slots and <= byte_share() whenever more than the entries in use are held; every live slot is
+// in the table exactly once and in the list of its standing exactly once; every live slot's
+// policy id is live with users >= 1; the sweep cursor is kNil or a live slot of list
+// cursor_list_; policy ids are only recycled in begin_op, when no operation holds one.
 #pragma once
 
 #include <atomic>
 #include <cstring>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -52,12 +65,34 @@ inline constexpr uint32_t kNil = 0xffffffffU;
 inline constexpr uint16_t kNoPolicy = 0xffff;
 inline constexpr size_t kInlineKeyBytes = 23;
 
+// What an entry's last acquire left it at; eviction takes the lowest first.
+enum Standing : uint32_t {
+  kRoomy = 0,      // admitted, half or more of its limit left
+  kNearLimit = 1,  // admitted, less than half left
+  kDenied = 2,     // denied over its limit (a cost above the whole capacity does not count)
+};
+inline constexpr uint32_t kStandings = 3;
+
+// The standing after an acquire that answered `d` on an entry standing at `before`. A request
+// that could never fit (cost above capacity) says nothing about the key's use: unchanged.
+inline uint32_t standing_after(const Decision& d, uint32_t before) {
+  if (!d.allowed) return d.reason == DecisionReason::kExceedsCapacity ? before : kDenied;
+  return d.remaining * 2 < d.limit ? kNearLimit : kRoomy;
+}
+
+// Bytes an entry counts for its slot and its share of the table (8-byte cells at load 3/8 ...
+// 3/4: 10.7-21 bytes; 16 on average).
+inline constexpr size_t kEntryBytes = 64 + 16;
+// Candidates eviction compares, nearest the tail of the chosen list.
+inline constexpr int kEvictionSample = 4;
+
 // One key's entry: exactly one cache line.
 struct Slot {
   alignas(8) unsigned char state[24];  // packed state; see take_state()/put_state()
   uint32_t prev;                       // list neighbour toward the head (more recent)
   uint32_t next;                       // toward the tail; the free-list link when free
-  uint32_t stamp;                      // shard operation count when last moved to the front
+  uint32_t stamp;                      // low 30 bits: ops when last put at the front of its
+                                       // list; top 2: its Standing
   uint16_t policy;                     // id in the shard's policy table
   uint16_t key_len;
   uint8_t tag;                         // AlgorithmState index of `state`
@@ -74,7 +109,8 @@ class alignas(64) Shard {
 
   // Called once before use. capacity >= 1; sweep_every == 0 or sweep_batch == 0 disables the
   // incremental sweep.
-  void init(size_t capacity, uint64_t seed, size_t sweep_every, size_t sweep_batch);
+  void init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep_every,
+            size_t sweep_batch);
 
   SpinLock mu;
 
@@ -115,14 +151,15 @@ class alignas(64) Shard {
       return i;
     }
   }
-  // algo::decide on the slot's state, in place (the O(1) states are decided on a local copy
-  // of their packed bytes; the log and a state of another algorithm go through the variant).
-  // Inline: on the hot path this is a switch and a call to the algorithm.
+  // algo::decide on the slot's state, in place (the O(1) states on a local copy of their
+  // packed bytes; the log on its in-slot state; a state of another algorithm through the
+  // variant). Inline: on the hot path this is a switch and a call to the algorithm.
   Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op) {
     Slot& s = slot(i);
     if (s.tag == static_cast<uint8_t>(policy.algorithm())) {
       switch (s.tag) {
         case 0: return decide_packed<0>(s, policy, now_us, cost, op);
+        case 1: return decide_log(s, policy, now_us, cost, op);
         case 2: return decide_packed<2>(s, policy, now_us, cost, op);
         case 3: return decide_packed<3>(s, policy, now_us, cost, op);
         case 4: return decide_packed<4>(s, policy, now_us, cost, op);
@@ -137,29 +174,57 @@ class alignas(64) Shard {
   void put_state(uint32_t i, algo::AlgorithmState&& state);
   // algo::idle_at_us of the slot's state under its policy's current definition.
   int64_t idle_at(uint32_t i);
-  // Records a use for the LRU order (inline: on a hot key it is one comparison).
-  void touch(uint32_t i) {
-    if (i == head_ || ops_ - slot(i).stamp <= mtf_distance_) return;
-    move_to_front(i);
+  // Records an acquire that left the entry at `standing`: moves it to the front of that
+  // standing's list when its standing changed or it is not among the most recent quarter
+  // (inline: on a hot key it is two comparisons).
+  void touch(uint32_t i, uint32_t standing) {
+    const uint32_t stamp = slot(i).stamp;
+    if ((stamp >> kStandingShift) == standing &&
+        (i == lists_[standing].head || ((ops_ - stamp) & kStampMask) <= mtf_distance_)) {
+      return;
+    }
+    move_to_front(i, standing);
   }
+  uint32_t standing(uint32_t i) const { return slot(i).stamp >> kStandingShift; }
   // Forgets the slot (hash: the one it was found or inserted with).
   void remove(uint32_t i, uint64_t hash);
-  // Adds a new entry (precondition: find() == kNil; `policy` from policy_id(..., true)),
-  // evicting the least recently used entry first when the shard is full.
-  void insert(uint16_t policy, std::string_view key, uint64_t hash, algo::AlgorithmState&& state,
-              int64_t now_us);
+  // Adds a new entry standing at `standing` (precondition: find() == kNil; `policy` from
+  // policy_id(..., true)), first evicting (eviction order above) until one more key and its
+  // bytes fit; entries listed in `keep` (slots of this shard in use by the caller) stay.
+  // Returns the new slot.
+  uint32_t insert(uint16_t policy, std::string_view key, uint64_t hash,
+                  algo::AlgorithmState&& state, uint32_t standing, int64_t now_us,
+                  std::span<const uint32_t> keep = {});
+  // True when the entries hold more bytes than the share (a sliding log grew).
+  bool over_byte_share() const { return bytes_ > byte_share_; }
+  // Evicts (eviction order above, sparing `keep`) until within the byte share or only `keep`
+  // is left.
+  void shed_bytes(std::span<const uint32_t> keep, int64_t now_us) { make_room(0, 0, keep, now_us); }
   // Drops every idle entry; returns how many.
   size_t sweep_all(int64_t now_us);
 
   // Readable without the lock (relaxed; approximate while others work).
   size_t size() const { return size_mirror_.load(std::memory_order_relaxed); }
-  uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
+  size_t bytes() const { return bytes_mirror_.load(std::memory_order_relaxed); }
+  // Evictions by the standing of the entry evicted, and how many were for the byte share.
+  uint64_t evicted(uint32_t standing) const {
+    return evicted_[standing].load(std::memory_order_relaxed);
+  }
+  uint64_t evicted_for_bytes() const { return evicted_for_bytes_.load(std::memory_order_relaxed); }
   size_t capacity() const { return capacity_; }
+  size_t byte_share() const { return byte_share_; }
 
  private:
   static constexpr unsigned kChunkBits = 6;  // 64 slots (4 KiB) per slab chunk: little slack
   static constexpr uint32_t kChunkMask = (1U << kChunkBits) - 1;
   static constexpr size_t kPolicyPurgeThreshold = 64;
+  static constexpr unsigned kStandingShift = 30;
+  static constexpr uint32_t kStampMask = (1U << kStandingShift) - 1;
+
+  struct List {
+    uint32_t head = kNil;  // most recently put in front
+    uint32_t tail = kNil;  // least recently
+  };
 
   struct PolicyEntry {
     Policy policy;       // latest definition seen under this name
@@ -177,7 +242,9 @@ class alignas(64) Shard {
     std::memcpy(s.state, &v, sizeof v);
     return d;
   }
-  // The rest: the sliding log, and a state of another algorithm (a redefined policy).
+  // The sliding log on its in-slot state (keeps the byte count).
+  Decision decide_log(Slot& s, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op);
+  // The rest: a state of another algorithm (a redefined policy).
   Decision decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
                            algo::Op op);
 
@@ -214,13 +281,31 @@ class alignas(64) Shard {
     size_ = n;
     size_mirror_.store(n, std::memory_order_relaxed);
   }
+  void add_bytes(size_t n) { set_bytes(bytes_ + n); }
+  void sub_bytes(size_t n) { set_bytes(bytes_ - n); }
+  void set_bytes(size_t n) {
+    bytes_ = n;
+    bytes_mirror_.store(n, std::memory_order_relaxed);
+  }
+  // Heap bytes of the slot's log queue, as the allocator rounds them (0 for other states).
+  size_t log_bytes(const Slot& s) const;
+  // Frees what the slot's state owns (the sliding log's queue), keeping the byte count.
+  void free_state(Slot& s);
+
+  // Eviction.
+  // Evicts until size() + keys <= capacity() and bytes() + bytes <= byte_share(). `keep` is
+  // spared for the byte share, and for the key bound unless nothing else is left.
+  void make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep, int64_t now_us);
+  // The entry eviction takes next, sparing `keep` (kNil if none); `idle_at` receives its
+  // idle time.
+  uint32_t pick_victim(std::span<const uint32_t> keep, int64_t now_us, int64_t& idle_at);
 
   // Slab.
   uint32_t allocate();
   void release(uint32_t i);
-  // LRU list.
-  void move_to_front(uint32_t i);
-  void push_front(uint32_t i);
+  // Standing lists.
+  void move_to_front(uint32_t i, uint32_t standing);
+  void push_front(uint32_t i, uint32_t standing);
   void unlink(uint32_t i);
   // Table.
   void table_insert(uint64_t hash, uint32_t i);
@@ -228,21 +313,23 @@ class alignas(64) Shard {
   void grow_table();
 
   size_t capacity_ = 1;
+  size_t byte_share_ = 0;
   uint64_t seed_ = 0;
   uint32_t sweep_every_ = 0;
   uint32_t sweep_batch_ = 0;
   uint32_t sweep_countdown_ = 0;
-  uint32_t mtf_distance_ = 0;  // capacity / 4: see the LRU note at the top
-  uint32_t ops_ = 0;           // wraps; only differences are used
+  uint32_t mtf_distance_ = 0;  // capacity / 4: see the recency note at the top
+  uint32_t ops_ = 0;           // wraps; only differences (mod 2^30) are used
   size_t size_ = 0;
+  size_t bytes_ = 0;
 
   std::vector<std::unique_ptr<Slot[]>> chunks_;
   uint32_t slots_used_ = 0;  // slots ever handed out (the rest of the last chunk is untouched)
   uint32_t free_ = kNil;     // free-list head
 
-  uint32_t head_ = kNil;    // most recently used
-  uint32_t tail_ = kNil;    // least recently used
-  uint32_t cursor_ = kNil;  // incremental sweep position, walking from tail to head
+  List lists_[kStandings];
+  uint32_t cursor_ = kNil;                   // incremental sweep position, walking each list
+  uint32_t cursor_list_ = kStandings - 1;    // from tail to head, one list after the other
 
   std::unique_ptr<uint64_t[]> table_;  // (hash low 32 bits << 32) | (slot + 1); 0 = empty
   size_t table_mask_ = 0;
@@ -254,7 +341,9 @@ class alignas(64) Shard {
   size_t policies_dead_ = 0;  // entries with users == 0 still indexed
 
   std::atomic<size_t> size_mirror_{0};
-  std::atomic<uint64_t> evictions_{0};
+  std::atomic<size_t> bytes_mirror_{0};
+  std::atomic<uint64_t> evicted_[kStandings] = {};
+  std::atomic<uint64_t> evicted_for_bytes_{0};
 };
 
 }  // namespace ratelimit::memory

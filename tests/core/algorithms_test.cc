@@ -118,8 +118,8 @@ TEST(CountDenied, SustainedAttackIsLockedOutAndStateStaysBounded) {
       // Bounded state: at most L units recorded (buckets: a debt of at most one burst).
       if (auto* log = std::get_if<algo::SlidingWindowLogState>(&s)) {
         ASSERT_LE(log->units, 10);
-        ASSERT_LE(log->entries.size() - log->head, 10u);
-        ASSERT_LE(log->entries.size(), 64u);
+        ASSERT_LE(log->entries.size(), 10u);
+        ASSERT_LE(log->entries.capacity(), 2 * log->entries.size() + 2);
       } else if (auto* tb = std::get_if<algo::TokenBucketState>(&s)) {
         ASSERT_LE(tb->taken_u, 20 * algo::kUnit);
       } else if (auto* lb = std::get_if<algo::LeakyBucketState>(&s)) {
@@ -184,15 +184,65 @@ TEST(FixedWindow, SkippingManyWindowsForgetsTheCount) {
 }
 
 TEST(SlidingWindowLog, MemoryStaysBoundedOverALongRun) {
-  // The log is a vector used as a queue: expired entries are compacted away.
+  // The log is a ring whose capacity follows its size: expired entries give their room back.
   Policy p = window_policy(Algorithm::kSlidingWindowLog, 100, 10'000);
   AlgorithmState s = algo::fresh_state(p);
   for (int64_t t = 0; t < 10 * kSecond; t += 7) {
     acquire(p, s, t);
     const auto& log = std::get<algo::SlidingWindowLogState>(s);
-    ASSERT_LE(log.entries.size() - log.head, 100u);
-    ASSERT_LE(log.entries.size(), 2 * 100u + 64u);
+    ASSERT_LE(log.entries.size(), 100u);
+    ASSERT_LE(log.entries.capacity(), 2 * log.entries.size() + 2);
   }
+}
+
+TEST(SlidingWindowLog, CapacityShrinksAfterABurst) {
+  // Issue 12: a burst of 500 and then a trickle kept the burst's capacity for good (a vector
+  // used as a queue never shrank), ~1.3 KB per key at a few live entries.
+  Policy p = window_policy(Algorithm::kSlidingWindowLog, 500, 5 * kSecond);
+  AlgorithmState s = algo::fresh_state(p);
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(acquire(p, s, 1000 + i).allowed);
+  const auto& log = std::get<algo::SlidingWindowLogState>(s);
+  EXPECT_GE(log.entries.capacity(), 500u);
+  // One request per second from then on: at most 5 live entries.
+  for (int64_t t = 6 * kSecond; t < 30 * kSecond; t += kSecond) {
+    ASSERT_TRUE(acquire(p, s, t).allowed);
+    ASSERT_LE(log.entries.size(), 5u);
+  }
+  EXPECT_LE(log.entries.capacity(), 2 * log.entries.size() + 2);
+  EXPECT_LE(log.entries.heap_bytes(), 8u + 16u * 12u);
+  // Emptied: no block at all.
+  acquire(p, s, 60 * kSecond);
+  AlgorithmState copy = s;
+  EXPECT_EQ(std::get<algo::SlidingWindowLogState>(copy).entries.size(), 1u);
+  EXPECT_EQ(std::get<algo::SlidingWindowLogState>(copy).entries.capacity(), 1u);
+}
+
+TEST(SlidingWindowLog, QueueKeepsOrderAcrossWrapAndResize) {
+  algo::SlidingLogQueue q;
+  int64_t next_in = 0;
+  int64_t next_out = 0;
+  // Pushes and pops in uneven runs so the ring wraps, grows and shrinks many times.
+  for (int round = 0; round < 200; ++round) {
+    const int pushes = (round * 7) % 13 + 1;
+    const int pops = (round * 5) % 11;
+    for (int i = 0; i < pushes; ++i, ++next_in) q.push_back({next_in, next_in});
+    for (int i = 0; i < pops && !q.empty(); ++i) {
+      ASSERT_EQ(q[0].at_us, next_out);
+      q.pop_front();
+      ++next_out;
+    }
+    q.shrink_to_bound();
+    ASSERT_EQ(q.size(), static_cast<size_t>(next_in - next_out));
+    ASSERT_LE(q.capacity(), 2 * q.size() + 2);
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(q[i].at_us, next_out + static_cast<int64_t>(i));
+    if (!q.empty()) {
+      ASSERT_EQ(q.back().at_us, next_in - 1);
+    }
+  }
+  algo::SlidingLogQueue moved = std::move(q);
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.heap_bytes(), 0u);
+  EXPECT_EQ(moved.size(), static_cast<size_t>(next_in - next_out));
 }
 
 TEST(SlidingWindowLog, LargestAllowedLimitFillsAndRefusesExactly) {

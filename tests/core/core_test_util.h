@@ -56,7 +56,7 @@ inline bool same_state(const Policy& policy, const algo::AlgorithmState& a,
   }
   auto live = [&](const algo::SlidingWindowLogState& s) {
     std::vector<std::pair<int64_t, int64_t>> out;
-    for (size_t i = s.head; i < s.entries.size(); ++i) {
+    for (size_t i = 0; i < s.entries.size(); ++i) {
       if (s.entries[i].at_us > now - policy.window().count()) {
         out.emplace_back(s.entries[i].at_us, s.entries[i].cost);
       }

@@ -122,9 +122,9 @@ int64_t state_excess(const Policy& p, const AlgorithmState& s) {
     return std::max<int64_t>({0, l->level_u - 2 * L * algo::kUnit, -l->level_u});
   }
   auto& log = std::get<algo::SlidingWindowLogState>(s);
-  const auto live = static_cast<int64_t>(log.entries.size() - log.head);
+  const auto live = static_cast<int64_t>(log.entries.size());
   return std::max<int64_t>({0, log.units - L, live - L,
-                            static_cast<int64_t>(log.entries.size()) - 2 * L - 64});
+                            static_cast<int64_t>(log.entries.capacity()) - 2 * live - 2});
 }
 
 Decision peek_at(const Policy& p, const AlgorithmState& s, int64_t t, int64_t cost) {
@@ -218,7 +218,7 @@ int64_t state_time(const AlgorithmState& s) {
   if (auto* t = std::get_if<algo::TokenBucketState>(&s)) return t->last_us;
   if (auto* l = std::get_if<algo::LeakyBucketState>(&s)) return l->last_us;
   auto& log = std::get<algo::SlidingWindowLogState>(s);
-  return log.head < log.entries.size() ? log.entries.back().at_us : 0;
+  return !log.entries.empty() ? log.entries.back().at_us : 0;
 }
 
 // A clock that steps back to before the state's latest time decides exactly as at that time,

@@ -16,17 +16,10 @@ namespace ratelimit {
 namespace {
 
 using testing_memory::all_algorithms;
+using testing_memory::manual;
 
 const Micros kSecond{1'000'000};
 
-MemoryStoreOptions manual(const ManualClock& clock, size_t max_keys = 1'000'000,
-                          size_t shards = 64) {
-  MemoryStoreOptions o;
-  o.max_keys = max_keys;
-  o.shards = shards;
-  o.clock = &clock;
-  return o;
-}
 
 Policy fixed(int64_t limit, std::string name = "fw") {
   return Policy::fixed_window(limit, Micros{60'000'000}).value().with_name(std::move(name)).value();

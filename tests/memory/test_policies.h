@@ -1,10 +1,13 @@
-// test_policies.h — policies shared by the MemoryStore tests: one per algorithm (and mode),
-// each with capacity `limit`, so a test can be run "for every algorithm" by parameter.
+// test_policies.h — what the MemoryStore tests share: policies, one per algorithm (and mode),
+// each with capacity `limit`, so a test can be run "for every algorithm" by parameter; and
+// store options on a ManualClock.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "ratelimit/clock.h"
+#include "ratelimit/memory_store.h"
 #include "ratelimit/policy.h"
 
 namespace ratelimit::testing_memory {
@@ -27,6 +30,16 @@ inline std::vector<NamedPolicy> all_algorithms(int64_t limit) {
       {"leaky_bucket_police", Policy::leaky_bucket(slow, limit, LeakyMode::kPolice).value()},
       {"leaky_bucket_shape", Policy::leaky_bucket(slow, limit, LeakyMode::kShape).value()},
   };
+}
+
+// Options for a store that reads `clock`, with the given bounds.
+inline MemoryStoreOptions manual(const ManualClock& clock, size_t max_keys = 1'000'000,
+                                 size_t shards = 64) {
+  MemoryStoreOptions o;
+  o.max_keys = max_keys;
+  o.shards = shards;
+  o.clock = &clock;
+  return o;
 }
 
 }  // namespace ratelimit::testing_memory
