@@ -6,8 +6,43 @@
 local algorithms = {[0] = fixed_window, [1] = sliding_window_log, [2] = sliding_window_counter,
                     [3] = token_bucket, [4] = leaky_bucket}
 
--- Several limits on one key, all or nothing: mirrors algo::decide_all in src/core/decide.cc
--- (every limit is peeked; only if all admit is each one acquired).
+-- The all-or-nothing step shared by run_all and run_many: mirrors
+-- algo::decide_all(std::span<const LimitOp>) in src/core/decide.cc — every item is peeked at its
+-- own cost; only if all admit is each acquire item acquired (peek items only take part in the
+-- check). Then every state is written back and the decisions appended to the reply in order.
+-- items[i]: {algorithm, policy, keys, state, idle_before, cost, op}.
+local function decide_items_all_or_nothing(items, now_us, test_mode)
+  local decisions = {}
+  local all = true
+  for i, it in ipairs(items) do
+    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kPeek)
+    all = all and decisions[i].allowed
+  end
+  if all then
+    for i, it in ipairs(items) do
+      if it.op == kAcquire then
+        decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kAcquire)
+      end
+    end
+  end
+
+  local out = {}
+  for i, it in ipairs(items) do
+    persist(it.algorithm, it.policy, it.keys, it.state, now_us, test_mode, it.idle_before)
+    push_decision(out, decisions[i])
+  end
+  return out
+end
+
+-- One item of an all-or-nothing call: its state loaded, and its idle time before the call.
+local function load_item(algorithm, policy, ikeys, cost, op)
+  local state = algorithm.load(ikeys)
+  return {algorithm = algorithm, policy = policy, keys = ikeys, state = state, cost = cost, op = op,
+          idle_before = algorithm.idle_at_us(policy, state)}
+end
+
+-- Several limits on one key, all or nothing, at one cost and one op (acquire: all acquired if
+-- all admit; peek: each only checked).
 -- keys: two per limit, in order: its state key and its log key (used by the sliding log only;
 --       always passed so every key the script may touch is in keys). All share one hash tag.
 -- args: now, cost, op, then six per limit: algorithm (0 fixed_window, 1 sliding_window_log,
@@ -18,35 +53,13 @@ local function run_all(keys, args)
   local now_us, test_mode = read_now(args[1])
   local cost = tonumber(args[2])
   local op = tonumber(args[3])
-  local limits = {}
+  local items = {}
   for i = 1, (#args - 3) / 6 do
     local base = 3 + (i - 1) * 6
-    local algorithm = algorithms[tonumber(args[base + 1])]
-    local lkeys = {keys[2 * i - 1], keys[2 * i]}
-    local policy = read_policy(args, base + 2)
-    local state = algorithm.load(lkeys)
-    limits[i] = {algorithm = algorithm, policy = policy, keys = lkeys, state = state,
-                 idle_before = algorithm.idle_at_us(policy, state)}
+    items[i] = load_item(algorithms[tonumber(args[base + 1])], read_policy(args, base + 2),
+                         {keys[2 * i - 1], keys[2 * i]}, cost, op)
   end
-
-  local decisions = {}
-  local all = true
-  for i, l in ipairs(limits) do
-    decisions[i] = l.algorithm.decide(l.policy, l.state, now_us, cost, kPeek)
-    all = all and decisions[i].allowed
-  end
-  if all and op == kAcquire then
-    for i, l in ipairs(limits) do
-      decisions[i] = l.algorithm.decide(l.policy, l.state, now_us, cost, kAcquire)
-    end
-  end
-
-  local out = {}
-  for i, l in ipairs(limits) do
-    persist(l.algorithm, l.policy, l.keys, l.state, now_us, test_mode, l.idle_before)
-    push_decision(out, decisions[i])
-  end
-  return out
+  return decide_items_all_or_nothing(items, now_us, test_mode)
 end
 
 -- A batch of independent decisions, each exactly run_single's, in order (a later item on the
@@ -112,33 +125,9 @@ local function run_many(keys, args)
   local items = {}
   for i = 1, (#args - 1) / 8 do
     local base = 1 + (i - 1) * 8
-    local algorithm = algorithms[tonumber(args[base + 1])]
-    local ikeys = {keys[2 * i - 1], keys[2 * i]}
-    local policy = read_policy(args, base + 4)
-    local state = algorithm.load(ikeys)
-    items[i] = {algorithm = algorithm, cost = tonumber(args[base + 2]),
-                op = tonumber(args[base + 3]), policy = policy, keys = ikeys, state = state,
-                idle_before = algorithm.idle_at_us(policy, state)}
+    items[i] = load_item(algorithms[tonumber(args[base + 1])], read_policy(args, base + 4),
+                         {keys[2 * i - 1], keys[2 * i]}, tonumber(args[base + 2]),
+                         tonumber(args[base + 3]))
   end
-
-  local decisions = {}
-  local all = true
-  for i, it in ipairs(items) do
-    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kPeek)
-    all = all and decisions[i].allowed
-  end
-  if all then
-    for i, it in ipairs(items) do
-      if it.op == kAcquire then
-        decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kAcquire)
-      end
-    end
-  end
-
-  local out = {}
-  for i, it in ipairs(items) do
-    persist(it.algorithm, it.policy, it.keys, it.state, now_us, test_mode, it.idle_before)
-    push_decision(out, decisions[i])
-  end
-  return out
+  return decide_items_all_or_nothing(items, now_us, test_mode)
 end
