@@ -5,6 +5,7 @@ RATELIMIT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # proto/, src/grpc
   redis-server redis-tools redis-sentinel openssl
   nginx caddy haproxy   # tests/proxies: the reverse-proxy end-to-end tests
   clang libclang-rt-14-dev

@@ -123,6 +123,16 @@ ReloadResult RuleSource::reload(bool only_if_changed) {
   return r;
 }
 
+uint64_t RuleSource::replace(std::shared_ptr<const RuleSet> rules) {
+  std::lock_guard lock(reload_mu_);
+  {
+    std::lock_guard swap(current_mu_);
+    current_ = std::move(rules);
+  }
+  serving_files_.clear();  // the next reload(only_if_changed) reads the directory anew
+  return generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+}
+
 // ---------------------------------------------------------------------------------------
 
 std::vector<std::string> watch_paths(const std::string& runtime_root,

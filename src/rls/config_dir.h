@@ -55,6 +55,10 @@ class RuleSource {
   // nothing changes.
   ReloadResult reload(bool only_if_changed = false);
 
+  // Serves `rules` (not null), loaded elsewhere — ratelimitd's own YAML holds its domains
+  // inline — as the next generation; returns it.
+  uint64_t replace(std::shared_ptr<const RuleSet> rules);
+
   // The serving RuleSet; an empty RuleSet before the first successful reload. Never null.
   // Takes a short lock: hot paths cache the pointer and re-read it when generation() moved.
   std::shared_ptr<const RuleSet> current() const {

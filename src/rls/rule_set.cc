@@ -313,19 +313,31 @@ HitStats hit_stats(uint32_t limit, float near_limit_ratio, uint64_t hits, bool a
 // ---------------------------------------------------------------------------------------
 // Loading
 
+// Item `item` of the top-level list `list` of `doc`; an undefined node when there is none.
+YAML::Node item_of(const YAML::Node& doc, const std::string& list, size_t item) {
+  if (!doc.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const YAML::Node l = doc[list];
+  if (!l.IsSequence() || item >= l.size()) return YAML::Node(YAML::NodeType::Undefined);
+  return l[item];
+}
+
 class Loader {
  public:
   Loader(RuleSet& set, const LoadOptions& options) : set_(set), options_(options) {}
 
   Status load_file(const SourceFile& f) {
     file_ = f.name;
-    YAML::Node root;
+    YAML::Node doc;
     try {
-      root = YAML::Load(f.text);
+      doc = YAML::Load(f.text);
     } catch (const YAML::Exception& e) {
       return error(e.mark.is_null() ? 1 : e.mark.line + 1,
                    "error loading config file: " + e.msg);
     }
+    // A node copied (not assigned: yaml-cpp assignment writes through) from the document, so
+    // an item of a list keeps its own lines.
+    const YAML::Node root = f.list.empty() ? doc : item_of(doc, f.list, f.item);
+    if (!root) return error(line_of(doc), "'" + f.list + "' has no item " + std::to_string(f.item));
     try {
       return load_root(root);
     } catch (const YAML::Exception& e) {

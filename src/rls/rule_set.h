@@ -144,6 +144,10 @@ struct LoadOptions {
 struct SourceFile {
   std::string name;
   std::string text;
+  // When set, `text` is a larger YAML document (ratelimitd's own configuration) and this
+  // domain is item `item` of its top-level list `list`; messages keep the document's lines.
+  std::string list{};
+  size_t item = 0;
 };
 
 class RuleSet {

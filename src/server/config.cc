@@ -336,10 +336,64 @@ bool is_token(std::string_view s) {
   return true;
 }
 
-Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_view filename) {
+// `envoy_api`: how ShouldRateLimit answers (rls::ServiceOptions; envoyproxy/ratelimit's
+// environment variables of the same meaning in parentheses there).
+Status parse_envoy_api(const Parser& p, const YAML::Node& n, rls::ServiceOptions& out) {
+  RL_TRY(p.check_map(n, "envoy_api", {"response_headers", "limit_header", "remaining_header",
+                                      "reset_header", "shadow_mode",
+                                      "stop_cache_key_increment_when_overlimit", "near_limit_ratio"}));
+  const std::pair<const char*, bool*> flags[] = {
+      {"response_headers", &out.response_headers},
+      {"shadow_mode", &out.shadow_mode},
+      {"stop_cache_key_increment_when_overlimit", &out.stop_increment_when_over_limit}};
+  for (const auto& [key, field] : flags) {
+    if (n[key]) RL_TRY_ASSIGN(*field, p.boolean(n[key], std::string("envoy_api.") + key));
+  }
+  const std::pair<const char*, std::string*> names[] = {{"limit_header", &out.limit_header},
+                                                        {"remaining_header", &out.remaining_header},
+                                                        {"reset_header", &out.reset_header}};
+  for (const auto& [key, field] : names) {
+    if (!n[key]) continue;
+    RL_TRY_ASSIGN(*field, p.string(n[key], std::string("envoy_api.") + key));
+    if (!is_token(*field)) return p.error(n[key], std::string("envoy_api.") + key + " must be an HTTP header name");
+  }
+  if (const YAML::Node r = n["near_limit_ratio"]) {
+    std::string text;
+    RL_TRY_ASSIGN(text, p.string(r, "envoy_api.near_limit_ratio"));
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0 && v <= 1)) {
+      return p.error(r, "envoy_api.near_limit_ratio must be a number from 0 to 1, got '" + text + "'");
+    }
+    out.near_limit_ratio = static_cast<float>(v);
+  }
+  return {};
+}
+
+// `domains`: a list of envoyproxy/ratelimit configuration documents, each loaded by rls::RuleSet
+// from this file's own text (so its messages carry this file's lines).
+Status parse_domains(const Parser& p, const YAML::Node& n, std::string_view yaml,
+                     std::string_view filename, Config& c) {
+  if (!n.IsSequence() || n.size() == 0) {
+    return p.error(n, "'domains' must be a list of envoyproxy/ratelimit configurations "
+                      "({domain: ..., descriptors: [...]}), with at least one entry");
+  }
+  std::vector<rls::SourceFile> files;
+  for (size_t i = 0; i < n.size(); ++i) {
+    files.push_back(rls::SourceFile{std::string(filename), std::string(yaml), "domains", i});
+  }
+  auto loaded = rls::RuleSet::load(files);
+  if (!loaded) return loaded.status();
+  c.domains = *loaded;
+  return {};
+}
+
+Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_view yaml,
+                          std::string_view filename) {
   if (!root || root.IsNull()) return p.error(1, "the configuration is empty (at least 'policies' is needed)");
   RL_TRY(p.check_map(root, "the configuration", {"listen", "threads", "store", "policies",
-                                                 "admin_token", "limits", "forward_auth"}));
+                                                 "admin_token", "limits", "forward_auth",
+                                                 "grpc_listen", "envoy_api", "domains"}));
   Config c;
   c.source = std::string(filename);
   if (root["listen"]) {
@@ -355,10 +409,28 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     c.threads = static_cast<unsigned>(t);
   }
   if (root["store"]) RL_TRY(parse_store(p, root["store"], c.store));
-  if (!root["policies"]) return p.error(root, "'policies' is required (at least one policy)");
+  if (root["grpc_listen"]) {
+    std::string l;
+    RL_TRY_ASSIGN(l, p.string(root["grpc_listen"], "grpc_listen"));
+    auto a = parse_listen(l);
+    if (!a) return p.error(root["grpc_listen"], "grpc_listen: " + a.status().message());
+    c.grpc_listen = *a;
+  }
+  if (root["envoy_api"]) RL_TRY(parse_envoy_api(p, root["envoy_api"], c.envoy_api));
+  if (root["domains"]) RL_TRY(parse_domains(p, root["domains"], yaml, filename, c));
+  if (c.grpc_listen && !c.domains) {
+    return p.error(root["grpc_listen"], "grpc_listen serves the descriptor rules of 'domains': add at least one domain");
+  }
+  if (c.domains && !c.grpc_listen) {
+    return p.error(root["domains"], "'domains' are served over gRPC: set grpc_listen (host:port)");
+  }
+  if (root["envoy_api"] && !c.grpc_listen) {
+    return p.error(root["envoy_api"], "'envoy_api' configures the gRPC API: set grpc_listen and domains");
+  }
+  if (!root["policies"] && !c.domains) return p.error(root, "'policies' is required (at least one policy, or 'domains' for the gRPC API)");
   const YAML::Node pols = root["policies"];
-  if (!pols.IsMap() || pols.size() == 0) return p.error(pols, "'policies' must be a mapping of name -> policy, with at least one entry");
-  for (auto it = pols.begin(); it != pols.end(); ++it) {
+  if (pols && (!pols.IsMap() || pols.size() == 0)) return p.error(pols, "'policies' must be a mapping of name -> policy, with at least one entry");
+  for (auto it = pols.begin(); pols && it != pols.end(); ++it) {
     if (!it->first.IsScalar()) return p.error(it->first, "policy names must be plain strings");
     const std::string name = it->first.Scalar();
     if (c.policies.count(name)) return p.error(it->first, "policy '" + name + "' defined twice");
@@ -497,7 +569,7 @@ Result<Config> parse_config(std::string_view yaml, std::string_view filename) {
   }
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
-    return parse_root(p, root, filename);
+    return parse_root(p, root, yaml, filename);
   } catch (const YAML::Exception& e) {
     return p.error(e.mark.is_null() ? 1 : e.mark.line + 1, "YAML syntax: " + e.msg);
   } catch (const std::exception& e) {
@@ -555,6 +627,16 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (!(current.listen == next.listen)) what += " listen";
   if (current.threads != next.threads) what += " threads";
   if (!(current.store == next.store)) what += " store";
+  if (current.grpc_listen != next.grpc_listen) what += " grpc_listen";
+  const rls::ServiceOptions& a = current.envoy_api;
+  const rls::ServiceOptions& b = next.envoy_api;
+  if (a.response_headers != b.response_headers || a.limit_header != b.limit_header ||
+      a.remaining_header != b.remaining_header || a.reset_header != b.reset_header ||
+      a.shadow_mode != b.shadow_mode ||
+      a.stop_increment_when_over_limit != b.stop_increment_when_over_limit ||
+      a.near_limit_ratio != b.near_limit_ratio) {
+    what += " envoy_api";
+  }
   if (what.empty()) return {};
   return Status::invalid_argument("changed setting(s) need a restart:" + what +
                                   " (the running configuration stays)");

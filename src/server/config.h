@@ -5,7 +5,8 @@
 // every I/O thread; a reload builds a whole new snapshot off to the side, validates it, and
 // only then swaps it in, so nothing ever half-applies.
 // Invariants of a Config returned by parse_config/load_config: every field is in range, every
-// policy is a valid Policy named after its YAML key, at least one policy exists.
+// policy is a valid Policy named after its YAML key, at least one policy or one domain exists,
+// grpc_listen and domains are set together.
 // Errors are "file:line: reason" (kInvalidArgument); unknown keys are errors, so a typo is
 // never silently ignored.
 #pragma once
@@ -23,6 +24,8 @@
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
+#include "rls_service.h"
+#include "rule_set.h"
 
 namespace ratelimit::server {
 
@@ -102,6 +105,12 @@ struct Config {
   // Peers whose X-Forwarded-For / Forwarded is believed; empty = nobody (key = peer address).
   TrustedProxies trusted_proxies;
   ClientHeader client_header = ClientHeader::kXForwardedFor;
+  // Envoy's rate-limit API (gRPC ShouldRateLimit): where it listens, how it answers, and the
+  // descriptor rules it serves (`domains`: envoyproxy/ratelimit's files, inline). Both set or
+  // neither.
+  std::optional<ListenAddress> grpc_listen;
+  rls::ServiceOptions envoy_api;
+  std::shared_ptr<const rls::RuleSet> domains;  // null when `domains` is absent
 
   const PolicyConfig* find_policy(std::string_view name) const {
     auto it = policies.find(name);

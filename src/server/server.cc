@@ -43,6 +43,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "grpc_frontend.h"
 #include "log.h"
 #include "http_api.h"
 #include "store_factory.h"
@@ -523,8 +524,10 @@ int run_server(const ServerOptions& options) {
   }
   auto config = std::make_shared<const Config>(std::move(*loaded));
   if (options.check_only) {
-    std::fprintf(stderr, "ratelimitd: %s: OK (%zu policies)\n", options.config_path.c_str(),
-                 config->policies.size());
+    std::string rules;
+    if (config->domains) rules = ", " + std::to_string(config->domains->rule_count()) + " descriptor rules";
+    std::fprintf(stderr, "ratelimitd: %s: OK (%zu policies%s)\n", options.config_path.c_str(),
+                 config->policies.size(), rules.c_str());
     return kExitOk;
   }
 
@@ -552,6 +555,16 @@ int run_server(const ServerOptions& options) {
     log_line("error", s.message());
     return kExitRuntime;
   }
+  // Envoy's rate-limit API, beside the HTTP API on the same store (grpc_listen and domains).
+  std::unique_ptr<GrpcFrontend> grpc;
+  if (config->grpc_listen) {
+    auto started = GrpcFrontend::start(*config, decisions, metrics, threads);
+    if (!started) {
+      log_line("error", "grpc_listen: " + started.status().message());
+      return kExitRuntime;
+    }
+    grpc = std::move(*started);
+  }
   const auto ep = listener.local_endpoint();
   std::string where = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
   where += ":" + std::to_string(ep.port());
@@ -569,6 +582,7 @@ int run_server(const ServerOptions& options) {
         systemd::notify_ready("listening on " + where);  // the old or the new configuration
         if (s.is_ok()) {
           auto c = api.config();
+          if (grpc) grpc->reload(*c);
           log_line("info", "reload ok: generation " + std::to_string(api.generation()) +
                                ", " + std::to_string(c->policies.size()) + " policies");
         } else {
@@ -587,6 +601,7 @@ int run_server(const ServerOptions& options) {
       log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
       listener.close();
       api.set_draining();
+      if (grpc) grpc->drain();
       for (auto& w : workers) w->drain();
       const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(config->limits.request_timeout) + std::chrono::seconds(2);
       grace.expires_after(limit);
@@ -622,6 +637,10 @@ int run_server(const ServerOptions& options) {
                        " threads, store " + store_description(config->store) + ", " +
                        std::to_string(config->policies.size()) + " policies, admin " +
                        (config->admin_token ? "enabled" : "disabled") + ")");
+  if (grpc) {
+    log_line("info", "grpc_listen " + grpc->address() + ": Envoy's rate-limit API (" +
+                         std::to_string(config->domains->rule_count()) + " descriptor rules)");
+  }
   systemd::notify_ready("listening on " + where);
 
   // The control loop ends once every worker has finished draining.
@@ -637,6 +656,7 @@ int run_server(const ServerOptions& options) {
   });
   control.run();
   joiner.join();
+  if (grpc) grpc->shutdown(std::chrono::milliseconds(2000));
   log_line("info", "ratelimitd stopped");
   return kExitOk;
 }
