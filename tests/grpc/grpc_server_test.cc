@@ -177,6 +177,20 @@ TEST(GrpcServer, HealthAnswersServing) {
   EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), ::grpc::StatusCode::NOT_FOUND);
 }
 
+TEST(GrpcServer, HealthTurnsNotServingWhenDrainingAndCallsStillAnswer) {
+  Rig rig(std::make_shared<MemoryStore>());
+  rig.server->drain();
+  auto health = ::grpc::health::v1::Health::NewStub(rig.channel);
+  ::grpc::ClientContext ctx;
+  ::grpc::health::v1::HealthCheckRequest req;
+  ::grpc::health::v1::HealthCheckResponse resp;
+  ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.status(), ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  RateLimitResponse r;
+  ASSERT_TRUE(call(rig, request("test", {{{"user", "draining"}}}), r).ok());
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 9U);
+}
+
 TEST(GrpcServer, ResponseHeadersWhenEnabled) {
   rls::ServiceOptions s;
   s.response_headers = true;

@@ -1,0 +1,332 @@
+// rls_e2e_test.cc — Envoy's rate-limit API as a user of ratelimitd sees it: the real
+// build/bin/ratelimitd started on free loopback ports with `grpc_listen` and `domains` in its
+// YAML, asked over real gRPC by a C++ client (the generated stubs of proto/).
+//
+// What it asserts: the response as Envoy reads it (statuses in request order, overall_code,
+// current_limit with name, limit_remaining, duration_until_reset, unlimited, no match, unknown
+// domain, the RateLimit-* headers); precise status codes for bad requests, and that a bad
+// request counts nothing; health; a SIGHUP reload that changes a limit; and exactness under
+// concurrency — 200 RPCs in flight on one descriptor at 10 per minute give exactly 10 OK on the
+// memory store, on Redis, and with two ratelimitd processes sharing one Redis.
+// Every wait is bounded (gRPC deadlines of 10 s, Daemon's own bounds); each daemon is killed by
+// pid when its Daemon object dies.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "daemon.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "redis_server.h"
+
+namespace ratelimit::grpc_api {
+namespace {
+
+using RateLimitService = ::envoy::service::ratelimit::v3::RateLimitService;
+using RateLimitRequest = ::envoy::service::ratelimit::v3::RateLimitRequest;
+using RateLimitResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+std::string config_yaml(const std::string& store, int per_user, bool headers) {
+  std::string y = "store: " + store + "\n";
+  y += "grpc_listen: 127.0.0.1:0\n";
+  if (headers) y += "envoy_api: { response_headers: true }\n";
+  y += R"(domains:
+  - domain: edge
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: )" +
+       std::to_string(per_user) + R"(, name: per_user }
+      - key: vip
+        rate_limit: { unlimited: true }
+      - key: remote_address
+        descriptors:
+          - key: path
+            value: /login
+            rate_limit: { unit: hour, requests_per_unit: 2 }
+)";
+  return y;
+}
+
+std::string memory_store() { return "{ type: memory }"; }
+
+// A store block on the shared test Redis, with a key prefix of its own (so runs never share
+// counts) unless `prefix` is given.
+std::string redis_store(const std::string& prefix) {
+  auto url = ratelimit::testing::shared_test_redis_url();
+  EXPECT_TRUE(url.ok()) << url.status().to_string();
+  return "{ type: redis, url: \"" + (url.ok() ? *url : std::string()) + "\", key_prefix: \"" +
+         prefix + "\", command_timeout: 2s }";
+}
+
+std::string fresh_prefix() { return "rltest:grpc-e2e:" + std::to_string(std::random_device{}()) + ":"; }
+
+// ratelimitd with its gRPC port read from its log.
+struct Server {
+  e2e::Daemon daemon;
+  uint16_t grpc_port = 0;
+  std::shared_ptr<::grpc::Channel> channel;
+  std::unique_ptr<RateLimitService::Stub> stub;
+
+  bool start(const std::string& yaml) {
+    if (!daemon.start(yaml)) {
+      ADD_FAILURE() << "ratelimitd did not start:\n" << daemon.log();
+      return false;
+    }
+    constexpr std::string_view kMarker = "grpc_listen 127.0.0.1:";
+    if (!daemon.wait_log(kMarker, std::chrono::seconds(10))) {
+      ADD_FAILURE() << "no gRPC listener in the log:\n" << daemon.log();
+      return false;
+    }
+    const std::string log = daemon.log();
+    grpc_port = static_cast<uint16_t>(std::atoi(log.c_str() + log.find(kMarker) + kMarker.size()));
+    channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port),
+                                    ::grpc::InsecureChannelCredentials());
+    stub = RateLimitService::NewStub(channel);
+    return grpc_port != 0;
+  }
+};
+
+RateLimitRequest request(const std::string& domain, const std::vector<Entries>& descriptors) {
+  RateLimitRequest r;
+  r.set_domain(domain);
+  for (const auto& d : descriptors) {
+    auto* desc = r.add_descriptors();
+    for (const auto& [k, v] : d) {
+      auto* e = desc->add_entries();
+      e->set_key(k);
+      e->set_value(v);
+    }
+  }
+  return r;
+}
+
+::grpc::Status call(Server& s, const RateLimitRequest& req, RateLimitResponse& resp) {
+  ::grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return s.stub->ShouldRateLimit(&ctx, req, &resp);
+}
+
+std::map<std::string, std::string> headers_of(const RateLimitResponse& r) {
+  std::map<std::string, std::string> h;
+  for (const auto& kv : r.response_headers_to_add()) h[kv.key()] = kv.value();
+  return h;
+}
+
+// Envoy's view of a sequence of calls on one configuration with per_user = 10.
+void check_answers(Server& s, const std::string& user) {
+  RateLimitResponse r;
+  const auto req = request("edge", {{{"user", user}},
+                                    {{"vip", "x"}},
+                                    {{"nothing", "here"}},
+                                    {{"remote_address", "10.0.0.1"}, {"path", "/login"}},
+                                    {{"remote_address", "10.0.0.1"}}});
+  ASSERT_TRUE(call(s, req, r).ok());
+  EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(r.statuses_size(), 5);  // one per descriptor, in request order
+  const auto& u = r.statuses(0);
+  EXPECT_EQ(u.code(), RateLimitResponse::OK);
+  EXPECT_EQ(u.current_limit().name(), "per_user");
+  EXPECT_EQ(u.current_limit().requests_per_unit(), 10U);
+  EXPECT_EQ(u.current_limit().unit(), RateLimitResponse::RateLimit::MINUTE);
+  EXPECT_EQ(u.limit_remaining(), 9U);
+  EXPECT_GE(u.duration_until_reset().seconds(), 1);  // to the end of the epoch-aligned minute
+  EXPECT_LE(u.duration_until_reset().seconds(), 60);
+  EXPECT_EQ(r.statuses(1).code(), RateLimitResponse::OK);  // unlimited
+  EXPECT_EQ(r.statuses(1).limit_remaining(), 4294967295U);
+  EXPECT_FALSE(r.statuses(1).has_current_limit());
+  EXPECT_EQ(r.statuses(2).code(), RateLimitResponse::OK);  // matches nothing
+  EXPECT_FALSE(r.statuses(2).has_current_limit());
+  EXPECT_EQ(r.statuses(3).current_limit().unit(), RateLimitResponse::RateLimit::HOUR);
+  EXPECT_EQ(r.statuses(3).limit_remaining(), 1U);
+  EXPECT_FALSE(r.statuses(4).has_current_limit());  // remote_address alone has no limit
+  // The headers of the descriptor closest to its limit: the login path (1 left).
+  auto h = headers_of(r);
+  EXPECT_EQ(h["RateLimit-Limit"], "2");
+  EXPECT_EQ(h["RateLimit-Remaining"], "1");
+  EXPECT_GE(std::atoi(h["RateLimit-Reset"].c_str()), 1);
+  EXPECT_LE(std::atoi(h["RateLimit-Reset"].c_str()), 3600);
+
+  // Nine more on the user: at its limit; the next one is over, and so is the request.
+  const auto only_user = request("edge", {{{"user", user}}});
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(call(s, only_user, r).ok());
+  EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0U);
+  ASSERT_TRUE(call(s, only_user, r).ok());
+  EXPECT_EQ(r.overall_code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(r.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0U);
+  h = headers_of(r);
+  EXPECT_EQ(h["RateLimit-Limit"], "10");
+  EXPECT_EQ(h["RateLimit-Remaining"], "0");
+  // An unknown domain: OK, nothing applies (envoyproxy/ratelimit answers the same).
+  ASSERT_TRUE(call(s, request("elsewhere", {{{"user", user}}}), r).ok());
+  EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
+  ASSERT_EQ(r.statuses_size(), 1);
+  EXPECT_FALSE(r.statuses(0).has_current_limit());
+}
+
+// 200 asynchronous RPCs in flight at once on one descriptor, spread over `servers`.
+void expect_exactly_ten_of_200(const std::vector<Server*>& servers, const std::string& user) {
+  ::grpc::CompletionQueue cq;
+  struct Pending {
+    ::grpc::ClientContext ctx;
+    RateLimitResponse resp;
+    ::grpc::Status status;
+    std::unique_ptr<::grpc::ClientAsyncResponseReader<RateLimitResponse>> reader;
+  };
+  std::vector<std::unique_ptr<Pending>> calls;
+  const auto req = request("edge", {{{"user", user}}});
+  for (int i = 0; i < 200; ++i) {
+    auto c = std::make_unique<Pending>();
+    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    c->reader = servers[static_cast<size_t>(i) % servers.size()]->stub->AsyncShouldRateLimit(&c->ctx, req, &cq);
+    c->reader->Finish(&c->resp, &c->status, c.get());
+    calls.push_back(std::move(c));
+  }
+  int ok = 0, over = 0, failed = 0;
+  for (int i = 0; i < 200; ++i) {
+    void* tag = nullptr;
+    bool fine = false;
+    ASSERT_TRUE(cq.Next(&tag, &fine));
+    auto* c = static_cast<Pending*>(tag);
+    if (!fine || !c->status.ok()) {
+      ++failed;
+      continue;
+    }
+    (c->resp.overall_code() == RateLimitResponse::OK ? ok : over) += 1;
+  }
+  EXPECT_EQ(ok, 10);
+  EXPECT_EQ(over, 190);
+  EXPECT_EQ(failed, 0);
+}
+
+TEST(RlsE2e, AnswersAsEnvoyReadsItOnTheMemoryStore) {
+  Server s;
+  ASSERT_TRUE(s.start(config_yaml(memory_store(), 10, true)));
+  check_answers(s, "alice");
+}
+
+TEST(RlsE2e, BadRequestsGetPreciseCodesAndCountNothing) {
+  Server s;
+  ASSERT_TRUE(s.start(config_yaml(memory_store(), 10, false)));
+  RateLimitResponse r;
+  auto status = [&](const RateLimitRequest& req) { return call(s, req, r); };
+  struct Case {
+    const char* what;
+    RateLimitRequest req;
+    ::grpc::StatusCode code;
+    const char* message;  // a part of the status message
+  };
+  std::vector<Case> cases;
+  cases.push_back({"empty domain", request("", {{{"user", "a"}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "rate limit domain must not be empty"});
+  cases.push_back({"no descriptors", request("edge", {}), ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "rate limit descriptor list must not be empty"});
+  cases.push_back({"descriptor without entries", request("edge", {{{"user", "a"}}, {}}),
+                   ::grpc::StatusCode::INVALID_ARGUMENT, "descriptor 1 has no entries"});
+  cases.push_back({"empty key", request("edge", {{{"", "a"}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "descriptor 0 entry 0: the key must not be empty"});
+  cases.push_back({"empty value", request("edge", {{{"user", ""}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "the value must not be empty"});
+  std::vector<Entries> many(65, Entries{{"user", "a"}});
+  cases.push_back({"65 descriptors", request("edge", many), ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "at most 64 descriptors per request, got 65"});
+  auto bad_unit = request("edge", {{{"user", "a"}}});
+  bad_unit.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(5);  // unit UNKNOWN
+  cases.push_back({"override with unit UNKNOWN", bad_unit, ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "limit override has unit 0"});
+  auto huge_hits = request("edge", {{{"user", "a"}}});
+  huge_hits.mutable_descriptors(0)->mutable_hits_addend()->set_value(5'000'000'000ULL);
+  cases.push_back({"hits_addend above the cap", huge_hits, ::grpc::StatusCode::INVALID_ARGUMENT,
+                   "hits_addend 5000000000 is above"});
+  cases.push_back({"message above 64 KiB", request("edge", {{{"user", std::string(100'000, 'x')}}}),
+                   ::grpc::StatusCode::RESOURCE_EXHAUSTED, ""});
+  for (const Case& c : cases) {
+    const ::grpc::Status st = status(c.req);
+    EXPECT_EQ(st.error_code(), c.code) << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.message), std::string::npos) << c.what << ": " << st.error_message();
+  }
+  // A call whose deadline has already passed is not decided.
+  {
+    ::grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() - std::chrono::seconds(1));
+    EXPECT_EQ(s.stub->ShouldRateLimit(&ctx, request("edge", {{{"user", "a"}}}), &r).error_code(),
+              ::grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  // None of the above counted anything on user "a".
+  ASSERT_TRUE(call(s, request("edge", {{{"user", "a"}}}), r).ok());
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 9U);
+}
+
+TEST(RlsE2e, HealthCheck) {
+  Server s;
+  ASSERT_TRUE(s.start(config_yaml(memory_store(), 10, false)));
+  auto health = ::grpc::health::v1::Health::NewStub(s.channel);
+  for (const std::string name : {"", "envoy.service.ratelimit.v3.RateLimitService"}) {
+    ::grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ::grpc::health::v1::HealthCheckRequest req;
+    req.set_service(name);
+    ::grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << name;
+    EXPECT_EQ(resp.status(), ::grpc::health::v1::HealthCheckResponse::SERVING) << name;
+  }
+  ::grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ::grpc::health::v1::HealthCheckRequest req;
+  req.set_service("no.such.Service");
+  ::grpc::health::v1::HealthCheckResponse resp;
+  EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), ::grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(RlsE2e, SighupReloadServesTheNewDomains) {
+  Server s;
+  ASSERT_TRUE(s.start(config_yaml(memory_store(), 10, false)));
+  RateLimitResponse r;
+  ASSERT_TRUE(call(s, request("edge", {{{"user", "reload"}}}), r).ok());
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 10U);
+  s.daemon.rewrite_config(config_yaml(memory_store(), 3, false));
+  s.daemon.signal(SIGHUP);
+  ASSERT_TRUE(s.daemon.wait_log("reload ok", std::chrono::seconds(10))) << s.daemon.log();
+  ASSERT_TRUE(call(s, request("edge", {{{"user", "reload2"}}}), r).ok());
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 3U);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 2U);
+  // A bad set of domains is refused whole; the running one keeps serving.
+  s.daemon.rewrite_config("grpc_listen: 127.0.0.1:0\ndomains:\n  - domain: edge\n    descriptors:\n"
+                          "      - key: user\n        rate_limit: { unit: fortnight, requests_per_unit: 1 }\n");
+  s.daemon.signal(SIGHUP);
+  ASSERT_TRUE(s.daemon.wait_log("reload failed", std::chrono::seconds(10))) << s.daemon.log();
+  ASSERT_TRUE(call(s, request("edge", {{{"user", "reload3"}}}), r).ok());
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 3U);
+}
+
+TEST(RlsE2e, ExactlyTenOf200ConcurrentOnTheMemoryStore) {
+  Server s;
+  ASSERT_TRUE(s.start(config_yaml(memory_store(), 10, false)));
+  expect_exactly_ten_of_200({&s}, "hot");
+}
+
+TEST(RlsE2e, RedisStoreAnswersAlikeAndExactly) {
+  Server s;
+  ASSERT_TRUE(s.start(config_yaml(redis_store(fresh_prefix()), 10, true)));
+  check_answers(s, "bob");
+  expect_exactly_ten_of_200({&s}, "hot");
+}
+
+TEST(RlsE2e, TwoDaemonsSharingOneRedisAdmitExactlyTenInTotal) {
+  const std::string store = redis_store(fresh_prefix());
+  Server a, b;
+  ASSERT_TRUE(a.start(config_yaml(store, 10, false)));
+  ASSERT_TRUE(b.start(config_yaml(store, 10, false)));
+  expect_exactly_ten_of_200({&a, &b}, "shared");
+}
+
+}  // namespace
+}  // namespace ratelimit::grpc_api
