@@ -68,6 +68,13 @@ struct RequestHead {
   std::string authorization, forwarded_for, forwarded, key_header;
   bool has_authorization = false, has_forwarded_for = false, has_forwarded = false, has_key_header = false;
   bool expect_continue = false;
+  // Framing (RFC 9112 §6): the Transfer-Encoding fields seen, and whether Content-Length was.
+  unsigned transfer_encodings = 0;
+  std::string transfer_encoding;
+  bool has_content_length = false;
+  // Why the parser refused the request, when the reason is more precise than Beast's
+  // error code (a static string).
+  std::string_view refusal;
 
   void clear() {
     method = Method::kOther;
@@ -78,13 +85,22 @@ struct RequestHead {
     forwarded.clear();
     key_header.clear();
     has_authorization = has_forwarded_for = has_forwarded = has_key_header = expect_continue = false;
+    transfer_encodings = 0;
+    transfer_encoding.clear();
+    has_content_length = false;
+    refusal = {};
   }
 };
 
+// Beast's parser with the framing rules it leaves lenient made strict (a request a proxy in
+// front could frame differently is refused, never guessed at): at most one Transfer-Encoding
+// field, whose only coding is `chunked`, never beside Content-Length, never in HTTP/1.0; chunk
+// extensions and trailer fields bounded like the header (limits.max_header_bytes), trailer
+// fields otherwise ignored (an X-Forwarded-For in a trailer must not pick the key).
 class RequestParser final : public bhttp::basic_parser<true> {
  public:
-  RequestParser(RequestHead& head, std::string_view key_header_name)
-      : head_(head), key_header_name_(key_header_name) {}
+  RequestParser(RequestHead& head, std::string_view key_header_name, size_t max_header_bytes)
+      : head_(head), key_header_name_(key_header_name), max_header_bytes_(max_header_bytes) {}
 
  private:
   void on_request_impl(bhttp::verb method, beast::string_view, beast::string_view target,
@@ -102,7 +118,21 @@ class RequestParser final : public bhttp::basic_parser<true> {
     ec = bhttp::error::bad_method;  // never called for a request parser
   }
   void on_field_impl(bhttp::field f, beast::string_view name, beast::string_view value,
-                     error_code&) override {
+                     error_code& ec) override {
+    if (header_done_) {  // a trailer field
+      trailer_bytes_ += name.size() + value.size() + 4;
+      if (trailer_bytes_ > max_header_bytes_) {
+        head_.refusal = "the trailer fields exceed limits.max_header_bytes";
+        ec = bhttp::error::header_limit;
+      }
+      return;
+    }
+    if (f == bhttp::field::transfer_encoding) {
+      ++head_.transfer_encodings;
+      head_.transfer_encoding.assign(value.data(), value.size());
+    } else if (f == bhttp::field::content_length) {
+      head_.has_content_length = true;
+    }
     // The first occurrence wins; later duplicates are ignored.
     if (!key_header_name_.empty() && !head_.has_key_header &&
         beast::iequals(name, beast::string_view(key_header_name_.data(), key_header_name_.size()))) {
@@ -127,7 +157,27 @@ class RequestParser final : public bhttp::basic_parser<true> {
     to.append(value.data(), value.size());
     has = true;
   }
-  void on_header_impl(error_code&) override {}
+  void on_header_impl(error_code& ec) override {
+    header_done_ = true;
+    if (head_.transfer_encodings == 0) return;
+    if (head_.transfer_encodings > 1) {
+      head_.refusal = "Transfer-Encoding is given more than once";
+    } else if (head_.has_content_length) {
+      head_.refusal = "both Transfer-Encoding and Content-Length are given";
+    } else if (head_.version < 11) {
+      head_.refusal = "Transfer-Encoding in an HTTP/1.0 request";
+    } else if (!beast::iequals(trim(head_.transfer_encoding), "chunked")) {
+      head_.refusal = "the only transfer coding accepted is 'chunked'";
+    } else {
+      return;
+    }
+    ec = bhttp::error::bad_transfer_encoding;
+  }
+  static beast::string_view trim(beast::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  }
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
     if (length) head_.body.reserve(static_cast<size_t>(*length));
   }
@@ -135,7 +185,13 @@ class RequestParser final : public bhttp::basic_parser<true> {
     head_.body.append(body.data(), body.size());
     return body.size();
   }
-  void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
+  void on_chunk_header_impl(std::uint64_t, beast::string_view extensions, error_code& ec) override {
+    extension_bytes_ += extensions.size();
+    if (extension_bytes_ > max_header_bytes_) {
+      head_.refusal = "the chunk extensions exceed limits.max_header_bytes";
+      ec = bhttp::error::header_limit;
+    }
+  }
   size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code&) override {
     head_.body.append(body.data(), body.size());
     return body.size();
@@ -144,6 +200,9 @@ class RequestParser final : public bhttp::basic_parser<true> {
 
   RequestHead& head_;
   std::string_view key_header_name_;
+  size_t max_header_bytes_;
+  bool header_done_ = false;
+  size_t trailer_bytes_ = 0, extension_bytes_ = 0;
 };
 
 // "Date" header value, recomputed at most once per second per thread.
@@ -280,12 +339,39 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     deadline_ = SteadyClock::now() + cfg.limits.request_timeout;
     head_.clear();
     key_header_name_ = cfg.forward_auth_key_header;
-    parser_.emplace(head_, key_header_name_);
+    parser_.emplace(head_, key_header_name_, cfg.limits.max_header_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(cfg.limits.max_header_bytes));
     parser_->body_limit(cfg.limits.max_body_bytes);
-    bhttp::async_read_header(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-      self->on_header(ec);
-    });
+    read_head();
+  }
+
+  // The head is screened (scan_request_head) before Beast parses it, so a bare LF, obs-fold or
+  // control character is refused even where Beast would accept it; Beast then parses the
+  // whole head in one put().
+  void read_head() {
+    const std::string_view have(static_cast<const char*>(buf_.data().data()), buf_.size());
+    const HeadScan scan = scan_request_head(have);
+    if (scan.state == HeadScan::State::kMalformed) {
+      head_.refusal = scan.reason;
+      return on_read_error(bhttp::error::bad_field);
+    }
+    if (scan.state == HeadScan::State::kNeedMore) {
+      if (have.size() >= config().limits.max_header_bytes || buf_.size() == buf_.max_size()) {
+        return on_read_error(bhttp::error::header_limit);
+      }
+      const size_t room = std::min<size_t>(4096, buf_.max_size() - buf_.size());
+      sock_.async_read_some(buf_.prepare(room), [self = shared_from_this()](error_code ec, size_t n) {
+        if (ec) return self->on_read_error(ec == asio::error::eof && self->buf_.size() > 0 ? bhttp::error::partial_message : ec);
+        self->buf_.commit(n);
+        self->read_head();
+      });
+      return;
+    }
+    error_code ec;
+    const size_t used = parser_->put(asio::buffer(have.data(), scan.length), ec);
+    buf_.consume(used);
+    if (!ec && !parser_->is_header_done()) ec = bhttp::error::bad_field;  // cannot happen: the head was whole
+    on_header(ec);
   }
 
   void on_header(error_code ec) {
@@ -329,11 +415,15 @@ class Connection final : public std::enable_shared_from_this<Connection>,
                          resp_);
     } else if (ec == bhttp::error::header_limit) {
       http::render_error(431, "headers_too_large",
-                         "the request header exceeds limits.max_header_bytes (" +
-                             std::to_string(config().limits.max_header_bytes) + ")",
+                         std::string(head_.refusal.empty() ? "the request header exceeds limits.max_header_bytes"
+                                                           : head_.refusal) +
+                             " (" + std::to_string(config().limits.max_header_bytes) + ")",
                          resp_);
     } else {
-      http::render_error(400, "bad_http", "malformed HTTP request: " + ec.message(), resp_);
+      http::render_error(400, "bad_http",
+                         "malformed HTTP request: " +
+                             (head_.refusal.empty() ? ec.message() : std::string(head_.refusal)),
+                         resp_);
     }
     send_response();
   }

@@ -1,5 +1,5 @@
 // request_fuzz.cc — libFuzzer target for ratelimitd's untrusted-input parsers: JSON request
-// bodies (both kinds), the forward-auth query and X-Forwarded-For. Built by scripts/fuzz with
+// bodies (both kinds), the forward-auth query, X-Forwarded-For and the request-head screen. Built by scripts/fuzz with
 // clang (-fsanitize=fuzzer,address,undefined); built by CMake with a corpus-replay main.
 // Invariant checked beyond "no crash": an accepted request is within its bounds.
 #include <cstdint>
@@ -27,6 +27,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (parse_forward_auth_query(in, r, e)) {
     if (r.policy_count < 1 || r.policy_count > ratelimit::kMaxPoliciesPerCall) std::abort();
+  }
+  // The head screen: a complete head ends with CRLF CRLF within the input and holds no bare
+  // LF, no obs-fold, no control character; the verdict does not change as more bytes arrive.
+  const HeadScan scan = scan_request_head(in);
+  if (scan.state == HeadScan::State::kComplete) {
+    if (scan.length < 4 || scan.length > in.size() || in.substr(scan.length - 4, 4) != "\r\n\r\n") std::abort();
+    for (size_t i = 0; i + 4 < scan.length; ++i) {
+      const auto c = static_cast<unsigned char>(in[i]);
+      if (c == 0 || c == 0x7f || (c < 0x20 && c != '\t' && c != '\r' && c != '\n')) std::abort();
+      if (c == '\n' && (i == 0 || in[i - 1] != '\r')) std::abort();
+      if (c == '\n' && (in[i + 1] == ' ' || in[i + 1] == '\t')) std::abort();
+    }
+  }
+  if (size > 0) {
+    const HeadScan prefix = scan_request_head(in.substr(0, size - 1));
+    if (prefix.state == HeadScan::State::kMalformed && scan.state != HeadScan::State::kMalformed) std::abort();
+    if (prefix.state == HeadScan::State::kComplete && (scan.state != HeadScan::State::kComplete || scan.length != prefix.length)) std::abort();
   }
   // The client-address walk over hostile X-Forwarded-For / Forwarded values from a trusted peer.
   static const ratelimit::server::TrustedProxies trusted =

@@ -193,6 +193,49 @@ TEST(ClientAddress, Rfc7239Forwarded) {
   EXPECT_EQ(client("127.0.0.1", "for=1.2.3.4, by=10.0.0.1", {"127.0.0.1"}, ClientHeader::kForwarded), "127.0.0.1");
 }
 
+// An empty element (a proxy that appended to an empty header, or a client that sent ", x")
+// is malformed: the walk stops at the last believed hop and never skips over it.
+TEST(ClientAddress, EmptyElements) {
+  EXPECT_EQ(client("127.0.0.1", ", 203.0.113.7", {"127.0.0.1"}), "203.0.113.7");
+  EXPECT_EQ(client("127.0.0.1", ",203.0.113.7", {"127.0.0.1"}), "203.0.113.7");
+  EXPECT_EQ(client("127.0.0.1", ", 10.0.0.5", {"127.0.0.1", "10.0.0.0/8"}), "10.0.0.5");
+  EXPECT_EQ(client("127.0.0.1", "198.51.100.1, , 10.0.0.5", {"127.0.0.1", "10.0.0.0/8"}), "10.0.0.5");
+  EXPECT_EQ(client("127.0.0.1", "", {"127.0.0.1"}), "127.0.0.1");
+  EXPECT_EQ(client("127.0.0.1", " , ", {"127.0.0.1"}), "127.0.0.1");
+  EXPECT_EQ(client("127.0.0.1", "203.0.113.7,", {"127.0.0.1"}), "127.0.0.1");
+}
+
+// The head screen (RFC 9112 §2.2, §5.2): what a lenient parser accepts and a proxy may frame
+// differently is refused as soon as it arrives.
+TEST(ScanRequestHead, CompleteNeedMoreAndEveryFault) {
+  using S = HeadScan::State;
+  const std::string ok = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-T: a\tb\r\n\r\n";
+  EXPECT_EQ(scan_request_head(ok).state, S::kComplete);
+  EXPECT_EQ(scan_request_head(ok).length, ok.size());
+  EXPECT_EQ(scan_request_head(ok + "{\"body\":1}").length, ok.size());
+  for (size_t cut = 0; cut < ok.size(); ++cut) {
+    EXPECT_EQ(scan_request_head(std::string_view(ok).substr(0, cut)).state, S::kNeedMore) << cut;
+  }
+  const std::vector<std::pair<std::string, std::string_view>> bad = {
+      {"GET / HTTP/1.1\nHost: x\r\n\r\n", "a bare LF (lines must end with CRLF)"},
+      {"GET / HTTP/1.1\r\nHost: x\n\n", "a bare LF (lines must end with CRLF)"},
+      {"GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", "a CR not followed by LF"},
+      {"GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n", "a folded header line (obs-fold)"},
+      {"GET / HTTP/1.1\r\nA: b\r\n\tc\r\n\r\n", "a folded header line (obs-fold)"},
+      {std::string("GET / HTTP/1.1\r\nA: b\0c\r\n\r\n", 25), "a NUL byte in the header"},
+      {"GET / HTTP/1.1\r\nA: b\x01\r\n\r\n", "a control character in the header"},
+      {"GET / HTTP/1.1\r\nA: b\x7f\r\n\r\n", "a control character in the header"},
+      {"GET / HTTP/1.1\r\nA: b\r\n\r\x01", "a CR not followed by LF"},
+  };
+  for (const auto& [text, reason] : bad) {
+    const HeadScan r = scan_request_head(text);
+    EXPECT_EQ(r.state, S::kMalformed) << text;
+    EXPECT_EQ(r.reason, reason) << text;
+  }
+  // Bytes after the head (a body) are not the screen's business.
+  EXPECT_EQ(scan_request_head(ok + std::string("\0\n\r", 3)).state, S::kComplete);
+}
+
 TEST(TrustedProxies, RefusesBadEntries) {
   EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/33"})));
   EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"::/129"})));
