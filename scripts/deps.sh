@@ -6,7 +6,9 @@ RATELIMIT_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # proto/, src/grpc
+  python3-grpcio  # tests/rls/envoy_serve_e2e.py calls ShouldRateLimit over real gRPC
   redis-server redis-tools redis-sentinel openssl
+  prometheus  # promtool checks the /metrics text (tests/rls/envoy_serve_e2e.py)
   nginx caddy haproxy   # tests/proxies: the reverse-proxy end-to-end tests
   clang libclang-rt-14-dev
   chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless

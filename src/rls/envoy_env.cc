@@ -6,6 +6,8 @@
 // clients see are refused instead.
 #include "envoy_env.h"
 
+#include <arpa/inet.h>
+
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -157,6 +159,17 @@ constexpr std::array<Refused, 3> kRefusedWhenEnabled = {{
     {"MEMCACHE_SRV", "memcache is not implemented; use BACKEND_TYPE=redis or memory"},
 }};
 
+// A listener host: a literal address ("localhost" becomes 127.0.0.1; "[v6]" loses its brackets).
+Status listener_host(std::string_view name, std::string& host) {
+  if (host == "localhost") host = "127.0.0.1";
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  in6_addr buf{};
+  if (inet_pton(AF_INET, host.c_str(), &buf) == 1 || inet_pton(AF_INET6, host.c_str(), &buf) == 1) return {};
+  return Status::invalid_argument(std::string(name) + ": '" + host +
+                                  "' is not an IP address (ratelimitd listens on literal IPv4/IPv6 "
+                                  "addresses, or localhost)");
+}
+
 std::string upper(std::string s) {
   for (char& c : s) if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
   return s;
@@ -183,6 +196,9 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
   RLS_TRY(r.port("GRPC_PORT", s.grpc_port));
   RLS_TRY(r.text("DEBUG_HOST", s.debug_host));
   RLS_TRY(r.port("DEBUG_PORT", s.debug_port));
+  RLS_TRY(listener_host("HOST", s.host));
+  RLS_TRY(listener_host("GRPC_HOST", s.grpc_host));
+  RLS_TRY(listener_host("DEBUG_HOST", s.debug_host));
 
   if (auto b = r.raw("BACKEND_TYPE")) {
     const std::string v = *b;
@@ -268,6 +284,18 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
   RLS_TRY(r.text("PROMETHEUS_PATH", s.prometheus_path));
   if (s.prometheus_path.empty() || s.prometheus_path[0] != '/') {
     return Reader::bad("PROMETHEUS_PATH", s.prometheus_path, "must start with '/'");
+  }
+  {
+    const size_t colon = s.prometheus_addr.rfind(':');
+    if (colon == std::string::npos) return Reader::bad("PROMETHEUS_ADDR", s.prometheus_addr, "is not [host]:port");
+    s.prometheus_host = s.prometheus_addr.substr(0, colon);
+    if (s.prometheus_host.empty()) s.prometheus_host = "0.0.0.0";
+    const auto port = Reader::parse_go_int(std::string_view(s.prometheus_addr).substr(colon + 1));
+    if (!port || *port < 0 || *port > 65535 || colon + 1 == s.prometheus_addr.size()) {
+      return Reader::bad("PROMETHEUS_ADDR", s.prometheus_addr, "is not [host]:port (port 0 ... 65535)");
+    }
+    s.prometheus_port = static_cast<uint16_t>(*port);
+    RLS_TRY(listener_host("PROMETHEUS_ADDR", s.prometheus_host));
   }
 
   // CONFIG_TYPE: only FILE (the default) is served; xDS would leave us with no rules.

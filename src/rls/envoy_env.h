@@ -69,6 +69,11 @@ struct EnvoySettings {
   bool use_prometheus = false;
   std::string prometheus_addr = ":9090";
   std::string prometheus_path = "/metrics";
+  // PROMETHEUS_ADDR as a listener: "[host]:port", host empty = 0.0.0.0. The listener hosts
+  // (HOST, GRPC_HOST, DEBUG_HOST, this one) are literal IPv4/IPv6 addresses; "localhost" is
+  // taken as 127.0.0.1 (ratelimitd binds addresses, it does not resolve names).
+  std::string prometheus_host = "0.0.0.0";
+  uint16_t prometheus_port = 9090;
 
   // Start-up lines naming each valid setting that is ignored here, e.g.
   // "ignored: USE_STATSD=true (statsd is not implemented; metrics are on /metrics)".

@@ -9,6 +9,8 @@
 
 #include <ctime>
 
+#include "envoy_front.h"
+
 namespace ratelimit::server {
 namespace {
 
@@ -97,6 +99,7 @@ void HttpApi::error(ThreadContext& tc, http::Response& out) const {
 
 bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& out,
                      Exchange& exchange, Endpoint& endpoint) {
+  if (envoy_ != nullptr) return envoy_->handle(req, out, exchange, endpoint);
   const Published& snap = snapshot(tc);
   const std::string_view path = path_of(req.target);
   const Config& cfg = *snap.config;
@@ -230,6 +233,10 @@ bool HttpApi::decide(ThreadContext& tc, const Published& snap, bool peek, http::
 }
 
 void HttpApi::render(const Exchange& exchange, http::Response& out) const {
+  if (exchange.kind_ == Exchange::Kind::kEnvoy) {
+    envoy_->render(exchange, out);
+    return;
+  }
   if (!exchange.status.is_ok()) {
     store_failure(exchange.status, out);
     return;

@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "ratelimit/http.h"
 #include "request.h"
+#include "rls_service.h"
 #include "snapshot.h"
 
 namespace ratelimit::server {
@@ -44,7 +45,10 @@ struct RequestView {
   const std::string* forwarded = nullptr;      // RFC 7239 Forwarded, likewise
   const std::string* key_header = nullptr;     // the configured forward-auth key header
   std::string_view peer;                       // client address, for forward-auth
+  uint8_t listener = 0;                        // which listener accepted it (EnvoyFront's roles)
 };
+
+class EnvoyFront;
 
 // One configuration in use: the daemon's Config (limits, forward-auth, admin) and the decision
 // service's rules built from it, published together so a request never mixes two of them.
@@ -72,12 +76,14 @@ class HttpApi {
   class Exchange : public service::Pending {
    private:
     friend class HttpApi;
-    enum class Kind : uint8_t { kDecision, kReset };
+    friend class EnvoyFront;
+    enum class Kind : uint8_t { kDecision, kReset, kEnvoy };
     Kind kind_ = Kind::kDecision;
     bool multi_ = false;
     unsigned deny_status_ = 429;                 // forward-auth: what a denial is answered with
     std::vector<http::PolicyInfo> infos_;        // views into the rules of `hold_`
     std::shared_ptr<const Published> hold_;      // kept only while answered asynchronously
+    std::unique_ptr<rls::Call> envoy_call_;      // --envoy-env POST /json (created on first use)
   };
 
   HttpApi(service::DecisionService& decisions, Metrics& metrics,
@@ -105,6 +111,11 @@ class HttpApi {
   void set_readiness(std::function<Status()> probe) { readiness_ = std::move(probe); }
   // /readyz answers 503 from now on (the server is draining). Any thread.
   void set_draining() { draining_.store(true, std::memory_order_relaxed); }
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+
+  // --envoy-env: every request is routed to `front` (envoyproxy/ratelimit's endpoints) instead
+  // of the native API. Set before serving; `front` must outlive the server.
+  void set_envoy(EnvoyFront* front) { envoy_ = front; }
 
   Metrics& metrics() { return metrics_; }
   // Generation of the configuration published last (1 = the one loaded at start).
@@ -125,6 +136,7 @@ class HttpApi {
   std::mutex reload_mu_;
   std::function<Status()> readiness_;
   std::atomic<bool> draining_{false};
+  EnvoyFront* envoy_ = nullptr;
 };
 
 // Constant-time comparison of a presented bearer credential with the configured token.

@@ -34,14 +34,16 @@ constexpr Family kRejected{"ratelimitd_connections_rejected_total", "counter",
 constexpr Family kGeneration{"ratelimitd_config_generation", "gauge",
                              "Configuration generation in use: 1 at start, +1 per successful reload."};
 constexpr Family kReloads{"ratelimitd_config_reloads_total", "counter",
-                          "Configuration reloads (SIGHUP) by result (ok, error)."};
+                          "Configuration reloads (SIGHUP; with --envoy-env also a change of the watched "
+                          "configuration directory) by result (ok, error)."};
 constexpr Family kLastReload{"ratelimitd_config_last_reload_success", "gauge",
                              "1 if the last reload succeeded (or none was attempted), 0 if it failed."};
 constexpr Family kLastReloadTime{"ratelimitd_config_last_reload_timestamp_seconds", "gauge",
                                  "Unix time of the last reload attempt (0: none)."};
 
 constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
-                                                        "healthz", "readyz", "metrics", "other"};
+                                                        "healthz", "readyz", "metrics", "json",
+                                                        "healthcheck", "rlconfig", "other"};
 constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
                                                       "failed_open", "failed_closed"};
 constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};

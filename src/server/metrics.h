@@ -28,8 +28,11 @@
 
 namespace ratelimit::server {
 
-enum class Endpoint : uint8_t { kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kOther };
-inline constexpr size_t kEndpointCount = 8;
+// kJson, kHealthcheck, kRlconfig: the --envoy-env endpoints (POST /json, /healthcheck, /rlconfig).
+enum class Endpoint : uint8_t {
+  kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kJson, kHealthcheck, kRlconfig, kOther
+};
+inline constexpr size_t kEndpointCount = 11;
 
 // Decision outcomes are counted by the decision service, per rule (rule_counters.h).
 using service::kOutcomeCount;
@@ -60,10 +63,10 @@ class Metrics final : public service::Observer {
   void set_config_generation(uint64_t g) { generation_.store(g, std::memory_order_relaxed); }
   void record_reload(bool ok, int64_t unix_seconds);
 
-  // Gauges read at render time (memory-store keys, Redis counters, the denial cache), so they
-  // cost nothing on the hot path. Each callback appends complete metric families to `out`;
-  // they render in the order they were added. Callbacks are never removed (the store they read
-  // lives as long as the process; they hold weak pointers).
+  // Families read at render time (memory-store keys, Redis counters, the denial cache, the
+  // Envoy rules' statistics), so they cost nothing on the hot path. Each callback appends
+  // complete metric families to `out`; they render in the order they were added. Callbacks are
+  // never removed (what they read lives as long as the server; stores are held weakly).
   void add_extra(std::function<void(std::string& out)> extra);
 
   std::string render() const;

@@ -43,7 +43,10 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "envoy_front.h"
+#include "envoy_startup.h"
 #include "grpc_frontend.h"
+#include "grpc_server.h"
 #include "log.h"
 #include "http_api.h"
 #include "store_factory.h"
@@ -262,7 +265,8 @@ class Worker {
 class Connection final : public std::enable_shared_from_this<Connection>,
                          public HttpApi::Exchange {
  public:
-  Connection(Worker& worker, tcp::socket socket) : w_(worker), sock_(std::move(socket)) {
+  Connection(Worker& worker, tcp::socket socket, uint8_t listener)
+      : w_(worker), sock_(std::move(socket)), listener_(listener) {
     w_.connections().insert(this);
   }
   ~Connection() override {
@@ -446,6 +450,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
       peer_ = ec ? "unknown" : ep.address().to_string();
     }
     view.peer = peer_;
+    view.listener = listener_;
     endpoint_ = Endpoint::kOther;
     keepalive_ = shared_from_this();  // until the answer is rendered (see resume())
     if (w_.shared().api->handle(view, w_.tc(), resp_, *this, endpoint_)) {
@@ -489,6 +494,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
 
   Worker& w_;
   tcp::socket sock_;
+  uint8_t listener_;  // RequestView::listener
   beast::flat_buffer buf_{64 * 1024};
   RequestHead head_;
   std::string key_header_name_;
@@ -528,8 +534,9 @@ void Worker::drain() {
 
 class Listener {
  public:
-  Listener(asio::io_context& ioc, std::vector<std::unique_ptr<Worker>>& workers, Shared shared)
-      : acceptor_(ioc), retry_(ioc), workers_(workers), shared_(shared) {}
+  Listener(asio::io_context& ioc, std::vector<std::unique_ptr<Worker>>& workers, Shared shared,
+           uint8_t role = 0)
+      : acceptor_(ioc), retry_(ioc), workers_(workers), shared_(shared), role_(role) {}
 
   Status open(const ListenAddress& addr) {
     error_code ec;
@@ -575,8 +582,8 @@ class Listener {
         sock.close(cec);
       } else {
         shared_.metrics->connection_opened();
-        asio::post(w.ioc(), [&w, s = std::move(sock)]() mutable {
-          std::make_shared<Connection>(w, std::move(s))->start();
+        asio::post(w.ioc(), [&w, s = std::move(sock), role = role_]() mutable {
+          std::make_shared<Connection>(w, std::move(s), role)->start();
         });
       }
       accept();
@@ -587,8 +594,41 @@ class Listener {
   asio::steady_timer retry_;
   std::vector<std::unique_ptr<Worker>>& workers_;
   Shared shared_;
+  uint8_t role_;
   size_t next_ = 0;
 };
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+  std::string where = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+  return where + ":" + std::to_string(ep.port());
+}
+
+// --envoy-env: ratelimitd's Config for envoyproxy/ratelimit's settings (the listener of HOST:PORT,
+// the store of BACKEND_TYPE/REDIS_*, room for /json bodies of 64 descriptors).
+Config envoy_config(const rls::EnvoyStartup& e) {
+  Config c;
+  c.source = e.config_directory;
+  c.listen = ListenAddress{e.settings.host, e.settings.port};
+  if (e.settings.backend == rls::Backend::kRedis) {
+    c.store.type = StoreType::kRedis;
+    c.store.url = e.store;
+    c.store.connections = static_cast<size_t>(e.settings.redis_pool_size);
+  }
+  c.limits.max_body_bytes = 64 * 1024;
+  return c;
+}
+
+// Applies --log-level/--log-format, else (with --envoy-env) LOG_LEVEL/LOG_FORMAT, else the
+// defaults. The environment values were validated by parse_envoy_env.
+void apply_log_options(const ServerOptions& options, const rls::EnvoySettings* env) {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
+  if (env != nullptr) {
+    level = parse_log_level(env->log_level).value_or(LogLevel::kWarn);
+    format = parse_log_format(env->log_format).value_or(LogFormat::kText);
+  }
+  set_log_options(options.log_level.value_or(level), options.log_format.value_or(format));
+}
 
 std::string store_description(const StoreConfig& s) {
   if (s.type == StoreType::kMemory) return "memory (max_keys " + std::to_string(s.max_keys) + ")";
@@ -601,8 +641,16 @@ std::string store_description(const StoreConfig& s) {
 
 }  // namespace
 
+namespace {
+int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
+          rls::EnvoyStartup* envoy);
+}  // namespace
+int run_envoy_server(const ServerOptions& options);
+
 int run_server(const ServerOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);
+  if (options.envoy_env) return run_envoy_server(options);
+  apply_log_options(options, nullptr);
   auto loaded = load_config(options.config_path);
   if (!loaded) {
     std::fprintf(stderr, "ratelimitd: %s\n", loaded.status().message().c_str());
@@ -621,6 +669,29 @@ int run_server(const ServerOptions& options) {
     return kExitOk;
   }
 
+  return serve(options, std::move(config), nullptr);
+}
+
+int run_envoy_server(const ServerOptions& options) {
+  auto prepared = rls::prepare_envoy_env(rls::process_environment());
+  if (!prepared) {
+    std::fprintf(stderr, "ratelimitd: %s\n", prepared.status().message().c_str());
+    return kExitConfig;
+  }
+  apply_log_options(options, &prepared->settings);
+  // envoyproxy/ratelimit logs its start-up at warning level, so it shows with LOG_LEVEL=WARN
+  // (the default); ignored settings are named the same way.
+  for (const std::string& n : prepared->settings.notices) log_line(LogLevel::kWarn, n);
+  auto config = std::make_shared<const Config>(envoy_config(*prepared));
+  return serve(options, std::move(config), &*prepared);
+}
+
+namespace {
+
+// The running daemon: `envoy` non-null for --envoy-env (envoyproxy/ratelimit's endpoints on
+// their listeners, the watched configuration directory), else the native API of `config`.
+int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
+          rls::EnvoyStartup* envoy) {
   // Declared first so they are destroyed last: the store's last completions may still post
   // to the workers' io_contexts while it is torn down.
   std::vector<std::unique_ptr<Worker>> workers;
@@ -635,19 +706,68 @@ int run_server(const ServerOptions& options) {
   api.set_readiness(opened->ready);
   Shared shared{&api, &metrics};
 
+  // --envoy-env: ShouldRateLimit on the decision service, its statistics on /metrics.
+  std::optional<rls::RuleStats> rule_stats;
+  std::optional<rls::RateLimitService> rls_service;
+  std::optional<EnvoyFront> front;
+  if (envoy != nullptr) {
+    rule_stats.emplace();
+    metrics.add_extra([&rule_stats](std::string& out) { rule_stats->render(out); });
+    rls_service.emplace(decisions, *envoy->rules, rls::ServiceOptions::from(envoy->settings),
+                        *rule_stats, metrics.policy("envoy"));
+    front.emplace(*rls_service, metrics, api, envoy->settings.prometheus_path);
+    api.set_envoy(&*front);
+    metrics.set_config_generation(envoy->rules->generation());
+  }
+
   unsigned threads = config->threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < threads; ++i) workers.push_back(std::make_unique<Worker>(shared));
 
   asio::io_context control(1);
-  Listener listener(control, workers, shared);
-  if (Status s = listener.open(config->listen); !s.is_ok()) {
-    log_line("error", s.message());
+  // The listeners: the API's (HOST:PORT with --envoy-env), then the debug and Prometheus ones.
+  struct Listening {
+    std::unique_ptr<Listener> listener;
+    std::string what, where;
+  };
+  std::vector<Listening> listening;
+  auto open_listener = [&](const ListenAddress& addr, uint8_t role, std::string what) -> Status {
+    auto l = std::make_unique<Listener>(control, workers, shared, role);
+    if (Status s = l->open(addr); !s.is_ok()) return s;
+    const std::string where = endpoint_text(l->local_endpoint());
+    listening.push_back({std::move(l), std::move(what), where});
+    return {};
+  };
+  Status opened_listeners = open_listener(config->listen, EnvoyFront::kMain, "HTTP");
+  if (opened_listeners.is_ok() && envoy != nullptr) {
+    const rls::EnvoySettings& e = envoy->settings;
+    opened_listeners = open_listener({e.debug_host, e.debug_port}, EnvoyFront::kDebug, "debug");
+    if (opened_listeners.is_ok() && e.use_prometheus) {
+      opened_listeners = open_listener({e.prometheus_host, e.prometheus_port}, EnvoyFront::kPrometheus,
+                                       "Prometheus");
+    }
+  }
+  if (!opened_listeners.is_ok()) {
+    log_line("error", opened_listeners.message());
     return kExitRuntime;
   }
-  // Envoy's rate-limit API, beside the HTTP API on the same store (grpc_listen and domains).
+  // Envoy's rate-limit API: beside the HTTP API on the same store (native: grpc_listen and
+  // domains), or on GRPC_HOST:GRPC_PORT over the configuration directory (--envoy-env).
   std::unique_ptr<GrpcFrontend> grpc;
-  if (config->grpc_listen) {
+  std::unique_ptr<grpc_api::GrpcServer> envoy_grpc;
+  if (envoy != nullptr) {
+    const rls::EnvoySettings& e = envoy->settings;
+    grpc_api::GrpcServerOptions go;
+    go.address = (e.grpc_host.find(':') != std::string::npos ? "[" + e.grpc_host + "]" : e.grpc_host) + ":" +
+                 std::to_string(e.grpc_port);
+    go.threads = threads;
+    auto started = grpc_api::GrpcServer::start(go, *rls_service);
+    if (!started) {
+      log_line("error", "GRPC_HOST/GRPC_PORT " + go.address + ": " + started.status().message());
+      return kExitRuntime;
+    }
+    envoy_grpc = std::move(*started);
+  } else if (config->grpc_listen) {
     auto started = GrpcFrontend::start(*config, decisions, metrics, threads);
     if (!started) {
       log_line("error", "grpc_listen: " + started.status().message());
@@ -655,9 +775,27 @@ int run_server(const ServerOptions& options) {
     }
     grpc = std::move(*started);
   }
-  const auto ep = listener.local_endpoint();
-  std::string where = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-  where += ":" + std::to_string(ep.port());
+  const std::string where = listening.front().where;
+  auto close_listeners = [&] {
+    for (auto& l : listening) l.listener->close();
+  };
+
+  // Reloads: the YAML file (native), or the Envoy configuration directory (SIGHUP and the
+  // watcher, from their threads: RuleSource serialises them). A refused set changes nothing.
+  auto reload_rules = [&](const std::string& why, bool only_if_changed) {
+    const rls::ReloadResult r = envoy->rules->reload(only_if_changed);
+    if (r.status.is_ok() && !r.changed && only_if_changed) return;  // the same bytes
+    metrics.record_reload(r.status.is_ok(), static_cast<int64_t>(std::time(nullptr)));
+    if (!r.status.is_ok()) {
+      log_line(LogLevel::kError, why + ": configuration refused, generation " +
+                                     std::to_string(r.generation) + " keeps serving: " + r.status.message());
+      return;
+    }
+    rls_service->refresh();
+    metrics.set_config_generation(r.generation);
+    log_line(LogLevel::kInfo, why + ": configuration reloaded, generation " + std::to_string(r.generation) +
+                                  ", " + std::to_string(envoy->rules->current()->rule_count()) + " rules");
+  };
 
   asio::signal_set signals(control, SIGINT, SIGTERM, SIGHUP);
   asio::steady_timer grace(control);
@@ -666,18 +804,22 @@ int run_server(const ServerOptions& options) {
     signals.async_wait([&](error_code ec, int sig) {
       if (ec) return;
       if (sig == SIGHUP) {
-        log_line("info", "SIGHUP: reloading " + options.config_path);
         systemd::notify_reloading();
-        Status s = api.reload(options.config_path, options.overrides);
-        systemd::notify_ready("listening on " + where);  // the old or the new configuration
-        if (s.is_ok()) {
-          auto c = api.config();
-          if (grpc) grpc->reload(*c);
-          log_line("info", "reload ok: generation " + std::to_string(api.generation()) +
-                               ", " + std::to_string(c->policies.size()) + " policies");
+        if (envoy != nullptr) {
+          reload_rules("SIGHUP", false);
         } else {
-          log_line("error", "reload failed, keeping the running configuration: " + s.message());
+          log_line("info", "SIGHUP: reloading " + options.config_path);
+          Status s = api.reload(options.config_path, options.overrides);
+          if (s.is_ok()) {
+            auto c = api.config();
+            if (grpc) grpc->reload(*c);
+            log_line("info", "reload ok: generation " + std::to_string(api.generation()) +
+                                 ", " + std::to_string(c->policies.size()) + " policies");
+          } else {
+            log_line("error", "reload failed, keeping the running configuration: " + s.message());
+          }
         }
+        systemd::notify_ready("listening on " + where);  // the old or the new configuration
         wait_signal();
         return;
       }
@@ -689,9 +831,10 @@ int run_server(const ServerOptions& options) {
       stopping = true;
       systemd::notify_stopping();
       log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
-      listener.close();
+      close_listeners();
       api.set_draining();
       if (grpc) grpc->drain();
+      if (envoy_grpc) envoy_grpc->drain();
       for (auto& w : workers) w->drain();
       const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(config->limits.request_timeout) + std::chrono::seconds(2);
       grace.expires_after(limit);
@@ -721,15 +864,38 @@ int run_server(const ServerOptions& options) {
   };
   watch_store();
 
+  // Declared after everything its callback touches, so it stops (joins) first.
+  std::unique_ptr<rls::DirectoryWatcher> watcher;
+  if (envoy != nullptr) {
+    auto w = rls::DirectoryWatcher::start(envoy->watch_paths,
+                                          [&reload_rules] { reload_rules("configuration directory changed", true); });
+    if (!w) {
+      log_line("error", "cannot watch " + envoy->config_directory + ": " + w.status().message());
+      return kExitRuntime;
+    }
+    watcher = std::move(*w);
+  }
+
   for (auto& w : workers) w->start();
-  listener.start();
-  log_line("info", "ratelimitd listening on " + where + " (" + std::to_string(threads) +
-                       " threads, store " + store_description(config->store) + ", " +
-                       std::to_string(config->policies.size()) + " policies, admin " +
-                       (config->admin_token ? "enabled" : "disabled") + ")");
-  if (grpc) {
-    log_line("info", "grpc_listen " + grpc->address() + ": Envoy's rate-limit API (" +
-                         std::to_string(config->domains->rule_count()) + " descriptor rules)");
+  for (auto& l : listening) l.listener->start();
+  if (envoy != nullptr) {
+    for (const auto& l : listening) log_line(LogLevel::kWarn, "listening for " + l.what + " on " + l.where);
+    const rls::EnvoySettings& e = envoy->settings;
+    const std::string gh = e.grpc_host.find(':') != std::string::npos ? "[" + e.grpc_host + "]" : e.grpc_host;
+    log_line(LogLevel::kWarn, "listening for gRPC on " + gh + ":" + std::to_string(envoy_grpc->port()));
+    log_line(LogLevel::kWarn, "ratelimitd --envoy-env serving " +
+                                  std::to_string(envoy->rules->current()->rule_count()) + " rules from " +
+                                  envoy->config_directory + " (" + std::to_string(threads) +
+                                  " threads, store " + store_description(config->store) + ")");
+  } else {
+    log_line("info", "ratelimitd listening on " + where + " (" + std::to_string(threads) +
+                         " threads, store " + store_description(config->store) + ", " +
+                         std::to_string(config->policies.size()) + " policies, admin " +
+                         (config->admin_token ? "enabled" : "disabled") + ")");
+    if (grpc) {
+      log_line("info", "grpc_listen " + grpc->address() + ": Envoy's rate-limit API (" +
+                           std::to_string(config->domains->rule_count()) + " descriptor rules)");
+    }
   }
   systemd::notify_ready("listening on " + where);
 
@@ -741,14 +907,17 @@ int run_server(const ServerOptions& options) {
       grace.cancel();
       outage_timer.cancel();
       signals.cancel(ec);
-      listener.close();
+      close_listeners();
     });
   });
   control.run();
   joiner.join();
   if (grpc) grpc->shutdown(std::chrono::milliseconds(2000));
+  if (envoy_grpc) envoy_grpc->shutdown(std::chrono::milliseconds(2000));
   log_line("info", "ratelimitd stopped");
   return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace ratelimit::server

@@ -10,13 +10,20 @@
 #include <string>
 
 #include "config.h"
+#include "log.h"
 
 namespace ratelimit::server {
 
 struct ServerOptions {
-  std::string config_path;  // required
+  std::string config_path;  // required, unless envoy_env
   Overrides overrides;      // --listen, --store, --threads
   bool check_only = false;  // --check: validate the configuration and exit
+  // --envoy-env: configured by envoyproxy/ratelimit's environment variables (src/rls), serving
+  // its endpoints; config_path and overrides are unused.
+  bool envoy_env = false;
+  // --log-level, --log-format; unset: LOG_LEVEL/LOG_FORMAT with --envoy-env, else info, text.
+  std::optional<LogLevel> log_level;
+  std::optional<LogFormat> log_format;
 };
 
 // Exit codes of run_server (and of ratelimitd).
@@ -25,6 +32,9 @@ inline constexpr int kExitRuntime = 1;  // could not listen, store unreachable a
 inline constexpr int kExitConfig = 2;   // invalid configuration or flags
 
 // Runs the service in the calling thread until SIGTERM or SIGINT; returns an exit code.
+// With envoy_env: settings from the environment (refused with exit 2 and the variable's name
+// before anything starts), HTTP /json and /healthcheck, the debug listener, Prometheus, and the
+// configuration directory watched and reloaded (also on SIGHUP).
 // Logs to stderr, one line per event (start, listening address with the bound port,
 // reloads, shutdown); never a line per request, never the admin token.
 int run_server(const ServerOptions& options);

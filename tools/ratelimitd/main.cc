@@ -11,7 +11,8 @@
 int main(int argc, char** argv) {
   ratelimit::server::ServerOptions options;
   CLI::App app{
-      "ratelimitd — HTTP rate-limit service.\n"
+      "ratelimitd — HTTP rate-limit service (and, with --envoy-env, a drop-in for "
+      "envoyproxy/ratelimit).\n"
       "Endpoints: POST /v1/acquire, /v1/peek, /v1/reset; GET /v1/forward-auth?policy=NAME, "
       "/healthz, /metrics.\n"
       "Signals: SIGHUP reloads the configuration file (a bad file is logged and the running "
@@ -40,13 +41,36 @@ int main(int argc, char** argv) {
   bool envoy_env = false;
   app.add_flag("--envoy-env", envoy_env,
                "configure from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, "
-               "GRPC_PORT, BACKEND_TYPE, ...) instead of --config; with --check, validate them "
-               "and the configuration directory, print what would be served, and exit");
+               "HOST, PORT, BACKEND_TYPE, ...) instead of --config and serve its endpoints (POST "
+               "/json, /healthcheck, /rlconfig); with --check, validate them and the configuration "
+               "directory, print what would be served, and exit");
+  std::string log_level, log_format;
+  auto* log_level_opt = app.add_option(
+      "--log-level", log_level,
+      "debug, info (default), warn or error; with --envoy-env the default is LOG_LEVEL");
+  auto* log_format_opt = app.add_option(
+      "--log-format", log_format,
+      "text (default) or json (one JSON object per line: level, msg, time); with --envoy-env "
+      "the default is LOG_FORMAT");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : ratelimit::server::kExitConfig;
+  }
+  if (*log_level_opt) {
+    options.log_level = ratelimit::server::parse_log_level(log_level);
+    if (!options.log_level) {
+      std::cerr << "ratelimitd: --log-level: '" << log_level << "' must be debug, info, warn or error\n";
+      return ratelimit::server::kExitConfig;
+    }
+  }
+  if (*log_format_opt) {
+    options.log_format = ratelimit::server::parse_log_format(log_format);
+    if (!options.log_format) {
+      std::cerr << "ratelimitd: --log-format: '" << log_format << "' must be text or json\n";
+      return ratelimit::server::kExitConfig;
+    }
   }
   if (envoy_env) {
     if (*config_opt || *listen_opt || *store_opt || *threads_opt) {
@@ -54,14 +78,12 @@ int main(int argc, char** argv) {
                    "--config, --listen, --store and --threads\n";
       return ratelimit::server::kExitConfig;
     }
-    if (!options.check_only) {
-      std::cerr << "ratelimitd: --envoy-env serves Envoy's gRPC rate-limit API, which this build "
-                   "does not include yet; use --envoy-env --check to validate the environment "
-                   "and the configuration directory\n";
-      return ratelimit::server::kExitConfig;
+    if (options.check_only) {
+      return ratelimit::rls::check_envoy_env(ratelimit::rls::process_environment(), std::cout,
+                                             std::cerr);
     }
-    return ratelimit::rls::check_envoy_env(ratelimit::rls::process_environment(), std::cout,
-                                           std::cerr);
+    options.envoy_env = true;
+    return ratelimit::server::run_server(options);
   }
   if (!*config_opt) {
     std::cerr << "ratelimitd: --config is required (run with --help for usage)\n";
