@@ -2,6 +2,8 @@
 // (see script_codec.h). Pure functions.
 #include "script_codec.h"
 
+#include <algorithm>
+
 #include <hiredis/hiredis.h>
 
 #include <charconv>
@@ -117,19 +119,48 @@ std::string function_name(ScriptId id) {
 }
 
 ScriptCall batch_call(std::span<const ScriptCall* const> items) {
+  // decide_call's args: now, cost, op, then the five policy fields.
+  constexpr size_t kPolicyFirst = 3, kPolicyFields = 5;
+  auto same_policy = [](const ScriptCall& a, const ScriptCall& b) {
+    return a.script == b.script && std::equal(a.args.begin() + kPolicyFirst, a.args.end(),
+                                              b.args.begin() + kPolicyFirst, b.args.end());
+  };
+  // Every distinct (algorithm, policy) once, in first-seen order; an item names its entry.
+  // Arguments are what a call costs Redis most per item (each one is parsed, interned and
+  // pushed into Lua: about 1,600 instructions), so a batch of one policy sends its six policy
+  // arguments once instead of per item. The search is bounded: from kMaxDistinct entries on, a
+  // new item's policy is appended without looking (a repeat entry is valid, only longer).
+  constexpr size_t kMaxDistinct = 32;
+  std::vector<const ScriptCall*> distinct;
+  std::vector<size_t> entry(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    size_t e = distinct.size();
+    if (distinct.size() < kMaxDistinct) {
+      e = 0;
+      while (e < distinct.size() && !same_policy(*distinct[e], *items[i])) ++e;
+    }
+    if (e == distinct.size()) distinct.push_back(items[i]);
+    entry[i] = e;
+  }
+
   ScriptCall call;
   call.script = kScriptBatch;
   size_t keys = 0;
   for (const ScriptCall* item : items) keys += item->keys.size();
   call.keys.reserve(keys);
-  call.args.reserve(10 * items.size());
-  for (const ScriptCall* item : items) {
-    call.keys.insert(call.keys.end(), item->keys.begin(), item->keys.end());
-    // decide_call's args are now, cost, op, then the five policy fields.
-    call.args.push_back(item->args[0]);
-    call.args.push_back(int_arg(static_cast<int64_t>(item->script)));
-    call.args.insert(call.args.end(), item->args.begin() + 1, item->args.end());
-    call.args.push_back(int_arg(static_cast<int64_t>(item->keys.size())));
+  call.args.reserve(1 + (1 + kPolicyFields) * distinct.size() + 4 * items.size());
+  call.args.push_back(int_arg(static_cast<int64_t>(distinct.size())));
+  for (const ScriptCall* d : distinct) {
+    call.args.push_back(int_arg(static_cast<int64_t>(d->script)));
+    call.args.insert(call.args.end(), d->args.begin() + kPolicyFirst, d->args.end());
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ScriptCall& item = *items[i];
+    call.keys.insert(call.keys.end(), item.keys.begin(), item.keys.end());
+    call.args.push_back(int_arg(static_cast<int64_t>(entry[i] + 1)));  // Lua indices from 1
+    call.args.push_back(item.args[1]);  // cost
+    call.args.push_back(item.args[2]);  // op
+    call.args.push_back(item.args[0]);  // now
   }
   return call;
 }

@@ -66,8 +66,9 @@ std::vector<std::string> reset_keys(std::string_view prefix, const Policy& polic
                                     std::string_view key);
 
 // Several single-policy decisions (each built by decide_call) as one call of the batch script:
-// the items' keys in order; per item its now, algorithm, cost, op, the five policy fields and
-// its key count (run_batch in lua/multi.lua). The reply holds one decision per item, in order.
+// the items' keys in order; the distinct (algorithm, policy) pairs once each; per item the
+// pair's index, its cost, op and now (run_batch in lua/multi.lua). The reply holds one decision
+// per item, in order.
 // Precondition: 1 ... kMaxBatch items, each an algorithm's script (not acquire_all or batch).
 inline constexpr size_t kMaxBatch = 1024;
 ScriptCall batch_call(std::span<const ScriptCall* const> items);

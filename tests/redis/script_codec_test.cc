@@ -86,6 +86,34 @@ TEST(RedisScripts, AcquireAllKeysShareOneHashTag) {
   EXPECT_EQ(c.args[9], "1");  // sliding_window_log
 }
 
+// A batch sends each distinct (algorithm, policy) once and four arguments per item: the
+// policy's index, cost, op, now; the sliding log's two keys stay with their item.
+TEST(RedisScripts, BatchSendsEachPolicyOnceAndFourArgumentsPerItem) {
+  auto a = named(Policy::fixed_window(5, std::chrono::seconds(1)), "a");
+  auto b = named(Policy::sliding_window_log(7, std::chrono::seconds(2)), "b");
+  const ScriptCall c1 = decide_call("rl:", a, "x", 1, algo::Op::kAcquire, std::nullopt);
+  const ScriptCall c2 = decide_call("rl:", b, "y", 2, algo::Op::kPeek, std::nullopt);
+  const ScriptCall c3 = decide_call("rl:", a, "z", 3, algo::Op::kAcquire, int64_t{99});
+  const ScriptCall* items[] = {&c1, &c2, &c3};
+  const ScriptCall batch = batch_call(items);
+  EXPECT_EQ(batch.script, kScriptBatch);
+  EXPECT_EQ(batch.keys, (std::vector<std::string>{"rl:{x}:a", "rl:{y}:b", "rl:{y}:b#log", "rl:{z}:a"}));
+  const std::vector<std::string> want = {
+      "2",                                                   // distinct policies
+      "0", "5", std::to_string(a.window().count()), c1.args[5], "0", "0",  // 1: fixed_window a
+      "1", "7", std::to_string(b.window().count()), c2.args[5], "0", "0",  // 2: sliding log b
+      "1", "1", "0", "-",                                    // x: policy 1, cost 1, acquire, server clock
+      "2", "2", "1", "-",                                    // y: policy 2, cost 2, peek
+      "1", "3", "0", "99"};                                  // z: policy 1 again, test clock
+  EXPECT_EQ(batch.args, want);
+
+  // The same name with other parameters (a reload) is another policy.
+  auto a2 = named(Policy::fixed_window(6, std::chrono::seconds(1)), "a");
+  const ScriptCall c4 = decide_call("rl:", a2, "x", 1, algo::Op::kAcquire, std::nullopt);
+  const ScriptCall* two[] = {&c1, &c4};
+  EXPECT_EQ(batch_call(two).args[0], "2");
+}
+
 TEST(RedisScripts, EvalshaEncodingIsBinarySafe) {
   ScriptCall c;
   c.script = kScriptTokenBucket;

@@ -65,40 +65,44 @@ end
 -- A batch of independent decisions, each exactly run_single's, in order (a later item on the
 -- same key sees the earlier one's effect, as pipelined calls would). The server's clock is read
 -- once for the whole batch: every item is decided at that instant.
--- keys: each item's keys in order (1, or 2 for the sliding log).
--- args: ten per item: now ('-' or test time), algorithm, cost, op, limit, window_us, rate,
---       shape, count_denied, and the number of keys it takes (1 or 2).
+-- keys: each item's keys in order (2 for the sliding log: state and log; 1 otherwise).
+-- args: the number P of distinct policies; six per policy: algorithm, limit, window_us, rate,
+--       shape, count_denied; then four per item: its policy (1 ... P), cost, op, now ('-' or
+--       test time). A policy's arguments travel once per batch, not once per item: each
+--       argument costs Redis more than most of a decision (see batch_call in script_codec.cc).
 -- Returns: six integers per item, in order.
 local function run_batch(keys, args)
+  local npolicies = tonumber(args[1])
+  local batch_algorithms, policies = {}, {}
+  for p = 1, npolicies do
+    local base = 2 + (p - 1) * 6
+    batch_algorithms[p] = algorithms[tonumber(args[base])]
+    policies[p] = read_policy(args, base + 1)  -- decide() never writes it
+  end
   local server_now = nil
   local out = {}
   local k = 1
   local ikeys = {}
-  local policy, p1, p2, p3, p4, p5  -- the previous item's policy and its five arguments
-  for base = 1, #args, 10 do
+  for base = 2 + npolicies * 6, #args, 4 do
+    local p = tonumber(args[base])
+    local algorithm, policy = batch_algorithms[p], policies[p]
+    local cost = tonumber(args[base + 1])
+    local op = tonumber(args[base + 2])
     local now_us, test_mode
-    if args[base] == '-' then
+    if args[base + 3] == '-' then
       if server_now == nil then server_now = read_now('-') end
       now_us, test_mode = server_now, false
     else
-      now_us, test_mode = read_now(args[base])
+      now_us, test_mode = read_now(args[base + 3])
     end
-    local algorithm = algorithms[tonumber(args[base + 1])]
-    local cost = tonumber(args[base + 2])
-    local op = tonumber(args[base + 3])
-    -- Consecutive items mostly share a policy: its table is built once (Lua strings are
-    -- interned, so comparing the arguments is comparing pointers). decide() never writes it.
-    if policy == nil or args[base + 4] ~= p1 or args[base + 5] ~= p2 or args[base + 6] ~= p3 or
-       args[base + 7] ~= p4 or args[base + 8] ~= p5 then
-      policy = read_policy(args, base + 4)
-      p1, p2, p3, p4, p5 = args[base + 4], args[base + 5], args[base + 6], args[base + 7],
-                           args[base + 8]
-    end
-    local n = tonumber(args[base + 9])
     ikeys[1] = keys[k]
-    ikeys[2] = keys[k + 1]
-    if n == 1 then ikeys[2] = nil end
-    k = k + n
+    if algorithm == sliding_window_log then
+      ikeys[2] = keys[k + 1]
+      k = k + 2
+    else
+      ikeys[2] = nil
+      k = k + 1
+    end
     local s = algorithm.load(ikeys)
     local idle_before = algorithm.idle_at_us(policy, s)
     local d = algorithm.decide(policy, s, now_us, cost, op)
