@@ -10,22 +10,36 @@
 //     capacity (DecisionReason::kExceedsCapacity) can never pass, so no wait would help: it
 //     gets 400 with {"error":"cost_exceeds_capacity", ...} and no Retry-After, which tells a
 //     client to fix the request instead of retrying it.
-//   - RateLimit-Policy: one list member per policy involved, `"name";q=<limit>;w=<seconds>`,
-//     w = the window rounded up to whole seconds (for buckets: the time to drain a full
-//     bucket, burst / rate), as in draft-ietf-httpapi-ratelimit-headers.
-//   - RateLimit: `"name";r=<remaining>;t=<seconds>` for the most restrictive policy
-//     (algo::most_restrictive), plus RateLimit-Limit / -Remaining / -Reset mirroring q, r, t.
-//   - t (and RateLimit-Reset) in whole seconds, rounded up: when allowed, until the limit is
+//   - the rate-limit fields depend on the HeaderSet (RenderOptions::headers):
+//       kIetf (default), draft-ietf-httpapi-ratelimit-headers (-08 … -11 syntax):
+//         RateLimit-Policy: one item per policy, `"name";q=<quota>;w=<seconds>`;
+//         RateLimit:        one item per policy, `"name";r=<remaining>;t=<seconds>`,
+//         in the order the policies were given; names are sf-strings (see append_sf_string).
+//         w = the window rounded up to whole seconds (for buckets: the time to drain a full
+//         bucket, burst / rate);
+//       kDraft6: RateLimit-Limit / -Remaining / -Reset of the most restrictive decision
+//         (algo::most_restrictive), the field triple of drafts 00 … 06;
+//       kXRateLimit: the same three values as X-RateLimit-Limit / -Remaining / -Reset
+//         (Reset in seconds from now, never a timestamp);
+//       kNone: no rate-limit fields.
+//   - t (and the -Reset fields) in whole seconds, rounded up: when allowed, until the limit is
 //     fully available again (reset_after); when denied, until this request would be admitted,
 //     the same instant as Retry-After, as the draft asks of a response carrying both.
-//   - on 429: Retry-After = max(1, ceil(retry_after in seconds)) — never 0 for a denied request
-//     (a failed-closed store denial carries no wait and gets 1) — and Cache-Control: no-store.
-//   - body: {"allowed","policy","limit","remaining","reset_ms","retry_after_ms","delay_ms"};
-//     the millisecond figures are rounded up, so waiting that long is always enough.
+//   - on 429, whatever the HeaderSet: Retry-After = max(1, ceil(retry_after in seconds)) of the
+//     most restrictive decision — never 0 for a denied request (a failed-closed store denial
+//     carries no wait and gets 1) — and Cache-Control: no-store.
+//   - body: {"allowed","policy","limit","remaining","reset_ms","retry_after_ms","delay_ms"} of
+//     the most restrictive decision; the millisecond figures are rounded up, so waiting that
+//     long is always enough. With RenderOptions::problem_json a 429's body is instead an RFC 9457
+//     problem (application/problem+json) of the draft's type
+//     "https://iana.org/assignments/http-problem-types#quota-exceeded" (or
+//     "…#temporary-reduced-capacity" when the store failed closed), with "title",
+//     "violated-policies" (every denying policy, in order) and the members above.
 // Thread-safety: every function is pure (no shared state); safe from any thread.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,15 +83,37 @@ struct Response {
   const std::string* field(std::string_view name) const;
 };
 
-// Renders one policy's decision (see the rules above). Overwrites `out`.
-void render_decision(const Decision& decision, const PolicyInfo& policy, Response& out);
-Response render_decision(const Decision& decision, const PolicyInfo& policy);
+// Which rate-limit header fields an answer carries (see the rules above).
+enum class HeaderSet : uint8_t { kIetf, kDraft6, kXRateLimit, kNone };
 
-// Renders an all-or-nothing check over several policies: status and RateLimit come from the
-// most restrictive decision (algo::most_restrictive), RateLimit-Policy lists every policy.
+// "ietf", "draft6", "x-ratelimit", "none" — the names ratelimitd's `headers:` setting takes.
+std::string_view header_set_name(HeaderSet set);
+// The inverse of header_set_name (exact, lower case); nullopt for any other text.
+std::optional<HeaderSet> parse_header_set(std::string_view name);
+
+struct RenderOptions {
+  HeaderSet headers = HeaderSet::kIetf;
+  bool problem_json = false;  // a 429's body as application/problem+json (quota-exceeded)
+};
+
+// The problem types of draft-ietf-httpapi-ratelimit-headers (section 5), for problem_json.
+inline constexpr std::string_view kQuotaExceededType =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+inline constexpr std::string_view kTemporaryReducedCapacityType =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
+// Renders one policy's decision (see the rules above). Overwrites `out`.
+void render_decision(const Decision& decision, const PolicyInfo& policy, Response& out,
+                     const RenderOptions& options = {});
+Response render_decision(const Decision& decision, const PolicyInfo& policy,
+                         const RenderOptions& options = {});
+
+// Renders a check over several policies (all or nothing, or independent): status, Retry-After,
+// the body and the single-valued fields (draft6, x-ratelimit) come from the most restrictive
+// decision (algo::most_restrictive); RateLimit-Policy and RateLimit carry one item per policy.
 // Precondition: decisions.size() == policies.size() >= 1.
 void render_decisions(std::span<const Decision> decisions, std::span<const PolicyInfo> policies,
-                      Response& out);
+                      Response& out, const RenderOptions& options = {});
 
 // {"error": <error>, "message": <message>} with the given status. Overwrites `out`.
 void render_error(unsigned status, std::string_view error, std::string_view message,
@@ -91,6 +127,12 @@ int64_t ceil_millis(Micros d);
 // Appends `s` as a JSON string literal (quotes included). Bytes that are not valid UTF-8 are
 // replaced by U+FFFD so the output is always valid JSON.
 void append_json_string(std::string& out, std::string_view s);
+
+// Appends `s` as a Structured Field sf-string (RFC 9651 section 3.3.3; quotes included):
+// '"' and '\' are escaped, any byte outside printable ASCII (0x20-0x7e) becomes '?', which an
+// sf-string cannot carry; so the field always parses. Policy names of ratelimitd's files are
+// [A-Za-z0-9_.:-] and come out unchanged.
+void append_sf_string(std::string& out, std::string_view s);
 
 // The reason phrase for the statuses this library and ratelimitd use ("Too Many Requests").
 std::string_view reason_phrase(unsigned status);

@@ -1,7 +1,9 @@
 // render.cc — Decision -> status, RateLimit headers and JSON body (see include/ratelimit/http.h
 // for the rules). Pure functions: no I/O, no shared state, no HTTP library.
-// Invariant: a denied answer (429) always carries Retry-After >= 1 and Retry-After == the t of
-// the RateLimit field, so no two headers in one answer disagree about when to come back.
+// Invariants: a denied answer (429) always carries Retry-After >= 1, whatever the header set;
+// Retry-After == the t of the denying policy's RateLimit item with the longest wait (and the
+// -Reset of the draft6 / x-ratelimit triples), so no two fields disagree about when to come
+// back; every policy of the request has exactly one item in RateLimit-Policy and in RateLimit.
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -25,23 +27,6 @@ std::string int_string(int64_t v) {
   return s;
 }
 
-// A structured-field sf-string: printable ASCII only, with '"' and '\' escaped. Policy names
-// are [A-Za-z0-9_.:-] already; anything else is replaced so the header stays parseable.
-void append_sf_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c >= 0x20 && c <= 0x7e) {
-      out.push_back(c);
-    } else {
-      out.push_back('?');
-    }
-  }
-  out.push_back('"');
-}
-
 bool ascii_iequal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -61,7 +46,7 @@ int64_t reset_seconds(const Decision& d) {
   return d.allowed ? ceil_seconds(d.reset_after) : retry_after_seconds(d);
 }
 
-void add_policy_member(std::string& v, const PolicyInfo& p) {
+void add_policy_item(std::string& v, const PolicyInfo& p) {
   append_sf_string(v, p.name);
   v += ";q=";
   append_int(v, p.quota);
@@ -69,11 +54,52 @@ void add_policy_member(std::string& v, const PolicyInfo& p) {
   append_int(v, ceil_seconds(p.window));
 }
 
-void render_exceeds_capacity(const Decision& d, const PolicyInfo& p, std::string policy_field,
-                             Response& out) {
+void add_limit_item(std::string& v, const PolicyInfo& p, const Decision& d) {
+  append_sf_string(v, p.name);
+  v += ";r=";
+  append_int(v, d.remaining);
+  v += ";t=";
+  append_int(v, reset_seconds(d));
+}
+
+// An sf-list of one item per policy, in order ("a", "b" → `"a";…, "b";…`).
+template <typename AddItem>
+std::string sf_list(size_t n, AddItem add) {
+  std::string v;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) v += ", ";
+    add(v, i);
+  }
+  return v;
+}
+
+std::string policy_list(std::span<const PolicyInfo> policies) {
+  return sf_list(policies.size(), [&](std::string& v, size_t i) { add_policy_item(v, policies[i]); });
+}
+
+// The names of the draft-06 triple per header set (kIetf and kNone have no triple).
+struct Triple {
+  std::string_view limit, remaining, reset;
+};
+constexpr Triple kDraft6Triple{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"};
+constexpr Triple kXTriple{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"};
+
+const Triple* triple_of(HeaderSet set) {
+  switch (set) {
+    case HeaderSet::kDraft6: return &kDraft6Triple;
+    case HeaderSet::kXRateLimit: return &kXTriple;
+    case HeaderSet::kIetf:
+    case HeaderSet::kNone: return nullptr;
+  }
+  return nullptr;
+}
+
+void render_exceeds_capacity(std::span<const PolicyInfo> policies, const Decision& d,
+                             const PolicyInfo& p, const RenderOptions& o, Response& out) {
   out.status = 400;
-  out.fields.push_back({"RateLimit-Policy", std::move(policy_field)});
-  out.fields.push_back({"RateLimit-Limit", int_string(d.limit)});
+  // The capacity is what the client must learn: the quota fields only, no remaining or wait.
+  if (o.headers == HeaderSet::kIetf) out.fields.push_back({"RateLimit-Policy", policy_list(policies)});
+  if (const Triple* t = triple_of(o.headers)) out.fields.push_back({t->limit, int_string(d.limit)});
   out.fields.push_back({"Cache-Control", "no-store"});
   std::string& b = out.body;
   b = R"({"error":"cost_exceeds_capacity","message":)";
@@ -90,30 +116,9 @@ void render_exceeds_capacity(const Decision& d, const PolicyInfo& p, std::string
   b += '}';
 }
 
-void render_one(const Decision& d, const PolicyInfo& p, std::string policy_field, Response& out) {
-  if (d.reason == DecisionReason::kExceedsCapacity) {
-    render_exceeds_capacity(d, p, std::move(policy_field), out);
-    return;
-  }
-  out.status = d.allowed ? 200 : 429;
-  const int64_t t = reset_seconds(d);
-  std::string rl;
-  append_sf_string(rl, p.name);
-  rl += ";r=";
-  append_int(rl, d.remaining);
-  rl += ";t=";
-  append_int(rl, t);
-  out.fields.push_back({"RateLimit-Policy", std::move(policy_field)});
-  out.fields.push_back({"RateLimit", std::move(rl)});
-  out.fields.push_back({"RateLimit-Limit", int_string(d.limit)});
-  out.fields.push_back({"RateLimit-Remaining", int_string(d.remaining)});
-  out.fields.push_back({"RateLimit-Reset", int_string(t)});
-  if (!d.allowed) {
-    out.fields.push_back({"Retry-After", int_string(retry_after_seconds(d))});
-    out.fields.push_back({"Cache-Control", "no-store"});
-  }
-  std::string& b = out.body;
-  b += d.allowed ? R"({"allowed":true,"policy":)" : R"({"allowed":false,"policy":)";
+// The decision members of every decision body (after '{' or after a problem's members).
+void append_decision_members(std::string& b, const Decision& d, const PolicyInfo& p) {
+  b += d.allowed ? R"("allowed":true,"policy":)" : R"("allowed":false,"policy":)";
   append_json_string(b, p.name);
   b += R"(,"limit":)";
   append_int(b, d.limit);
@@ -125,6 +130,62 @@ void render_one(const Decision& d, const PolicyInfo& p, std::string policy_field
   append_int(b, d.allowed ? 0 : ceil_millis(d.retry_after));
   b += R"(,"delay_ms":)";
   append_int(b, ceil_millis(d.delay));
+}
+
+// RFC 9457 problem of draft-ietf-httpapi-ratelimit-headers section 5 for a 429. "status" is
+// left out on purpose: ratelimitd may send the same answer as 403/401 to nginx auth_request,
+// and a problem's status member must not disagree with the response's.
+void append_problem(std::string& b, std::span<const Decision> decisions,
+                    std::span<const PolicyInfo> policies, const Decision& reported) {
+  const bool store = reported.reason == DecisionReason::kStoreFailedClosed;
+  b += R"({"type":)";
+  append_json_string(b, store ? kTemporaryReducedCapacityType : kQuotaExceededType);
+  b += store ? R"(,"title":"Request cannot be satisfied due to temporary server capacity constraints")"
+             : R"(,"title":"Request cannot be satisfied as assigned quota has been exceeded")";
+  b += R"(,"violated-policies":[)";
+  bool first = true;
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    if (decisions[i].allowed) continue;
+    if (!first) b += ',';
+    first = false;
+    append_json_string(b, policies[i].name);
+  }
+  b += "],";
+}
+
+void render_group(std::span<const Decision> decisions, std::span<const PolicyInfo> policies,
+                  const RenderOptions& o, Response& out) {
+  out.clear();
+  const size_t k = algo::most_restrictive(decisions);
+  const Decision& d = decisions[k];
+  if (d.reason == DecisionReason::kExceedsCapacity) {
+    render_exceeds_capacity(policies, d, policies[k], o, out);
+    return;
+  }
+  out.status = d.allowed ? 200 : 429;
+  if (o.headers == HeaderSet::kIetf) {
+    out.fields.push_back({"RateLimit-Policy", policy_list(policies)});
+    out.fields.push_back(
+        {"RateLimit", sf_list(policies.size(), [&](std::string& v, size_t i) {
+           add_limit_item(v, policies[i], decisions[i]);
+         })});
+  } else if (const Triple* t = triple_of(o.headers)) {
+    out.fields.push_back({t->limit, int_string(d.limit)});
+    out.fields.push_back({t->remaining, int_string(d.remaining)});
+    out.fields.push_back({t->reset, int_string(reset_seconds(d))});
+  }
+  if (!d.allowed) {
+    out.fields.push_back({"Retry-After", int_string(retry_after_seconds(d))});
+    out.fields.push_back({"Cache-Control", "no-store"});
+  }
+  std::string& b = out.body;
+  if (!d.allowed && o.problem_json) {
+    out.content_type = "application/problem+json";
+    append_problem(b, decisions, policies, d);
+  } else {
+    b += '{';
+  }
+  append_decision_members(b, d, policies[k]);
   b += '}';
 }
 
@@ -147,29 +208,54 @@ int64_t ceil_millis(Micros d) {
   return us <= 0 ? 0 : (us - 1) / 1'000 + 1;
 }
 
-void render_decision(const Decision& decision, const PolicyInfo& policy, Response& out) {
-  out.clear();
-  std::string pf;
-  add_policy_member(pf, policy);
-  render_one(decision, policy, std::move(pf), out);
+void render_decision(const Decision& decision, const PolicyInfo& policy, Response& out,
+                     const RenderOptions& options) {
+  render_group(std::span<const Decision>(&decision, 1), std::span<const PolicyInfo>(&policy, 1),
+               options, out);
 }
 
-Response render_decision(const Decision& decision, const PolicyInfo& policy) {
+Response render_decision(const Decision& decision, const PolicyInfo& policy,
+                         const RenderOptions& options) {
   Response r;
-  render_decision(decision, policy, r);
+  render_decision(decision, policy, r, options);
   return r;
 }
 
 void render_decisions(std::span<const Decision> decisions, std::span<const PolicyInfo> policies,
-                      Response& out) {
-  out.clear();
-  std::string pf;
-  for (size_t i = 0; i < policies.size(); ++i) {
-    if (i > 0) pf += ", ";
-    add_policy_member(pf, policies[i]);
+                      Response& out, const RenderOptions& options) {
+  render_group(decisions, policies, options, out);
+}
+
+std::string_view header_set_name(HeaderSet set) {
+  switch (set) {
+    case HeaderSet::kIetf: return "ietf";
+    case HeaderSet::kDraft6: return "draft6";
+    case HeaderSet::kXRateLimit: return "x-ratelimit";
+    case HeaderSet::kNone: return "none";
   }
-  const size_t k = algo::most_restrictive(decisions);
-  render_one(decisions[k], policies[k], std::move(pf), out);
+  return "ietf";
+}
+
+std::optional<HeaderSet> parse_header_set(std::string_view name) {
+  for (HeaderSet s : {HeaderSet::kIetf, HeaderSet::kDraft6, HeaderSet::kXRateLimit, HeaderSet::kNone}) {
+    if (name == header_set_name(s)) return s;
+  }
+  return std::nullopt;
+}
+
+void append_sf_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c >= 0x20 && c <= 0x7e) {
+      out.push_back(c);
+    } else {
+      out.push_back('?');
+    }
+  }
+  out.push_back('"');
 }
 
 void render_error(unsigned status, std::string_view error, std::string_view message,

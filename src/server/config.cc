@@ -393,7 +393,8 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
   if (!root || root.IsNull()) return p.error(1, "the configuration is empty (at least 'policies' is needed)");
   RL_TRY(p.check_map(root, "the configuration", {"listen", "threads", "store", "policies",
                                                  "admin_token", "limits", "forward_auth",
-                                                 "grpc_listen", "envoy_api", "domains"}));
+                                                 "grpc_listen", "envoy_api", "domains",
+                                                 "headers", "problem_json"}));
   Config c;
   c.source = std::string(filename);
   if (root["listen"]) {
@@ -450,6 +451,14 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     c.admin_token = std::move(t);
   }
   if (root["limits"]) RL_TRY(parse_limits(p, root["limits"], c.limits));
+  if (root["headers"]) {
+    std::string h;
+    RL_TRY_ASSIGN(h, p.string(root["headers"], "headers"));
+    const auto set = http::parse_header_set(h);
+    if (!set) return p.error(root["headers"], "headers must be ietf, draft6, x-ratelimit or none (got '" + h + "')");
+    c.render.headers = *set;
+  }
+  if (root["problem_json"]) RL_TRY_ASSIGN(c.render.problem_json, p.boolean(root["problem_json"], "problem_json"));
   if (root["forward_auth"]) {
     const YAML::Node fa = root["forward_auth"];
     RL_TRY(p.check_map(fa, "forward_auth", {"key_header", "deny_status", "trusted_proxies", "client_header"}));

@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "client_ip.h"
+#include "ratelimit/http.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
@@ -111,6 +112,10 @@ struct Config {
   std::optional<ListenAddress> grpc_listen;
   rls::ServiceOptions envoy_api;
   std::shared_ptr<const rls::RuleSet> domains;  // null when `domains` is absent
+  // The rate-limit header fields of every decision answer (`headers:` ietf, draft6,
+  // x-ratelimit, none) and whether a 429's body is application/problem+json (`problem_json:`).
+  // Reloadable: they only shape answers.
+  http::RenderOptions render;
 
   const PolicyConfig* find_policy(std::string_view name) const {
     auto it = policies.find(name);

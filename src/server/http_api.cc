@@ -220,7 +220,7 @@ bool HttpApi::decide(ThreadContext& tc, const Published& snap, bool peek, http::
     exchange.infos_.push_back(http::PolicyInfo::of(rule->policy));
   }
   exchange.kind_ = Exchange::Kind::kDecision;
-  exchange.multi_ = r.multi;
+  exchange.render_ = snap.config->render;
   // Several policies are all or nothing; peeks change nothing, so they need no group.
   const Atomicity atomicity = r.multi && !peek ? Atomicity::kAllOrNothing : Atomicity::kIndependent;
   if (decisions_.decide(*snap.rules, tc.items, atomicity, exchange)) {
@@ -248,11 +248,7 @@ void HttpApi::render(const Exchange& exchange, http::Response& out) const {
     out.body += '}';
     return;
   }
-  if (!exchange.multi_) {
-    http::render_decision(exchange.decisions[0], exchange.infos_[0], out);
-  } else {
-    http::render_decisions(exchange.decisions, exchange.infos_, out);
-  }
+  http::render_decisions(exchange.decisions, exchange.infos_, out, exchange.render_);
   // Same headers and body, another status: nginx's auth_request passes only 2xx/401/403 on.
   if (out.status == 429) out.status = exchange.deny_status_;
 }

@@ -79,8 +79,8 @@ class HttpApi {
     friend class EnvoyFront;
     enum class Kind : uint8_t { kDecision, kReset, kEnvoy };
     Kind kind_ = Kind::kDecision;
-    bool multi_ = false;
     unsigned deny_status_ = 429;                 // forward-auth: what a denial is answered with
+    http::RenderOptions render_;                 // the configuration's header set, problem_json
     std::vector<http::PolicyInfo> infos_;        // views into the rules of `hold_`
     std::shared_ptr<const Published> hold_;      // kept only while answered asynchronously
     std::unique_ptr<rls::Call> envoy_call_;      // --envoy-env POST /json (created on first use)

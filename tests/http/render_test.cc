@@ -53,9 +53,7 @@ TEST(RenderDecision, AllowedHasRateLimitFieldsAndNoRetryAfter) {
   EXPECT_EQ(r.status, 200u);
   EXPECT_EQ(field(r, "RateLimit-Policy"), "\"api\";q=10;w=60");
   EXPECT_EQ(field(r, "RateLimit"), "\"api\";r=9;t=60");
-  EXPECT_EQ(field(r, "RateLimit-Limit"), "10");
-  EXPECT_EQ(field(r, "RateLimit-Remaining"), "9");
-  EXPECT_EQ(field(r, "RateLimit-Reset"), "60");
+  EXPECT_EQ(r.fields.size(), 2u);  // the ietf set: the two structured fields, nothing else
   EXPECT_EQ(r.field("Retry-After"), nullptr);
   EXPECT_EQ(r.field("Cache-Control"), nullptr);
   EXPECT_EQ(r.body,
@@ -70,7 +68,10 @@ TEST(RenderDecision, DeniedRoundsRetryAfterUpAndMatchesT) {
   EXPECT_EQ(r.status, 429u);
   EXPECT_EQ(field(r, "Retry-After"), "42");
   EXPECT_EQ(field(r, "RateLimit"), "\"api\";r=0;t=42");
-  EXPECT_EQ(field(r, "RateLimit-Reset"), "42");
+  EXPECT_EQ(field(render_decision(denied(10, 59'000'000, 41'000'001), {"api", 10, Micros{60'000'000}},
+                                  {HeaderSet::kDraft6}),
+                  "RateLimit-Reset"),
+            "42");
   EXPECT_EQ(field(r, "Cache-Control"), "no-store");
   EXPECT_EQ(r.body,
             R"({"allowed":false,"policy":"api","limit":10,"remaining":0,"reset_ms":59000,)"
@@ -87,20 +88,20 @@ TEST(RenderDecision, RetryAfterIsNeverZeroForADenial) {
   const Response c = render_decision(closed, {"p", 5, Micros{1'000'000}});
   EXPECT_EQ(c.status, 429u);
   EXPECT_EQ(field(c, "Retry-After"), "1");
-  EXPECT_EQ(field(c, "RateLimit-Reset"), "1");
+  EXPECT_EQ(field(c, "RateLimit"), "\"p\";r=0;t=1");
 }
 
 TEST(RenderDecision, ExactSecondIsNotRoundedFurther) {
   const Response r = render_decision(denied(1, 3'000'000, 3'000'000), {"p", 1, Micros{3'000'000}});
   EXPECT_EQ(field(r, "Retry-After"), "3");
-  EXPECT_EQ(field(r, "RateLimit-Reset"), "3");
+  EXPECT_EQ(field(r, "RateLimit"), "\"p\";r=0;t=3");
 }
 
 TEST(RenderDecision, BucketWindowIsDrainTimeRoundedUp) {
   // rate 3/s, burst 10: a full bucket drains in 3.333.. s -> w=4.
   const Response r = render_decision(allowed(10, 9, 333'334), {"b", 10, Micros{3'333'334}});
   EXPECT_EQ(field(r, "RateLimit-Policy"), "\"b\";q=10;w=4");
-  EXPECT_EQ(field(r, "RateLimit-Reset"), "1");
+  EXPECT_EQ(field(r, "RateLimit"), "\"b\";r=9;t=1");
   // A 500 ms window is advertised as w=1 (the field is in whole seconds).
   const Response h = render_decision(allowed(5, 4, 400'000), {"h", 5, Micros{500'000}});
   EXPECT_EQ(field(h, "RateLimit-Policy"), "\"h\";q=5;w=1");
@@ -122,12 +123,15 @@ TEST(RenderDecision, ExceedsCapacityIs400WithoutRetryAfter) {
   EXPECT_EQ(r.status, 400u);
   EXPECT_EQ(r.field("Retry-After"), nullptr);
   EXPECT_EQ(field(r, "RateLimit-Policy"), "\"uploads\";q=20;w=2");
-  EXPECT_EQ(field(r, "RateLimit-Limit"), "20");
+  EXPECT_EQ(r.field("RateLimit"), nullptr);  // no remaining or wait: it can never pass
+  EXPECT_EQ(field(render_decision(d, {"uploads", 20, Micros{2'000'000}}, {HeaderSet::kDraft6}),
+                  "RateLimit-Limit"),
+            "20");
   EXPECT_NE(r.body.find(R"("error":"cost_exceeds_capacity")"), std::string::npos);
   EXPECT_NE(r.body.find(R"("policy":"uploads","limit":20})"), std::string::npos);
 }
 
-TEST(RenderDecisions, ReportsTheMostRestrictiveAndListsEveryPolicy) {
+TEST(RenderDecisions, OneRateLimitItemPerPolicyStatusFromTheMostRestrictive) {
   const std::vector<Decision> ds = {allowed(5, 4, 1'000'000), denied(100, 3'600'000'000, 1'800'000'000)};
   const std::vector<PolicyInfo> ps = {{"per_second", 5, Micros{1'000'000}},
                                       {"per_hour", 100, Micros{3'600'000'000}}};
@@ -135,7 +139,8 @@ TEST(RenderDecisions, ReportsTheMostRestrictiveAndListsEveryPolicy) {
   render_decisions(ds, ps, r);
   EXPECT_EQ(r.status, 429u);
   EXPECT_EQ(field(r, "RateLimit-Policy"), "\"per_second\";q=5;w=1, \"per_hour\";q=100;w=3600");
-  EXPECT_EQ(field(r, "RateLimit"), "\"per_hour\";r=0;t=1800");
+  // Every policy's remaining, in the order given; t of the denying one == Retry-After.
+  EXPECT_EQ(field(r, "RateLimit"), "\"per_second\";r=4;t=1, \"per_hour\";r=0;t=1800");
   EXPECT_EQ(field(r, "Retry-After"), "1800");
   EXPECT_NE(r.body.find(R"("policy":"per_hour")"), std::string::npos);
 }
@@ -146,7 +151,11 @@ TEST(RenderDecisions, AllAdmittedReportsFewestRemaining) {
   Response r;
   render_decisions(ds, ps, r);
   EXPECT_EQ(r.status, 200u);
-  EXPECT_EQ(field(r, "RateLimit"), "\"b\";r=2;t=3");
+  EXPECT_EQ(field(r, "RateLimit"), "\"a\";r=4;t=1, \"b\";r=2;t=3");
+  // The single-valued sets report the fewest remaining.
+  render_decisions(ds, ps, r, {HeaderSet::kDraft6});
+  EXPECT_EQ(field(r, "RateLimit-Remaining"), "2");
+  EXPECT_EQ(field(r, "RateLimit-Reset"), "3");
 }
 
 TEST(RenderResponse, ReuseClearsPreviousFields) {
@@ -155,7 +164,7 @@ TEST(RenderResponse, ReuseClearsPreviousFields) {
   render_decision(allowed(1, 0, 1'000'000), {"p", 1, Micros{1'000'000}}, r);
   EXPECT_EQ(r.status, 200u);
   EXPECT_EQ(r.field("Retry-After"), nullptr);
-  EXPECT_EQ(r.fields.size(), 5u);
+  EXPECT_EQ(r.fields.size(), 2u);
 }
 
 TEST(RenderError, JsonShapeAndEscaping) {
@@ -177,6 +186,117 @@ TEST(AppendJsonString, KeepsValidUtf8AndReplacesInvalidBytes) {
 TEST(StructuredFields, NamesAreQuotedSafely) {
   const Response r = render_decision(allowed(1, 0, 1), {"we\"ird\\", 1, Micros{1'000'000}});
   EXPECT_EQ(field(r, "RateLimit-Policy"), "\"we\\\"ird\\\\\";q=1;w=1");
+}
+
+TEST(StructuredFields, OddNamesStayOneParseableItem) {
+  // Bytes an sf-string cannot carry (controls, DEL, non-ASCII) become '?'; ',' ';' '=' and
+  // spaces are legal inside the quotes and must not split the item.
+  const std::string odd = std::string("a,b;c=d e\x01\x7f") + "\xc3\xa9";
+  const std::vector<Decision> ds = {allowed(1, 0, 1), allowed(2, 1, 1'000'000)};
+  const std::vector<PolicyInfo> ps = {{odd, 1, Micros{1'000'000}}, {"\"", 2, Micros{1'000'000}}};
+  Response r;
+  render_decisions(ds, ps, r);
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"a,b;c=d e????\";q=1;w=1, \"\\\"\";q=2;w=1");
+  EXPECT_EQ(field(r, "RateLimit"), "\"a,b;c=d e????\";r=0;t=1, \"\\\"\";r=1;t=1");
+  std::string s;
+  append_sf_string(s, "ok_name:1.v-2");
+  EXPECT_EQ(s, "\"ok_name:1.v-2\"");
+}
+
+// The exact fields of every header set, for one policy and for three.
+TEST(HeaderSets, ExactFieldsPerSetAndPolicyCount) {
+  const Decision d = denied(10, 59'000'000, 41'000'001);
+  const PolicyInfo p{"api", 10, Micros{60'000'000}};
+  using F = std::vector<std::pair<std::string, std::string>>;
+  auto fields = [](const Response& r) {
+    F f;
+    for (const Field& x : r.fields) f.emplace_back(std::string(x.name), x.value);
+    return f;
+  };
+  EXPECT_EQ(fields(render_decision(d, p, {HeaderSet::kIetf})),
+            (F{{"RateLimit-Policy", "\"api\";q=10;w=60"}, {"RateLimit", "\"api\";r=0;t=42"},
+               {"Retry-After", "42"}, {"Cache-Control", "no-store"}}));
+  EXPECT_EQ(fields(render_decision(d, p, {HeaderSet::kDraft6})),
+            (F{{"RateLimit-Limit", "10"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "42"},
+               {"Retry-After", "42"}, {"Cache-Control", "no-store"}}));
+  EXPECT_EQ(fields(render_decision(d, p, {HeaderSet::kXRateLimit})),
+            (F{{"X-RateLimit-Limit", "10"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "42"},
+               {"Retry-After", "42"}, {"Cache-Control", "no-store"}}));
+  EXPECT_EQ(fields(render_decision(d, p, {HeaderSet::kNone})),
+            (F{{"Retry-After", "42"}, {"Cache-Control", "no-store"}}));
+  EXPECT_TRUE(fields(render_decision(allowed(10, 3, 2'500'000), p, {HeaderSet::kNone})).empty());
+
+  const std::vector<Decision> ds = {allowed(5, 4, 1'000'000), allowed(100, 7, 3'000'000),
+                                    allowed(1000, 999, 86'400'000'000)};
+  const std::vector<PolicyInfo> ps = {{"s", 5, Micros{1'000'000}}, {"h", 100, Micros{3'600'000'000}},
+                                      {"d", 1000, Micros{86'400'000'000}}};
+  Response r;
+  render_decisions(ds, ps, r, {HeaderSet::kIetf});
+  EXPECT_EQ(fields(r), (F{{"RateLimit-Policy", "\"s\";q=5;w=1, \"h\";q=100;w=3600, \"d\";q=1000;w=86400"},
+                          {"RateLimit", "\"s\";r=4;t=1, \"h\";r=7;t=3, \"d\";r=999;t=86400"}}));
+  render_decisions(ds, ps, r, {HeaderSet::kDraft6});
+  EXPECT_EQ(fields(r), (F{{"RateLimit-Limit", "5"}, {"RateLimit-Remaining", "4"}, {"RateLimit-Reset", "1"}}));
+  render_decisions(ds, ps, r, {HeaderSet::kXRateLimit});
+  EXPECT_EQ(fields(r), (F{{"X-RateLimit-Limit", "5"}, {"X-RateLimit-Remaining", "4"}, {"X-RateLimit-Reset", "1"}}));
+  render_decisions(ds, ps, r, {HeaderSet::kNone});
+  EXPECT_TRUE(fields(r).empty());
+  EXPECT_EQ(r.status, 200u);
+}
+
+TEST(HeaderSets, NamesRoundTrip) {
+  for (HeaderSet s : {HeaderSet::kIetf, HeaderSet::kDraft6, HeaderSet::kXRateLimit, HeaderSet::kNone}) {
+    EXPECT_EQ(parse_header_set(header_set_name(s)), s);
+  }
+  EXPECT_EQ(header_set_name(HeaderSet::kXRateLimit), "x-ratelimit");
+  EXPECT_EQ(parse_header_set("IETF"), std::nullopt);
+  EXPECT_EQ(parse_header_set("draft-6"), std::nullopt);
+  EXPECT_EQ(parse_header_set(""), std::nullopt);
+}
+
+TEST(ProblemJson, QuotaExceededBodyListsEveryViolatedPolicy) {
+  const std::vector<Decision> ds = {denied(5, 1'000'000, 500'000), allowed(100, 7, 3'000'000),
+                                    denied(1000, 86'400'000'000, 7'200'000'000)};
+  const std::vector<PolicyInfo> ps = {{"s", 5, Micros{1'000'000}}, {"h", 100, Micros{3'600'000'000}},
+                                      {"d", 1000, Micros{86'400'000'000}}};
+  Response r;
+  render_decisions(ds, ps, r, {HeaderSet::kIetf, true});
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  EXPECT_EQ(field(r, "Retry-After"), "7200");
+  EXPECT_EQ(r.body,
+            R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
+            R"("title":"Request cannot be satisfied as assigned quota has been exceeded",)"
+            R"("violated-policies":["s","d"],)"
+            R"("allowed":false,"policy":"d","limit":1000,"remaining":0,"reset_ms":86400000,)"
+            R"("retry_after_ms":7200000,"delay_ms":0})");
+}
+
+TEST(ProblemJson, OnlyDenialsAndNeverTheCapacityError) {
+  const PolicyInfo p{"api", 10, Micros{60'000'000}};
+  const Response ok = render_decision(allowed(10, 9, 1), p, {HeaderSet::kIetf, true});
+  EXPECT_EQ(ok.content_type, "application/json");
+  EXPECT_EQ(ok.body.find("\"type\""), std::string::npos);
+  Decision big;
+  big.reason = DecisionReason::kExceedsCapacity;
+  big.limit = 10;
+  const Response cap = render_decision(big, p, {HeaderSet::kIetf, true});
+  EXPECT_EQ(cap.status, 400u);
+  EXPECT_EQ(cap.content_type, "application/json");
+  // Off (the default): the plain decision body.
+  const Response plain = render_decision(denied(10, 1, 1), p);
+  EXPECT_EQ(plain.content_type, "application/json");
+  EXPECT_EQ(plain.body.rfind(R"({"allowed":false)", 0), 0u);
+}
+
+TEST(ProblemJson, FailedClosedIsTemporaryReducedCapacity) {
+  Decision closed = denied(5, 0, 0);
+  closed.reason = DecisionReason::kStoreFailedClosed;
+  const Response r = render_decision(closed, {"p", 5, Micros{1'000'000}}, {HeaderSet::kNone, true});
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(field(r, "Retry-After"), "1");
+  EXPECT_EQ(r.body.rfind(R"({"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",)", 0), 0u)
+      << r.body;
+  EXPECT_NE(r.body.find(R"("violated-policies":["p"])"), std::string::npos);
 }
 
 }  // namespace

@@ -244,6 +244,29 @@ TEST(Config, ForwardAuthClientIdentityAndDenyStatus) {
   expect_error(base + "forward_auth: {client_header: x-real-ip}\n", "cfg.yaml:2: ", "x-forwarded-for or forwarded");
 }
 
+TEST(Config, HeaderSetAndProblemJson) {
+  const std::string base = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n";
+  auto d = parse_config(base, "cfg.yaml");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->render.headers, http::HeaderSet::kIetf);  // the defaults
+  EXPECT_FALSE(d->render.problem_json);
+  for (auto [text, set] : {std::pair{"ietf", http::HeaderSet::kIetf}, {"draft6", http::HeaderSet::kDraft6},
+                           {"x-ratelimit", http::HeaderSet::kXRateLimit}, {"none", http::HeaderSet::kNone}}) {
+    auto c = parse_config(base + "headers: " + text + "\nproblem_json: true\n", "cfg.yaml");
+    ASSERT_TRUE(c) << c.status().message();
+    EXPECT_EQ(c->render.headers, set) << text;
+    EXPECT_TRUE(c->render.problem_json);
+  }
+  expect_error(base + "headers: draft-6\n", "cfg.yaml:2: ", "headers must be ietf, draft6, x-ratelimit or none (got 'draft-6')");
+  expect_error(base + "headers: IETF\n", "cfg.yaml:2: ", "headers must be");
+  expect_error(base + "headers: [ietf]\n", "cfg.yaml:2: ", "headers");
+  expect_error(base + "problem_json: sometimes\n", "cfg.yaml:2: ", "problem_json");
+  // Both only shape answers, so a reload may change them.
+  auto next = parse_config(base + "headers: none\nproblem_json: true\n", "cfg.yaml");
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(check_reloadable(*d, *next).is_ok());
+}
+
 TEST(Config, DeepNestingIsRefusedBeforeYamlCppRecurses) {
   std::string deep = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nx: ";
   deep += std::string(100000, '[');

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <thread>
 
+#include <boost/json/serialize.hpp>
+
 #include "daemon.h"
 
 namespace ratelimit::e2e {
@@ -51,8 +53,10 @@ TEST_F(E2E, AcquireAllowedThenDeniedWithExactHeaders) {
   const Reply first = acquire(R"({"key":"u1","policy":"one"})");
   ASSERT_EQ(first.status, 200u) << first.body;
   EXPECT_EQ(first.header("RateLimit-Policy"), "\"one\";q=1;w=60");
-  EXPECT_EQ(first.header("RateLimit-Limit"), "1");
-  EXPECT_EQ(first.header("RateLimit-Remaining"), "0");
+  // The default header set is the draft's two structured fields, not the old triple.
+  EXPECT_FALSE(first.has("RateLimit-Limit"));
+  EXPECT_FALSE(first.has("RateLimit-Remaining"));
+  EXPECT_FALSE(first.has("RateLimit-Reset"));
   EXPECT_FALSE(first.has("Retry-After"));
   const json::value b1 = first.json();
   EXPECT_EQ(b1.at("allowed").as_bool(), true);
@@ -65,7 +69,6 @@ TEST_F(E2E, AcquireAllowedThenDeniedWithExactHeaders) {
   const int64_t reset_ms = num(b1, "reset_ms");
   EXPECT_GT(reset_ms, 0);
   EXPECT_LE(reset_ms, 60000);
-  EXPECT_EQ(first.header("RateLimit-Reset"), std::to_string((reset_ms + 999) / 1000));
   EXPECT_EQ(first.header("RateLimit"), "\"one\";r=0;t=" + std::to_string((reset_ms + 999) / 1000));
 
   const Reply second = acquire(R"({"key":"u1","policy":"one"})");
@@ -76,7 +79,6 @@ TEST_F(E2E, AcquireAllowedThenDeniedWithExactHeaders) {
   ASSERT_GT(retry_ms, 0);
   const std::string retry_s = std::to_string((retry_ms + 999) / 1000);
   EXPECT_EQ(second.header("Retry-After"), retry_s);
-  EXPECT_EQ(second.header("RateLimit-Reset"), retry_s);
   EXPECT_EQ(second.header("RateLimit"), "\"one\";r=0;t=" + retry_s);
   EXPECT_EQ(second.header("Cache-Control"), "no-store");
   EXPECT_EQ(second.header("Content-Type"), "application/json");
@@ -87,7 +89,7 @@ TEST_F(E2E, RetryAfterAndResetRoundUpToWholeSeconds) {
   // rate 0.4/s, burst 1: after one request the bucket is full again in 2.5 s.
   const Reply a = acquire(R"({"key":"r","policy":"slow"})");
   ASSERT_EQ(a.status, 200u);
-  EXPECT_EQ(a.header("RateLimit-Reset"), "3");
+  EXPECT_EQ(a.header("RateLimit"), "\"slow\";r=0;t=3");
   EXPECT_EQ(a.header("RateLimit-Policy"), "\"slow\";q=1;w=3");
   const Reply b = acquire(R"({"key":"r","policy":"slow"})");
   ASSERT_EQ(b.status, 429u);
@@ -118,7 +120,8 @@ TEST_F(E2E, CostAboveCapacityIs400AndConsumesNothing) {
   EXPECT_EQ(r.status, 400u);
   EXPECT_EQ(r.json().at("error").as_string(), "cost_exceeds_capacity");
   EXPECT_FALSE(r.has("Retry-After"));
-  EXPECT_EQ(r.header("RateLimit-Limit"), "20");
+  EXPECT_EQ(r.header("RateLimit-Policy"), "\"uploads\";q=20;w=2");
+  EXPECT_FALSE(r.has("RateLimit"));
   // A peek answers as an acquire would: 19 left after one more unit, i.e. nothing was taken.
   EXPECT_EQ(num(peek("c", "uploads").json(), "remaining"), 19);
   EXPECT_EQ(acquire(R"({"key":"c","policy":"uploads","cost":20})").status, 200u);
@@ -136,17 +139,24 @@ TEST_F(E2E, PeekConsumesNothing) {
   EXPECT_EQ(peek("pk", "one").status, 429u);
 }
 
-TEST_F(E2E, SeveralPoliciesReportTheMostRestrictive) {
+TEST_F(E2E, SeveralPoliciesReportEveryPolicyAndTheBodyTheMostRestrictive) {
   start();
   const Reply r = acquire(R"({"key":"m","policies":["a10","b15"],"cost":9})");
   ASSERT_EQ(r.status, 200u);
   EXPECT_EQ(r.header("RateLimit-Policy"), "\"a10\";q=10;w=60, \"b15\";q=15;w=60");
   EXPECT_EQ(r.json().at("policy").as_string(), "a10");
-  EXPECT_EQ(r.header("RateLimit-Remaining"), "1");
+  // One RateLimit item per policy, in the order asked: a10 has 1 left, b15 6 (a sliding log
+  // is fully available again 60 s after its newest entry; a10's fixed window at the minute).
+  const std::string rl = r.header("RateLimit");
+  EXPECT_EQ(rl.rfind("\"a10\";r=1;t=", 0), 0u) << rl;
+  EXPECT_NE(rl.find(", \"b15\";r=6;t=60"), std::string::npos) << rl;
+  EXPECT_EQ(rl.back(), '0') << rl;
   // a10 has 1 left: cost 2 is denied by a10 and b15 (6 left) must not consume.
   const Reply d2 = acquire(R"({"key":"m","policies":["a10","b15"],"cost":2})");
   ASSERT_EQ(d2.status, 429u);
   EXPECT_EQ(d2.json().at("policy").as_string(), "a10");
+  const std::string drl = d2.header("RateLimit");
+  EXPECT_EQ(drl.rfind("\"a10\";r=1;t=" + d2.header("Retry-After") + ", \"b15\";r=4;t=60", 0), 0u) << drl;
   EXPECT_EQ(num(peek("m", "b15").json(), "remaining"), 5);  // 6 left, minus the peeked unit
 }
 
@@ -183,7 +193,7 @@ TEST_F(E2E, ForwardAuthKeysOnTheRightMostUntrustedForwardedForAddress) {
   EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=fa", {}, xff).status, 200u);
   const Reply second = c.request("GET", "/v1/forward-auth?policy=fa", {}, xff);
   EXPECT_EQ(second.status, 200u);
-  EXPECT_EQ(second.header("RateLimit"), "\"fa\";r=0;t=" + second.header("RateLimit-Reset"));
+  EXPECT_EQ(second.header("RateLimit").rfind("\"fa\";r=0;t=", 0), 0u) << second.header("RateLimit");
   // Another forged left part changes nothing: the key is the right-most untrusted address.
   const Reply third = c.request("GET", "/v1/forward-auth?policy=fa", {}, {{"X-Forwarded-For", "198.51.100.1, 10.0.0.1"}});
   EXPECT_EQ(third.status, 429u);
@@ -381,12 +391,12 @@ TEST_F(E2E, KeepAlivePipeliningAndExpectContinue) {
   for (int i = 0; i < 3; ++i) {
     const Reply r = c.read_reply();
     EXPECT_EQ(r.status, 200u);
-    EXPECT_EQ(r.header("RateLimit-Remaining"), std::to_string(9 - i));
+    EXPECT_EQ(r.header("RateLimit").rfind("\"a10\";r=" + std::to_string(9 - i) + ";t=", 0), 0u) << r.header("RateLimit");
   }
   ASSERT_TRUE(c.send_raw("POST /v1/acquire HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
   EXPECT_EQ(c.read_reply().status, 100u);
   ASSERT_TRUE(c.send_raw(body));
-  EXPECT_EQ(c.read_reply().header("RateLimit-Remaining"), "6");
+  EXPECT_EQ(c.read_reply().header("RateLimit").rfind("\"a10\";r=6;t=", 0), 0u);
   // HTTP/1.0 without keep-alive gets its answer and a closed connection.
   Client old(port());
   ASSERT_TRUE(old.send_raw("GET /healthz HTTP/1.0\r\n\r\n"));
@@ -438,7 +448,7 @@ TEST_F(E2E, ReloadGoodBadAndNotReloadable) {
   ASSERT_TRUE(d.wait_log("reload ok", std::chrono::seconds(5))) << d.log();
   const Reply r = acquire(R"({"key":"rl","policy":"newp"})");
   EXPECT_EQ(r.status, 200u);
-  EXPECT_EQ(r.header("RateLimit-Limit"), "3");
+  EXPECT_EQ(r.header("RateLimit-Policy"), "\"newp\";q=3;w=60");
   std::string m = http_get(port(), "/metrics").body;
   EXPECT_NE(m.find("ratelimitd_config_generation 2\n"), std::string::npos) << m;
   EXPECT_NE(m.find("ratelimitd_config_last_reload_success 1\n"), std::string::npos);
@@ -448,7 +458,7 @@ TEST_F(E2E, ReloadGoodBadAndNotReloadable) {
   d.signal(SIGHUP);
   ASSERT_TRUE(d.wait_log("reload failed", std::chrono::seconds(5))) << d.log();
   EXPECT_NE(d.log().find("ratelimit.yaml:12: unknown key 'colour'"), std::string::npos) << d.log();
-  EXPECT_EQ(acquire(R"({"key":"rl","policy":"newp"})").header("RateLimit-Remaining"), "1");
+  EXPECT_EQ(acquire(R"({"key":"rl","policy":"newp"})").header("RateLimit").rfind("\"newp\";r=1;t=", 0), 0u);
   m = http_get(port(), "/metrics").body;
   EXPECT_NE(m.find("ratelimitd_config_generation 2\n"), std::string::npos);
   EXPECT_NE(m.find("ratelimitd_config_last_reload_success 0\n"), std::string::npos);
@@ -505,6 +515,59 @@ TEST_F(E2E, GracefulShutdownFinishesTheRequestInFlight) {
   EXPECT_FALSE(r.keep_alive);
   EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)), 0);
   EXPECT_FALSE(Client(port()).connected());
+}
+
+// The header set and problem_json from the file, switched by reloads, on acquire and on
+// forward-auth (whose deny_status keeps the same fields).
+TEST_F(E2E, HeaderSetsAndProblemJsonFromTheFile) {
+  start(std::string(kBase) + "headers: draft6\n");
+  const Reply a = acquire(R"({"key":"h1","policy":"one"})");
+  ASSERT_EQ(a.status, 200u) << a.body;
+  EXPECT_EQ(a.header("RateLimit-Limit"), "1");
+  EXPECT_EQ(a.header("RateLimit-Remaining"), "0");
+  EXPECT_EQ(a.header("RateLimit-Reset"), std::to_string((num(a.json(), "reset_ms") + 999) / 1000));
+  EXPECT_FALSE(a.has("RateLimit"));
+  EXPECT_FALSE(a.has("RateLimit-Policy"));
+  const Reply b = acquire(R"({"key":"h1","policy":"one"})");
+  ASSERT_EQ(b.status, 429u);
+  EXPECT_EQ(b.header("RateLimit-Reset"), b.header("Retry-After"));
+  EXPECT_EQ(b.header("Content-Type"), "application/json");
+
+  d.rewrite_config(std::string(kBase) + "headers: x-ratelimit\nproblem_json: true\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok", std::chrono::seconds(5))) << d.log();
+  const Reply c = acquire(R"({"key":"h2","policies":["a10","one"]})");
+  ASSERT_EQ(c.status, 200u) << c.body;
+  EXPECT_EQ(c.header("X-RateLimit-Limit"), "1");  // the most restrictive: one, 0 left
+  EXPECT_EQ(c.header("X-RateLimit-Remaining"), "0");
+  EXPECT_FALSE(c.has("RateLimit-Limit"));
+  EXPECT_FALSE(c.has("RateLimit"));
+  const Reply e = acquire(R"({"key":"h2","policies":["a10","one"]})");
+  ASSERT_EQ(e.status, 429u);
+  EXPECT_EQ(e.header("Content-Type"), "application/problem+json");
+  EXPECT_EQ(e.header("X-RateLimit-Reset"), e.header("Retry-After"));
+  const json::value p = e.json();
+  EXPECT_EQ(p.at("type").as_string(), "https://iana.org/assignments/http-problem-types#quota-exceeded");
+  EXPECT_EQ(p.at("title").as_string(), "Request cannot be satisfied as assigned quota has been exceeded");
+  EXPECT_EQ(json::serialize(p.at("violated-policies")), R"(["one"])");
+  EXPECT_EQ(p.at("policy").as_string(), "one");
+  EXPECT_EQ(p.at("allowed").as_bool(), false);
+
+  d.rewrite_config(std::string(kBase) + "headers: none\nforward_auth: { deny_status: 403 }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok: generation 3", std::chrono::seconds(5))) << d.log();
+  Client cl(port());
+  const Reply f1 = cl.get("/v1/forward-auth?policy=one&policy=a10");
+  ASSERT_EQ(f1.status, 200u) << f1.body;
+  for (const auto& [name, value] : f1.headers) {
+    EXPECT_EQ(name.find("atelimit"), std::string::npos) << name << ": " << value;
+  }
+  const Reply f2 = cl.get("/v1/forward-auth?policy=one&policy=a10");
+  EXPECT_EQ(f2.status, 403u);
+  EXPECT_NE(f2.header("Retry-After"), "<absent>");  // on every denial, whatever the set
+  for (const auto& [name, value] : f2.headers) {
+    EXPECT_EQ(name.find("atelimit"), std::string::npos) << name << ": " << value;
+  }
 }
 
 TEST(E2ECommandLine, InvalidConfigExitsTwoWithFileAndLine) {
