@@ -198,14 +198,14 @@ double process_cpu_seconds(int pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+}  // namespace
+
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
   return v[i];
 }
-
-}  // namespace
 
 int run_race(const RaceOptions& o) {
   auto policy = race_policy(o.algorithm, o.limit);

@@ -8,6 +8,8 @@
 //               decision in 64 is timed (two clock reads cost as much as a decision), so the
 //               rate is that of untimed decisions; on Redis every decision is timed. A progress
 //               line is drawn on stderr when it is a terminal, never otherwise.
+//   rls         closed-loop gRPC load on a running ratelimitd's Envoy ShouldRateLimit (C calls
+//               in flight on one channel): decisions/s, p50/p99 latency (rls_load.cc).
 //   evalsha-args  the EVALSHA arguments of one decision, so redis-benchmark can measure the
 //               ceiling of the same script on the same Redis (loads the scripts first).
 // Every function returns a process exit code (0 ok, 1 failure) and prints errors to stderr;
@@ -16,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ratelimit::bench {
 
@@ -49,11 +52,27 @@ struct ThroughputOptions {
 };
 int run_throughput(const ThroughputOptions& o);
 
+struct RlsOptions {
+  std::string target = "127.0.0.1:8081";  // ratelimitd's grpc_listen / GRPC_HOST:GRPC_PORT
+  std::string domain = "bench";
+  std::string key = "user";  // the one entry's key; values "hot" (keys 1) or v0 ... v<keys-1>
+  int64_t keys = 1;
+  int inflight = 100;
+  double seconds = 10;
+  double warmup_seconds = 2;
+  std::string json_peer;  // non-empty: also print one JSON line in the peers' format
+  std::string workload;   // its workload name (default rls.c<inflight>)
+};
+int run_rls(const RlsOptions& o);
+
 struct EvalshaArgsOptions {
   std::string store;
   std::string algorithm = "token_bucket";
   int64_t keys = 1;  // > 1: key contains __rand_int__ (use redis-benchmark -r keys)
 };
 int run_evalsha_args(const EvalshaArgsOptions& o);
+
+// The p-quantile (0 ... 1) of `v` (reordered); 0 when empty.
+double percentile(std::vector<double>& v, double p);
 
 }  // namespace ratelimit::bench

@@ -65,6 +65,21 @@ int main(int argc, char** argv) {
   t->add_option("--max-batch", tp.max_batch, "Redis: decisions per call (1: no batching)")
       ->check(CLI::Range(size_t{1}, size_t{1024}));
 
+  RlsOptions rl;
+  auto* g = app.add_subcommand(
+      "rls", "closed-loop gRPC load on ratelimitd's Envoy ShouldRateLimit: decisions/s, p50/p99");
+  g->add_option("--target", rl.target, "host:port of ratelimitd's gRPC listener");
+  g->add_option("--domain", rl.domain, "the request's domain");
+  g->add_option("--key", rl.key, "the descriptor entry's key");
+  g->add_option("--keys", rl.keys, "distinct entry values, visited round robin")
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  g->add_option("--inflight", rl.inflight, "calls in flight")->check(CLI::Range(1, 100'000));
+  g->add_option("--seconds", rl.seconds, "measured duration")->check(CLI::Range(0.1, 3600.0));
+  g->add_option("--warmup", rl.warmup_seconds, "warm-up before measuring")->check(CLI::Range(0.0, 600.0));
+  g->add_option("--json-peer", rl.json_peer,
+                "also print a JSON line in the peers' result format, with this peer name");
+  g->add_option("--workload", rl.workload, "the JSON line's workload name (default rls.c<inflight>)");
+
   EvalshaArgsOptions ea;
   auto* e = app.add_subcommand(
       "evalsha-args", "load the scripts into Redis and print the EVALSHA arguments of one "
@@ -84,5 +99,6 @@ int main(int argc, char** argv) {
   }
   if (r->parsed()) return run_race(race);
   if (t->parsed()) return run_throughput(tp);
+  if (g->parsed()) return run_rls(rl);
   return run_evalsha_args(ea);
 }
