@@ -93,5 +93,16 @@ TEST(NativeGrpcConfig, ReloadMayChangeDomainsButNotTheListenerOrOptions) {
   EXPECT_NE(check_reloadable(*a, *opts).message().find("envoy_api"), std::string::npos);
 }
 
+TEST(NativeGrpcConfig, ExampleLoads) {
+  auto c = load_config(std::string(RATELIMIT_SOURCE_DIR) + "/examples/envoy/ratelimitd.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_TRUE(c->grpc_listen);
+  EXPECT_EQ(c->grpc_listen->port, 8081);  // where examples/envoy/envoy.yaml's cluster points
+  ASSERT_TRUE(c->domains);
+  EXPECT_TRUE(c->domains->has_domain("edge"));
+  EXPECT_EQ(c->domains->rule_count(), 5U);
+  EXPECT_TRUE(c->envoy_api.response_headers);
+}
+
 }  // namespace
 }  // namespace ratelimit::server

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -326,6 +327,31 @@ TEST(RlsE2e, TwoDaemonsSharingOneRedisAdmitExactlyTenInTotal) {
   ASSERT_TRUE(a.start(config_yaml(store, 10, false)));
   ASSERT_TRUE(b.start(config_yaml(store, 10, false)));
   expect_exactly_ten_of_200({&a, &b}, "shared");
+}
+
+// The benchmark's load generator against the real server (short: it checks the tool works,
+// not its speed): every call answered, nothing over the limit of 10^9 per second.
+TEST(RlsE2e, BenchRlsModeRunsAgainstTheServer) {
+  Server s;
+  ASSERT_TRUE(s.start(R"(grpc_listen: 127.0.0.1:0
+domains:
+  - domain: bench
+    descriptors:
+      - key: user
+        rate_limit: { unit: second, requests_per_unit: 1000000000 }
+)"));
+  const std::string cmd = std::string("timeout 30 ") + RATELIMIT_BIN_DIR +
+                          "/ratelimit-bench rls --target 127.0.0.1:" + std::to_string(s.grpc_port) +
+                          " --inflight 20 --seconds 0.5 --warmup 0.1 --json-peer t 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  const int rc = pclose(p);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("over_limit=0 errors=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"workload\": \"rls.c20\""), std::string::npos) << out;
 }
 
 }  // namespace

@@ -11,10 +11,11 @@
 int main(int argc, char** argv) {
   ratelimit::server::ServerOptions options;
   CLI::App app{
-      "ratelimitd — HTTP rate-limit service (and, with --envoy-env, a drop-in for "
+      "ratelimitd — HTTP and gRPC rate-limit service (and, with --envoy-env, a drop-in for "
       "envoyproxy/ratelimit).\n"
       "Endpoints: POST /v1/acquire, /v1/peek, /v1/reset; GET /v1/forward-auth?policy=NAME, "
-      "/healthz, /metrics.\n"
+      "/healthz, /metrics; with grpc_listen and domains in the file, Envoy's "
+      "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1.Health.\n"
       "Signals: SIGHUP reloads the configuration file (a bad file is logged and the running "
       "configuration stays); SIGTERM/SIGINT drain connections and exit 0.\n"
       "Exit codes: 0 ok, 1 runtime failure (cannot listen, store unreachable), 2 invalid "
