@@ -666,6 +666,14 @@ int run_server(const ServerOptions& options) {
     if (config->domains) rules = ", " + std::to_string(config->domains->rule_count()) + " descriptor rules";
     std::fprintf(stderr, "ratelimitd: %s: OK (%zu policies%s)\n", options.config_path.c_str(),
                  config->policies.size(), rules.c_str());
+    if (!options.check_connect) return kExitOk;
+    const std::string store = store_description(config->store);
+    auto probed = probe_store(config->store, kCheckConnectBound);
+    if (!probed) {
+      std::fprintf(stderr, "ratelimitd: --connect: store %s %s\n", store.c_str(), probed.status().message().c_str());
+      return probed.status().code() == StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;
+    }
+    std::fprintf(stderr, "ratelimitd: --connect: store %s OK (%s)\n", store.c_str(), probed->c_str());
     return kExitOk;
   }
 

@@ -6,6 +6,7 @@
 // target the tests and the benchmarks can link.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,9 @@ struct ServerOptions {
   std::string config_path;  // required, unless envoy_env
   Overrides overrides;      // --listen, --store, --threads
   bool check_only = false;  // --check: validate the configuration and exit
+  // --check --connect: also open the store (Redis: connect, AUTH, script load) within
+  // kCheckConnectBound; unreachable exits kExitRuntime, refused settings kExitConfig.
+  bool check_connect = false;
   // --envoy-env: configured by envoyproxy/ratelimit's environment variables (src/rls), serving
   // its endpoints; config_path and overrides are unused.
   bool envoy_env = false;
@@ -30,6 +34,9 @@ struct ServerOptions {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;  // could not listen, store unreachable at start
 inline constexpr int kExitConfig = 2;   // invalid configuration or flags
+
+// The longest --check --connect waits for the store (less when store.connect_timeout is less).
+inline constexpr std::chrono::milliseconds kCheckConnectBound{3000};
 
 // Runs the service in the calling thread until SIGTERM or SIGINT; returns an exit code.
 // With envoy_env: settings from the environment (refused with exit 2 and the variable's name

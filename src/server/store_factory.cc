@@ -1,6 +1,8 @@
 // store_factory.cc — memory or Redis store from a StoreConfig (see store_factory.h).
 #include "store_factory.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "ratelimit/denial_cache.h"
@@ -12,7 +14,8 @@
 namespace ratelimit::server {
 namespace {
 
-Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics) {
+// The Redis store's options for a StoreConfig (serving and --check --connect alike).
+RedisStoreOptions redis_options(const StoreConfig& config) {
   RedisStoreOptions o;
   o.url = config.url;
   o.connections = config.connections;
@@ -24,6 +27,11 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
   o.require_noeviction = config.require_noeviction;
   o.sentinel_user = config.sentinel_user;
   o.sentinel_password = config.sentinel_password;
+  return o;
+}
+
+Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics) {
+  RedisStoreOptions o = redis_options(config);
   auto store = RedisStore::connect(std::move(o));
   if (!store) return store.status();
   if (const std::string policy = (*store)->eviction_policy(); !policy.empty() && policy != "noeviction") {
@@ -121,6 +129,26 @@ Result<OpenedStore> add_denial_cache(OpenedStore opened, const DenialCacheConfig
 }
 
 }  // namespace
+
+Result<std::string> probe_store(const StoreConfig& config, std::chrono::milliseconds bound) {
+  if (config.type == StoreType::kMemory) return std::string("in process, nothing to connect to");
+  RedisStoreOptions o = redis_options(config);
+  o.connect_timeout = std::min(o.connect_timeout, bound);
+  o.lazy_connect = false;
+  const auto start = std::chrono::steady_clock::now();
+  auto store = RedisStore::connect(std::move(o));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  if (!store) {
+    const bool refused = store.status().code() == StatusCode::kInvalidArgument;
+    return Status(store.status().code(), std::string(refused ? "refused" : "unreachable") + " after " +
+                                             std::to_string(ms.count()) + " ms: " + store.status().message());
+  }
+  std::string d = "connected in " + std::to_string(ms.count()) + " ms, ";
+  d += (*store)->uses_functions() ? "functions loaded (FCALL)" : "scripts loaded (EVALSHA)";
+  const std::string policy = (*store)->eviction_policy();
+  if (!policy.empty()) d += ", maxmemory-policy " + policy + (policy == "noeviction" ? "" : " (keys may be evicted)");
+  return d;
+}
 
 Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
   auto opened = open_inner_store(config, metrics);

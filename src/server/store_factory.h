@@ -4,6 +4,7 @@
 // knows the concrete store types.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -23,5 +24,12 @@ struct OpenedStore {
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /
 // kDeadlineExceeded when Redis cannot be reached at start. `metrics` must outlive the store.
 Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics);
+
+// `ratelimitd --check --connect`: opens the store as serving would — Redis: connect (TLS,
+// Sentinel, Cluster as configured), AUTH/SELECT, the eviction check, FUNCTION LOAD or SCRIPT
+// LOAD on the first connection — waiting at most min(store.connect_timeout, bound), then closes
+// it. Returns what was found ("connected in 3 ms, functions loaded (FCALL), ..."); errors as
+// open_store's, with the time waited in the message. The memory store is trivially reachable.
+Result<std::string> probe_store(const StoreConfig& config, std::chrono::milliseconds bound);
 
 }  // namespace ratelimit::server

@@ -7,8 +7,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "daemon.h"
@@ -217,6 +224,89 @@ TEST(E2ERedis, DenialCacheAnswersRepeatsWithoutRedisAndRespectsResets) {
   EXPECT_EQ(status, 200u);
   EXPECT_LE(std::chrono::steady_clock::now() - denied_at, std::chrono::milliseconds(400 + 300))
       << "a reset elsewhere must be seen within max_ttl (plus a request's time)";
+}
+
+// `--check --connect` runs the binary against a real redis-server: running (exit 0, the
+// functions or scripts loaded), stopped (exit 1, the reason), a password it refuses (exit 2),
+// and a port that accepts but never answers (exit 1 within the 3 s bound, though
+// connect_timeout says 10 s). The memory store is trivially ok.
+class CheckConnect : public ::testing::Test {
+ protected:
+  void TearDown() override { std::remove(path_.c_str()); }
+  int check(const std::string& store_yaml, std::string& out, std::chrono::milliseconds* took = nullptr) {
+    std::ofstream(path_) << "policies:\n  a: { algorithm: fixed_window, limit: 1, window: 1s }\n" << store_yaml;
+    const auto start = std::chrono::steady_clock::now();
+    const int rc = Daemon::run({"--config", path_, "--check", "--connect"}, out);
+    if (took) *took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    return rc;
+  }
+  const std::string path_ = ::testing::TempDir() + "check_connect_" + std::to_string(::getpid()) + ".yaml";
+};
+
+TEST_F(CheckConnect, RunningStoppedRefusedAndSilentRedis) {
+  std::string out;
+  EXPECT_EQ(check("", out), 0) << out;
+  EXPECT_NE(out.find("store memory (max_keys 1000000) OK (in process"), std::string::npos) << out;
+
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start(0, {"--requirepass", "s3cret-pass"}).is_ok());
+  const std::string hostport = "127.0.0.1:" + std::to_string(redis.port());
+  EXPECT_EQ(check("store: { type: redis, url: \"redis://:s3cret-pass@" + hostport + "/0\" }\n", out), 0) << out;
+  EXPECT_NE(out.find("OK (connected in "), std::string::npos) << out;
+  EXPECT_TRUE(out.find("functions loaded (FCALL)") != std::string::npos ||
+              out.find("scripts loaded (EVALSHA)") != std::string::npos) << out;
+  EXPECT_EQ(out.find("s3cret-pass"), std::string::npos) << out;  // the password is never shown
+
+  EXPECT_EQ(check("store: { type: redis, url: \"redis://:wrong-pass@" + hostport + "/0\" }\n", out), 2) << out;
+  EXPECT_NE(out.find("refused after "), std::string::npos) << out;
+  EXPECT_NE(out.find("AUTH"), std::string::npos) << out;
+  EXPECT_EQ(check("store: { type: redis, url: \"redis://" + hostport + "/0\" }\n", out), 2) << out;
+  EXPECT_NE(out.find("NOAUTH"), std::string::npos) << out;
+
+  redis.kill();
+  EXPECT_EQ(check("store: { type: redis, url: \"redis://:s3cret-pass@" + hostport + "/0\" }\n", out), 1) << out;
+  EXPECT_NE(out.find("--connect: store redis redis://…@" + hostport + "/0 unreachable after "), std::string::npos) << out;
+  EXPECT_NE(out.find("Connection refused"), std::string::npos) << out;
+}
+
+TEST_F(CheckConnect, ASilentPortIsGivenUpWithinTheBound) {
+  // A listening socket nobody reads: the TCP connect succeeds, the Redis handshake never ends.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 8), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string url = "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/0";
+  std::string out;
+  std::chrono::milliseconds took{0};
+  EXPECT_EQ(check("store: { type: redis, url: \"" + url + "\", connect_timeout: 10s }\n", out, &took), 1) << out;
+  ::close(fd);
+  EXPECT_NE(out.find("unreachable after "), std::string::npos) << out;
+  EXPECT_NE(out.find("took longer than 3000 ms"), std::string::npos) << out;
+  EXPECT_GE(took.count(), 2900);
+  EXPECT_LT(took.count(), 6000);
+  // A shorter connect_timeout is the bound then.
+  const int fd2 = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd2, 0);
+  a.sin_port = 0;
+  ASSERT_EQ(::bind(fd2, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd2, 8), 0);
+  len = sizeof a;
+  ASSERT_EQ(::getsockname(fd2, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string url2 = "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/0";
+  EXPECT_EQ(check("store: { type: redis, url: \"" + url2 + "\", connect_timeout: 300ms }\n", out, &took), 1) << out;
+  ::close(fd2);
+  EXPECT_LT(took.count(), 2500) << out;
+}
+
+TEST(CheckConnectFlags, ConnectNeedsCheck) {
+  std::string out;
+  EXPECT_EQ(Daemon::run({"--config", std::string(RATELIMIT_SOURCE_DIR) + "/examples/ratelimit.yaml", "--connect"}, out), 2);
+  EXPECT_NE(out.find("--connect goes with --check"), std::string::npos) << out;
 }
 
 }  // namespace

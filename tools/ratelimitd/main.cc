@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
       "-t,--threads", threads, "I/O threads, overriding the file's 'threads' (0 = one per core)");
   app.add_flag("--check", options.check_only,
                "validate the configuration (and overrides), print the result, and exit");
+  app.add_flag("--connect", options.check_connect,
+               "with --check: also open the store as serving would (Redis: connect, AUTH, load "
+               "the functions or scripts) within store.connect_timeout, at most 3 s; exit 1 when "
+               "it cannot be reached, 2 when it refuses the settings (credentials, eviction)");
   bool envoy_env = false;
   app.add_flag("--envoy-env", envoy_env,
                "configure from envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, "
@@ -72,6 +76,15 @@ int main(int argc, char** argv) {
       std::cerr << "ratelimitd: --log-format: '" << log_format << "' must be text or json\n";
       return ratelimit::server::kExitConfig;
     }
+  }
+  if (options.check_connect && !options.check_only) {
+    std::cerr << "ratelimitd: --connect goes with --check (ratelimitd --config FILE --check --connect)\n";
+    return ratelimit::server::kExitConfig;
+  }
+  if (envoy_env && options.check_connect) {
+    std::cerr << "ratelimitd: --connect checks the store of a --config file; --envoy-env --check "
+                 "validates the environment only\n";
+    return ratelimit::server::kExitConfig;
   }
   if (envoy_env) {
     if (*config_opt || *listen_opt || *store_opt || *threads_opt) {
