@@ -164,6 +164,9 @@ class RlsCallData final : public Tag, public rls::Call {
         return;
       }
       case State::kDeciding:  // the alarm: the store answered on its own thread
+        // Pairs with done()'s release: the answer written on the store thread is visible here
+        // (the alarm's own hand-off already orders it; this says so where tools can see it).
+        (void)answered_.load(std::memory_order_acquire);
         impl_.awaiting_store.fetch_sub(1);
         answer();
         return;
@@ -176,8 +179,13 @@ class RlsCallData final : public Tag, public rls::Call {
   // From a store thread: hand the answer back to this call's queue (its thread renders).
   // The Alarm is made here, so an answer given inline (the memory store) allocates none.
   void done() override {
-    alarm_.emplace();
-    alarm_->Set(q_.cq.get(), gpr_now(GPR_CLOCK_MONOTONIC), static_cast<Tag*>(this));
+    // Everything this thread reads of the call is read before the release below: once the
+    // alarm fires the queue's thread may finish and delete the call.
+    ::grpc::CompletionQueue* cq = q_.cq.get();
+    ::grpc::Alarm& alarm = alarm_.emplace();
+    Tag* tag = this;
+    answered_.store(true, std::memory_order_release);
+    alarm.Set(cq, gpr_now(GPR_CLOCK_MONOTONIC), tag);
   }
 
  private:
@@ -207,6 +215,7 @@ class RlsCallData final : public Tag, public rls::Call {
   ::grpc::ServerAsyncResponseWriter<PbResponse> responder_{&ctx_};
   // Set by done() only.
   std::optional<::grpc::Alarm> alarm_;
+  std::atomic<bool> answered_{false};
   State state_ = State::kAccepting;
 };
 
