@@ -24,13 +24,12 @@
 #include "ratelimit/memory_store.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
+#include "rls_client.h"
 
 namespace ratelimit::grpc_api {
 namespace {
 
-using RateLimitService = ::envoy::service::ratelimit::v3::RateLimitService;
-using RateLimitRequest = ::envoy::service::ratelimit::v3::RateLimitRequest;
-using RateLimitResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
+using namespace ratelimit::grpc_test;  // NOLINT: the shared test client
 
 constexpr const char* kConfig = R"(domain: test
 descriptors:
@@ -71,20 +70,6 @@ struct Rig {
   std::unique_ptr<RateLimitService::Stub> stub;
 };
 
-RateLimitRequest request(const std::string& domain,
-                         std::vector<std::vector<std::pair<std::string, std::string>>> ds) {
-  RateLimitRequest r;
-  r.set_domain(domain);
-  for (const auto& d : ds) {
-    auto* desc = r.add_descriptors();
-    for (const auto& [k, v] : d) {
-      auto* e = desc->add_entries();
-      e->set_key(k);
-      e->set_value(v);
-    }
-  }
-  return r;
-}
 
 ::grpc::Status call(Rig& rig, const RateLimitRequest& req, RateLimitResponse& resp,
                     std::chrono::milliseconds deadline = std::chrono::seconds(5)) {
@@ -95,7 +80,7 @@ RateLimitRequest request(const std::string& domain,
 
 void check_envoy_answers(Rig& rig, const std::string& user) {
   RateLimitResponse r;
-  auto req = request("test", {{{"user", user}}, {{"vip", "x"}}, {{"nothing", "here"}}, {{"dark", user}}});
+  auto req = make_request("test", {{{"user", user}}, {{"vip", "x"}}, {{"nothing", "here"}}, {{"dark", user}}});
   ASSERT_TRUE(call(rig, req, r).ok());
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
   ASSERT_EQ(r.statuses_size(), 4);
@@ -121,7 +106,7 @@ void check_envoy_answers(Rig& rig, const std::string& user) {
   EXPECT_EQ(r.statuses(0).limit_remaining(), 8U);
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
   // Eight more: the user is at 10; the eleventh is over, and so is the request.
-  auto only_user = request("test", {{{"user", user}}});
+  auto only_user = make_request("test", {{{"user", user}}});
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(call(rig, only_user, r).ok());
   EXPECT_EQ(r.statuses(0).limit_remaining(), 0U);
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
@@ -130,7 +115,7 @@ void check_envoy_answers(Rig& rig, const std::string& user) {
   EXPECT_EQ(r.statuses(0).code(), RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(r.statuses(0).limit_remaining(), 0U);
   // Unknown domain: OK, nothing applies.
-  ASSERT_TRUE(call(rig, request("other", {{{"user", user}}}), r).ok());
+  ASSERT_TRUE(call(rig, make_request("other", {{{"user", user}}}), r).ok());
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
 }
 
@@ -143,19 +128,19 @@ TEST(GrpcServer, RefusesBadRequestsWithInvalidArgument) {
   Rig rig(std::make_shared<MemoryStore>());
   RateLimitResponse r;
   auto code = [&](const RateLimitRequest& req) { return call(rig, req, r).error_code(); };
-  EXPECT_EQ(code(request("", {{{"user", "a"}}})), ::grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(code(request("test", {})), ::grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(code(request("test", {{}})), ::grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(code(request("test", {{{"user", ""}}})), ::grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(code(request("test", {{{"", "x"}}})), ::grpc::StatusCode::INVALID_ARGUMENT);
-  auto bad_unit = request("test", {{{"user", "a"}}});
+  EXPECT_EQ(code(make_request("", {{{"user", "a"}}})), ::grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(make_request("test", {})), ::grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(make_request("test", {{}})), ::grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(make_request("test", {{{"user", ""}}})), ::grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(code(make_request("test", {{{"", "x"}}})), ::grpc::StatusCode::INVALID_ARGUMENT);
+  auto bad_unit = make_request("test", {{{"user", "a"}}});
   bad_unit.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(5);
   EXPECT_EQ(code(bad_unit), ::grpc::StatusCode::INVALID_ARGUMENT);  // unit UNKNOWN
   // Too large a message.
-  auto huge = request("test", {{{"user", std::string(100'000, 'x')}}});
+  auto huge = make_request("test", {{{"user", std::string(100'000, 'x')}}});
   EXPECT_EQ(code(huge), ::grpc::StatusCode::RESOURCE_EXHAUSTED);
   // Nothing of this consumed anything.
-  ASSERT_TRUE(call(rig, request("test", {{{"user", "a"}}}), r).ok());
+  ASSERT_TRUE(call(rig, make_request("test", {{{"user", "a"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).limit_remaining(), 9U);
 }
 
@@ -187,7 +172,7 @@ TEST(GrpcServer, HealthTurnsNotServingWhenDrainingAndCallsStillAnswer) {
   ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
   EXPECT_EQ(resp.status(), ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   RateLimitResponse r;
-  ASSERT_TRUE(call(rig, request("test", {{{"user", "draining"}}}), r).ok());
+  ASSERT_TRUE(call(rig, make_request("test", {{{"user", "draining"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).limit_remaining(), 9U);
 }
 
@@ -196,7 +181,7 @@ TEST(GrpcServer, ResponseHeadersWhenEnabled) {
   s.response_headers = true;
   Rig rig(std::make_shared<MemoryStore>(), s);
   RateLimitResponse r;
-  ASSERT_TRUE(call(rig, request("test", {{{"user", "h"}}}), r).ok());
+  ASSERT_TRUE(call(rig, make_request("test", {{{"user", "h"}}}), r).ok());
   std::map<std::string, std::string> h;
   for (const auto& kv : r.response_headers_to_add()) h[kv.key()] = kv.value();
   EXPECT_EQ(h["RateLimit-Limit"], "10");
@@ -207,37 +192,10 @@ TEST(GrpcServer, ResponseHeadersWhenEnabled) {
 
 // 200 asynchronous RPCs in flight at once on one descriptor at 10 per minute.
 void exactly_ten_of_200(Rig& rig, const std::string& user) {
-  ::grpc::CompletionQueue cq;
-  struct Call {
-    ::grpc::ClientContext ctx;
-    RateLimitResponse resp;
-    ::grpc::Status status;
-    std::unique_ptr<::grpc::ClientAsyncResponseReader<RateLimitResponse>> reader;
-  };
-  std::vector<std::unique_ptr<Call>> calls;
-  const auto req = request("test", {{{"user", user}}});
-  for (int i = 0; i < 200; ++i) {
-    auto c = std::make_unique<Call>();
-    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    c->reader = rig.stub->AsyncShouldRateLimit(&c->ctx, req, &cq);
-    c->reader->Finish(&c->resp, &c->status, c.get());
-    calls.push_back(std::move(c));
-  }
-  int ok = 0, over = 0, failed = 0;
-  for (int i = 0; i < 200; ++i) {
-    void* tag = nullptr;
-    bool fine = false;
-    ASSERT_TRUE(cq.Next(&tag, &fine));
-    auto* c = static_cast<Call*>(tag);
-    if (!fine || !c->status.ok()) {
-      ++failed;
-      continue;
-    }
-    (c->resp.overall_code() == RateLimitResponse::OK ? ok : over) += 1;
-  }
-  EXPECT_EQ(ok, 10);
-  EXPECT_EQ(over, 190);
-  EXPECT_EQ(failed, 0);
+  const CallCounts c = concurrent_calls({rig.stub.get()}, make_request("test", {{{"user", user}}}), 200);
+  EXPECT_EQ(c.ok, 10);
+  EXPECT_EQ(c.over, 190);
+  EXPECT_EQ(c.failed, 0);
 }
 
 TEST(GrpcServer, ExactlyTenOf200ConcurrentOnTheMemoryStore) {

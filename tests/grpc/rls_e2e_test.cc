@@ -25,14 +25,12 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "redis_server.h"
+#include "rls_client.h"
 
 namespace ratelimit::grpc_api {
 namespace {
 
-using RateLimitService = ::envoy::service::ratelimit::v3::RateLimitService;
-using RateLimitRequest = ::envoy::service::ratelimit::v3::RateLimitRequest;
-using RateLimitResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
-using Entries = std::vector<std::pair<std::string, std::string>>;
+using namespace ratelimit::grpc_test;  // NOLINT: the shared test client
 
 std::string config_yaml(const std::string& store, int per_user, bool headers) {
   std::string y = "store: " + store + "\n";
@@ -94,19 +92,6 @@ struct Server {
   }
 };
 
-RateLimitRequest request(const std::string& domain, const std::vector<Entries>& descriptors) {
-  RateLimitRequest r;
-  r.set_domain(domain);
-  for (const auto& d : descriptors) {
-    auto* desc = r.add_descriptors();
-    for (const auto& [k, v] : d) {
-      auto* e = desc->add_entries();
-      e->set_key(k);
-      e->set_value(v);
-    }
-  }
-  return r;
-}
 
 ::grpc::Status call(Server& s, const RateLimitRequest& req, RateLimitResponse& resp) {
   ::grpc::ClientContext ctx;
@@ -123,7 +108,7 @@ std::map<std::string, std::string> headers_of(const RateLimitResponse& r) {
 // Envoy's view of a sequence of calls on one configuration with per_user = 10.
 void check_answers(Server& s, const std::string& user) {
   RateLimitResponse r;
-  const auto req = request("edge", {{{"user", user}},
+  const auto req = make_request("edge", {{{"user", user}},
                                     {{"vip", "x"}},
                                     {{"nothing", "here"}},
                                     {{"remote_address", "10.0.0.1"}, {"path", "/login"}},
@@ -155,7 +140,7 @@ void check_answers(Server& s, const std::string& user) {
   EXPECT_LE(std::atoi(h["RateLimit-Reset"].c_str()), 3600);
 
   // Nine more on the user: at its limit; the next one is over, and so is the request.
-  const auto only_user = request("edge", {{{"user", user}}});
+  const auto only_user = make_request("edge", {{{"user", user}}});
   for (int i = 0; i < 9; ++i) ASSERT_TRUE(call(s, only_user, r).ok());
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
   EXPECT_EQ(r.statuses(0).limit_remaining(), 0U);
@@ -167,7 +152,7 @@ void check_answers(Server& s, const std::string& user) {
   EXPECT_EQ(h["RateLimit-Limit"], "10");
   EXPECT_EQ(h["RateLimit-Remaining"], "0");
   // An unknown domain: OK, nothing applies (envoyproxy/ratelimit answers the same).
-  ASSERT_TRUE(call(s, request("elsewhere", {{{"user", user}}}), r).ok());
+  ASSERT_TRUE(call(s, make_request("elsewhere", {{{"user", user}}}), r).ok());
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
   ASSERT_EQ(r.statuses_size(), 1);
   EXPECT_FALSE(r.statuses(0).has_current_limit());
@@ -175,37 +160,12 @@ void check_answers(Server& s, const std::string& user) {
 
 // 200 asynchronous RPCs in flight at once on one descriptor, spread over `servers`.
 void expect_exactly_ten_of_200(const std::vector<Server*>& servers, const std::string& user) {
-  ::grpc::CompletionQueue cq;
-  struct Pending {
-    ::grpc::ClientContext ctx;
-    RateLimitResponse resp;
-    ::grpc::Status status;
-    std::unique_ptr<::grpc::ClientAsyncResponseReader<RateLimitResponse>> reader;
-  };
-  std::vector<std::unique_ptr<Pending>> calls;
-  const auto req = request("edge", {{{"user", user}}});
-  for (int i = 0; i < 200; ++i) {
-    auto c = std::make_unique<Pending>();
-    c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    c->reader = servers[static_cast<size_t>(i) % servers.size()]->stub->AsyncShouldRateLimit(&c->ctx, req, &cq);
-    c->reader->Finish(&c->resp, &c->status, c.get());
-    calls.push_back(std::move(c));
-  }
-  int ok = 0, over = 0, failed = 0;
-  for (int i = 0; i < 200; ++i) {
-    void* tag = nullptr;
-    bool fine = false;
-    ASSERT_TRUE(cq.Next(&tag, &fine));
-    auto* c = static_cast<Pending*>(tag);
-    if (!fine || !c->status.ok()) {
-      ++failed;
-      continue;
-    }
-    (c->resp.overall_code() == RateLimitResponse::OK ? ok : over) += 1;
-  }
-  EXPECT_EQ(ok, 10);
-  EXPECT_EQ(over, 190);
-  EXPECT_EQ(failed, 0);
+  std::vector<RateLimitService::Stub*> stubs;
+  for (Server* s : servers) stubs.push_back(s->stub.get());
+  const CallCounts c = concurrent_calls(stubs, make_request("edge", {{{"user", user}}}), 200);
+  EXPECT_EQ(c.ok, 10);
+  EXPECT_EQ(c.over, 190);
+  EXPECT_EQ(c.failed, 0);
 }
 
 TEST(RlsE2e, AnswersAsEnvoyReadsItOnTheMemoryStore) {
@@ -226,28 +186,28 @@ TEST(RlsE2e, BadRequestsGetPreciseCodesAndCountNothing) {
     const char* message;  // a part of the status message
   };
   std::vector<Case> cases;
-  cases.push_back({"empty domain", request("", {{{"user", "a"}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
+  cases.push_back({"empty domain", make_request("", {{{"user", "a"}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
                    "rate limit domain must not be empty"});
-  cases.push_back({"no descriptors", request("edge", {}), ::grpc::StatusCode::INVALID_ARGUMENT,
+  cases.push_back({"no descriptors", make_request("edge", {}), ::grpc::StatusCode::INVALID_ARGUMENT,
                    "rate limit descriptor list must not be empty"});
-  cases.push_back({"descriptor without entries", request("edge", {{{"user", "a"}}, {}}),
+  cases.push_back({"descriptor without entries", make_request("edge", {{{"user", "a"}}, {}}),
                    ::grpc::StatusCode::INVALID_ARGUMENT, "descriptor 1 has no entries"});
-  cases.push_back({"empty key", request("edge", {{{"", "a"}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
+  cases.push_back({"empty key", make_request("edge", {{{"", "a"}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
                    "descriptor 0 entry 0: the key must not be empty"});
-  cases.push_back({"empty value", request("edge", {{{"user", ""}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
+  cases.push_back({"empty value", make_request("edge", {{{"user", ""}}}), ::grpc::StatusCode::INVALID_ARGUMENT,
                    "the value must not be empty"});
   std::vector<Entries> many(65, Entries{{"user", "a"}});
-  cases.push_back({"65 descriptors", request("edge", many), ::grpc::StatusCode::INVALID_ARGUMENT,
+  cases.push_back({"65 descriptors", make_request("edge", many), ::grpc::StatusCode::INVALID_ARGUMENT,
                    "at most 64 descriptors per request, got 65"});
-  auto bad_unit = request("edge", {{{"user", "a"}}});
+  auto bad_unit = make_request("edge", {{{"user", "a"}}});
   bad_unit.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(5);  // unit UNKNOWN
   cases.push_back({"override with unit UNKNOWN", bad_unit, ::grpc::StatusCode::INVALID_ARGUMENT,
                    "limit override has unit 0"});
-  auto huge_hits = request("edge", {{{"user", "a"}}});
+  auto huge_hits = make_request("edge", {{{"user", "a"}}});
   huge_hits.mutable_descriptors(0)->mutable_hits_addend()->set_value(5'000'000'000ULL);
   cases.push_back({"hits_addend above the cap", huge_hits, ::grpc::StatusCode::INVALID_ARGUMENT,
                    "hits_addend 5000000000 is above"});
-  cases.push_back({"message above 64 KiB", request("edge", {{{"user", std::string(100'000, 'x')}}}),
+  cases.push_back({"message above 64 KiB", make_request("edge", {{{"user", std::string(100'000, 'x')}}}),
                    ::grpc::StatusCode::RESOURCE_EXHAUSTED, ""});
   for (const Case& c : cases) {
     const ::grpc::Status st = status(c.req);
@@ -258,11 +218,11 @@ TEST(RlsE2e, BadRequestsGetPreciseCodesAndCountNothing) {
   {
     ::grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() - std::chrono::seconds(1));
-    EXPECT_EQ(s.stub->ShouldRateLimit(&ctx, request("edge", {{{"user", "a"}}}), &r).error_code(),
+    EXPECT_EQ(s.stub->ShouldRateLimit(&ctx, make_request("edge", {{{"user", "a"}}}), &r).error_code(),
               ::grpc::StatusCode::DEADLINE_EXCEEDED);
   }
   // None of the above counted anything on user "a".
-  ASSERT_TRUE(call(s, request("edge", {{{"user", "a"}}}), r).ok());
+  ASSERT_TRUE(call(s, make_request("edge", {{{"user", "a"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).limit_remaining(), 9U);
 }
 
@@ -291,12 +251,12 @@ TEST(RlsE2e, SighupReloadServesTheNewDomains) {
   Server s;
   ASSERT_TRUE(s.start(config_yaml(memory_store(), 10, false)));
   RateLimitResponse r;
-  ASSERT_TRUE(call(s, request("edge", {{{"user", "reload"}}}), r).ok());
+  ASSERT_TRUE(call(s, make_request("edge", {{{"user", "reload"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 10U);
   s.daemon.rewrite_config(config_yaml(memory_store(), 3, false));
   s.daemon.signal(SIGHUP);
   ASSERT_TRUE(s.daemon.wait_log("reload ok", std::chrono::seconds(10))) << s.daemon.log();
-  ASSERT_TRUE(call(s, request("edge", {{{"user", "reload2"}}}), r).ok());
+  ASSERT_TRUE(call(s, make_request("edge", {{{"user", "reload2"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 3U);
   EXPECT_EQ(r.statuses(0).limit_remaining(), 2U);
   // A bad set of domains is refused whole; the running one keeps serving.
@@ -304,7 +264,7 @@ TEST(RlsE2e, SighupReloadServesTheNewDomains) {
                           "      - key: user\n        rate_limit: { unit: fortnight, requests_per_unit: 1 }\n");
   s.daemon.signal(SIGHUP);
   ASSERT_TRUE(s.daemon.wait_log("reload failed", std::chrono::seconds(10))) << s.daemon.log();
-  ASSERT_TRUE(call(s, request("edge", {{{"user", "reload3"}}}), r).ok());
+  ASSERT_TRUE(call(s, make_request("edge", {{{"user", "reload3"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 3U);
 }
 
