@@ -114,10 +114,10 @@ struct NotImplemented {
 
 // Valid envoyproxy/ratelimit settings that change nothing a client sees here: ignored, named.
 constexpr std::array<NotImplemented, 32> kNotImplemented = {{
-    {"USE_DOG_STATSD", Kind::kBool, "dogstatsd is not implemented; metrics are on /metrics"},
+    {"USE_DOG_STATSD", Kind::kBool, "dogstatsd is not implemented; metrics are on DEBUG_PORT /metrics"},
     {"USE_DOG_STATSD_MOGRIFIERS", Kind::kText, "dogstatsd is not implemented"},
-    {"STATSD_HOST", Kind::kText, "statsd is not implemented; metrics are on /metrics"},
-    {"STATSD_PORT", Kind::kText, "statsd is not implemented; metrics are on /metrics"},
+    {"STATSD_HOST", Kind::kText, "statsd is not implemented; metrics are on DEBUG_PORT /metrics"},
+    {"STATSD_PORT", Kind::kText, "statsd is not implemented; metrics are on DEBUG_PORT /metrics"},
     {"EXTRA_TAGS", Kind::kText, "statsd tags are not implemented"},
     {"STATS_FLUSH_INTERVAL", Kind::kText, "statsd is not implemented"},
     {"DISABLE_STATS", Kind::kBool, "metrics are always kept (they cost one atomic add)"},
@@ -314,7 +314,7 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
   }
   if (auto v = r.raw("USE_STATSD"); !v || Reader::parse_bool(*v).value_or(true)) {
     s.notices.push_back(std::string("ignored: USE_STATSD=") + (v ? *v : "true (the default)") +
-                        " (statsd is not implemented; Prometheus metrics are on /metrics)");
+                        " (statsd is not implemented; Prometheus metrics are on DEBUG_PORT /metrics)");
   }
   for (const NotImplemented& n : kNotImplemented) {
     auto v = r.raw(n.name);

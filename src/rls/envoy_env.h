@@ -76,7 +76,7 @@ struct EnvoySettings {
   uint16_t prometheus_port = 9090;
 
   // Start-up lines naming each valid setting that is ignored here, e.g.
-  // "ignored: USE_STATSD=true (statsd is not implemented; metrics are on /metrics)".
+  // "ignored: USE_STATSD=true (statsd is not implemented; metrics are on DEBUG_PORT /metrics)".
   std::vector<std::string> notices;
 };
 

@@ -18,14 +18,6 @@
 
 namespace ratelimit::rls {
 
-const char* code_name(Code code) {
-  switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kOverLimit: return "OVER_LIMIT";
-    default: return "UNKNOWN";
-  }
-}
-
 ServiceOptions ServiceOptions::from(const EnvoySettings& s) {
   ServiceOptions o;
   o.near_limit_ratio = s.near_limit_ratio;

@@ -61,7 +61,14 @@ namespace ratelimit::rls {
 
 // RateLimitResponse.Code with its wire values.
 enum class Code : uint8_t { kUnknown = 0, kOk = 1, kOverLimit = 2 };
-const char* code_name(Code code);  // "UNKNOWN", "OK", "OVER_LIMIT"
+// "UNKNOWN", "OK", "OVER_LIMIT" (the proto enum names).
+inline const char* code_name(Code code) {
+  switch (code) {
+    case Code::kOk: return "OK";
+    case Code::kOverLimit: return "OVER_LIMIT";
+    default: return "UNKNOWN";
+  }
+}
 
 inline constexpr size_t kMaxDescriptors = 64;  // per request (one store call holds them all)
 

@@ -62,7 +62,7 @@ TEST(EnvoyEnv, DefaultsAreEnvoysExceptTheBackend) {
   // statsd is on by default in envoyproxy/ratelimit: say once that it is not here.
   ASSERT_EQ(s->notices.size(), 1u);
   EXPECT_EQ(s->notices[0], "ignored: USE_STATSD=true (the default) (statsd is not implemented; "
-                           "Prometheus metrics are on /metrics)");
+                           "Prometheus metrics are on DEBUG_PORT /metrics)");
 }
 
 TEST(EnvoyEnv, EveryVariableIsRead) {
