@@ -8,7 +8,13 @@
 #include <fstream>
 #include <random>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "ratelimit/memory_store.h"
+#include "ratelimit/redis_store.h"
+#include "redis_server.h"
 #include "rls_json.h"
 #include "rls_service.h"
 
@@ -310,6 +316,87 @@ TEST(RateLimitService, ReloadIsPublishedByRefresh) {
   EXPECT_EQ(f.service->generation(), 2u);
   EXPECT_NE(f.service->dump().find("edge.user: unit=MINUTE requests_per_unit=1"), std::string::npos);
   EXPECT_EQ(f.ask({{"user", "z"}}).response.statuses[0].current_limit->requests_per_unit, 1u);
+}
+
+// ---------------------------------------------------------------------------------------
+// A networked store: should_rate_limit() returns false and done() comes once, from a store
+// thread, also when STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT runs two phases.
+
+class WaitingCall final : public Call {
+ public:
+  void done() override {
+    std::lock_guard lock(mu_);
+    ++done_;
+    thread_ = std::this_thread::get_id();
+    cv_.notify_all();
+  }
+  // `inline_answer`: should_rate_limit()'s result. True once the answer is there (bounded).
+  bool wait(bool inline_answer) {
+    if (inline_answer) return true;
+    std::unique_lock lock(mu_);
+    ++expected_;
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return done_ >= expected_; });
+  }
+  int dones() {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  std::thread::id thread() {
+    std::lock_guard lock(mu_);
+    return thread_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int done_ = 0, expected_ = 0;
+  std::thread::id thread_;
+};
+
+TEST(RateLimitService, RedisAnswersFromAStoreThreadInBothPhases) {
+  auto url = ratelimit::testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().to_string();
+  RedisStoreOptions ro;
+  ro.url = *url;
+  ro.connections = 2;
+  ro.command_timeout = std::chrono::milliseconds(2000);
+  ro.key_prefix = "rltest:rls:" + std::to_string(std::random_device{}()) + ":";
+  auto store = RedisStore::connect(ro);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  service::DecisionService decisions(*store, nullptr);
+  TempDir dir;
+  std::ofstream(dir.path() / "config.yaml") << kConfig;
+  RuleSource source(dir.path().string(), false, LoadOptions{});
+  ASSERT_TRUE(source.reload().status.is_ok());
+  RuleStats stats;
+  service::RuleCounters outcomes;
+  ServiceOptions o;
+  o.stop_increment_when_over_limit = true;
+  RateLimitService svc(decisions, source, o, stats, &outcomes);
+
+  WaitingCall call;
+  auto ask = [&] {
+    call.request.clear();
+    call.request.domain = "edge";
+    for (const char* k : {"one", "five"}) {
+      RequestDescriptor d;
+      d.entries.push_back({k, "r"});
+      call.request.descriptors.push_back(std::move(d));
+    }
+    const bool inline_answer = svc.should_rate_limit(call);
+    EXPECT_TRUE(call.wait(inline_answer));
+    EXPECT_TRUE(call.status.is_ok()) << call.status.message();
+    return inline_answer;
+  };
+  const bool first_inline = ask();
+  EXPECT_EQ(call.response.overall_code, Code::kOk);
+  ask();
+  EXPECT_EQ(call.response.statuses[0].code, Code::kOverLimit);
+  EXPECT_EQ(call.response.statuses[1].limit_remaining, 4u);  // five only checked: 1 of 5 used
+  if (!first_inline) {
+    EXPECT_GE(call.dones(), 1);
+    EXPECT_NE(call.thread(), std::this_thread::get_id());
+  }
 }
 
 // ---------------------------------------------------------------------------------------
