@@ -14,7 +14,8 @@ Scenarios (one per ctest test, each well under 20 s):
   reload  under load: a `..data` symlink swap that changes a limit (no request fails; the new limit
           takes effect), a swap to a broken set (refused whole, the last good rules keep serving,
           the failure metric grows), SIGHUP (generation + 1), SIGTERM (/healthcheck 500, exit 0).
-  env     bad environment values: exit 2 with a message naming the variable, nothing listening.
+  env     bad environment values: exit 2 with a message naming the variable, nothing listening;
+          --log-level/--log-format for the native daemon (JSON lines, level filter).
 Every process listens on 127.0.0.1 only (PORT=0 etc.: the bound ports are read from the log),
 every wait is bounded, every process is stopped by pid.
 usage: envoy_serve_e2e.py memory|redis|reload|env BIN_DIR
@@ -444,6 +445,25 @@ def scenario_env(work):
             pass
     r = subprocess.run([RATELIMITD, "--envoy-env", "--log-level", "loud"], capture_output=True, timeout=10)
     check(r.returncode == 2 and b"--log-level: 'loud' must be debug, info, warn or error" in r.stderr, "flag")
+    # The same log options for the native daemon: --log-format json, every line a JSON object;
+    # --log-level warn drops the info lines.
+    cfg = os.path.join(work, "native.yaml")
+    with open(cfg, "w") as f:
+        f.write("policies:\n  api: { algorithm: fixed_window, limit: 5, window: 1m }\n")
+    for level, want_info in [("info", True), ("warn", False)]:
+        log_path = os.path.join(work, f"native-{level}.log")
+        with open(log_path, "wb") as log:
+            p = subprocess.Popen([RATELIMITD, "--config", cfg, "--listen", "127.0.0.1:0", "--log-format", "json",
+                                  "--log-level", level], stdout=log, stderr=subprocess.STDOUT)
+            time.sleep(0.5)
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=10)
+        check(rc == 0, f"native exit {rc}")
+        with open(log_path) as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        check(all(set(o) == {"level", "msg", "time"} for o in lines), f"native log {lines}")
+        has_info = any(o["level"] == "info" and "listening on 127.0.0.1:" in o["msg"] for o in lines)
+        check(has_info == want_info, f"--log-level {level}: {lines}")
 
 
 def main():
