@@ -28,12 +28,25 @@ class Parser {
  public:
   explicit Parser(std::string_view file) : file_(file) {}
 
+  // Reasons quote the file's bytes (a key, a value): every byte outside printable ASCII is
+  // written as \xNN, so a bad file cannot put an escape sequence or a forged line into the log
+  // or a terminal.
   Status error(int line, std::string_view reason) const {
     std::string m(file_);
     m += ':';
     m += std::to_string(line < 1 ? 1 : line);
     m += ": ";
-    m += reason;
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (const char ch : reason) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c >= 0x20 && c < 0x7f) {
+        m += ch;
+      } else {
+        m += "\\x";
+        m += kHex[c >> 4];
+        m += kHex[c & 15];
+      }
+    }
     return Status::invalid_argument(std::move(m));
   }
   static int line_of(const YAML::Node& n) {
@@ -162,7 +175,7 @@ Status parse_denial_cache(const Parser& p, const YAML::Node& n, DenialCacheConfi
 }
 
 Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
-  RL_TRY(p.check_map(n, "store", {"type", "max_keys", "shards", "url", "connections", "pool", "connect_timeout",
+  RL_TRY(p.check_map(n, "store", {"type", "max_keys", "max_bytes", "shards", "url", "connections", "pool", "connect_timeout",
                                   "command_timeout", "on_failure", "key_prefix", "tls",
                                   "require_noeviction", "sentinel_user", "sentinel_password", "denial_cache"}));
   if (n["denial_cache"]) RL_TRY(parse_denial_cache(p, n["denial_cache"], out.denial_cache));
@@ -185,9 +198,14 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
       RL_TRY_ASSIGN(v, p.integer(n["shards"], "store.shards", 1, 4096));
       out.shards = static_cast<size_t>(v);
     }
+    if (n["max_bytes"]) {
+      int64_t v = 0;
+      RL_TRY_ASSIGN(v, p.integer(n["max_bytes"], "store.max_bytes", int64_t{1} << 20, int64_t{1} << 40));
+      out.max_bytes = static_cast<size_t>(v);
+    }
   } else if (type == "redis") {
     out.type = StoreType::kRedis;
-    for (const char* k : {"max_keys", "shards"}) {
+    for (const char* k : {"max_keys", "max_bytes", "shards"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: memory");
     }
     if (n["url"]) {
@@ -301,7 +319,8 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
 Status parse_limits(const Parser& p, const YAML::Node& n, LimitsConfig& out) {
   RL_TRY(p.check_map(n, "limits", {"max_body_bytes", "max_header_bytes", "max_key_length",
                                    "max_cost", "request_timeout", "idle_timeout",
-                                   "max_connections"}));
+                                   "max_connections", "max_connections_per_client",
+                                   "first_byte_timeout"}));
   int64_t v = 0;
   if (n["max_body_bytes"]) {
     RL_TRY_ASSIGN(v, p.integer(n["max_body_bytes"], "limits.max_body_bytes", 64, 1 << 20));
@@ -322,6 +341,11 @@ Status parse_limits(const Parser& p, const YAML::Node& n, LimitsConfig& out) {
     RL_TRY_ASSIGN(v, p.integer(n["max_connections"], "limits.max_connections", 1, 1'000'000));
     out.max_connections = static_cast<size_t>(v);
   }
+  if (n["max_connections_per_client"]) {
+    RL_TRY_ASSIGN(v, p.integer(n["max_connections_per_client"], "limits.max_connections_per_client", 0, 1'000'000));
+    out.max_connections_per_client = static_cast<size_t>(v);
+  }
+  if (n["first_byte_timeout"]) RL_TRY_ASSIGN(out.first_byte_timeout, p.duration(n["first_byte_timeout"], "limits.first_byte_timeout"));
   return {};
 }
 
@@ -394,7 +418,8 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
   RL_TRY(p.check_map(root, "the configuration", {"listen", "threads", "store", "policies",
                                                  "admin_token", "limits", "forward_auth",
                                                  "grpc_listen", "envoy_api", "domains",
-                                                 "headers", "problem_json"}));
+                                                 "headers", "problem_json", "admin_listen",
+                                                 "peek_requires_admin_token"}));
   Config c;
   c.source = std::string(filename);
   if (root["listen"]) {
@@ -408,6 +433,14 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     int64_t t = 0;
     RL_TRY_ASSIGN(t, p.integer(root["threads"], "threads", 0, 256));
     c.threads = static_cast<unsigned>(t);
+  }
+  if (root["admin_listen"]) {
+    std::string l;
+    RL_TRY_ASSIGN(l, p.string(root["admin_listen"], "admin_listen"));
+    auto a = parse_listen(l);
+    if (!a) return p.error(root["admin_listen"], "admin_listen: " + a.status().message());
+    if (*a == c.listen && a->port != 0) return p.error(root["admin_listen"], "admin_listen must differ from listen");
+    c.admin_listen = *a;
   }
   if (root["store"]) RL_TRY(parse_store(p, root["store"], c.store));
   if (root["grpc_listen"]) {
@@ -449,6 +482,12 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
       if (ch <= 0x20 || ch >= 0x7f) return p.error(root["admin_token"], "admin_token must be printable ASCII without spaces");
     }
     c.admin_token = std::move(t);
+  }
+  if (root["peek_requires_admin_token"]) {
+    RL_TRY_ASSIGN(c.peek_requires_admin_token, p.boolean(root["peek_requires_admin_token"], "peek_requires_admin_token"));
+    if (c.peek_requires_admin_token && !c.admin_token) {
+      return p.error(root["peek_requires_admin_token"], "peek_requires_admin_token needs admin_token");
+    }
   }
   if (root["limits"]) RL_TRY(parse_limits(p, root["limits"], c.limits));
   if (root["headers"]) {
@@ -637,6 +676,7 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (current.threads != next.threads) what += " threads";
   if (!(current.store == next.store)) what += " store";
   if (current.grpc_listen != next.grpc_listen) what += " grpc_listen";
+  if (current.admin_listen != next.admin_listen) what += " admin_listen";
   const rls::ServiceOptions& a = current.envoy_api;
   const rls::ServiceOptions& b = next.envoy_api;
   if (a.response_headers != b.response_headers || a.limit_header != b.limit_header ||

@@ -48,6 +48,7 @@ struct StoreConfig {
   // memory
   size_t max_keys = 1'000'000;
   size_t shards = 64;
+  size_t max_bytes = size_t{256} << 20;  // MemoryStoreOptions::max_bytes
   // redis
   std::string url = "redis://127.0.0.1:6379/0";
   size_t connections = 0;  // pool size; 0 = the Redis store's default (2 per core, <= 16)
@@ -77,6 +78,12 @@ struct LimitsConfig {
   Micros request_timeout{10'000'000};  // first byte to last byte of one request
   Micros idle_timeout{60'000'000};     // a kept-alive connection waiting for its next request
   size_t max_connections = 10'000;
+  // Connections one client address may hold open on the API listener; 0 = no per-address cap.
+  // Behind a reverse proxy every connection comes from the proxy, hence off by default.
+  size_t max_connections_per_client = 0;
+  // A new connection that has sent no byte yet is closed after this (idle_timeout applies only
+  // once a request has been seen), so idle sockets cannot hold the global cap for long.
+  Micros first_byte_timeout{5'000'000};
 };
 
 struct ListenAddress {
@@ -94,10 +101,15 @@ struct StringHash {
 struct Config {
   std::string source;  // the file it came from ("" when built in code)
   ListenAddress listen;
+  // A second HTTP listener serving only /healthz, /readyz, /metrics and /v1/reset, outside
+  // the API listener's connection caps (a flood on the API port cannot reach it).
+  std::optional<ListenAddress> admin_listen;
   unsigned threads = 0;  // 0 = one per core
   StoreConfig store;
   std::unordered_map<std::string, PolicyConfig, StringHash, std::equal_to<>> policies;
   std::optional<std::string> admin_token;  // absent: /v1/reset is disabled
+  // /v1/peek reveals any key's quota: when set, it needs the admin token too.
+  bool peek_requires_admin_token = false;
   LimitsConfig limits;
   std::string forward_auth_key_header;  // "" = the client address (below)
   // The status of a denial on /v1/forward-auth: 429, or 401/403 for proxies that understand

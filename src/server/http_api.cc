@@ -67,6 +67,35 @@ std::shared_ptr<const Published> make_published(std::shared_ptr<const Config> co
   return std::make_shared<const Published>(Published{std::move(config), std::move(rules)});
 }
 
+// The admin token check of /v1/reset (and of /v1/peek with peek_requires_admin_token): true
+// when the request carries "Authorization: Bearer <admin_token>"; otherwise `out` holds the
+// 403 (no token configured) or 401.
+bool admin_authorized(const RequestView& req, const Config& cfg, std::string_view path, http::Response& out) {
+  if (!cfg.admin_token) {
+    http::render_error(403, "admin_disabled", "no admin_token is configured, so " + std::string(path) + " is disabled", out);
+    return false;
+  }
+  constexpr std::string_view kBearer = "bearer ";
+  bool ok = false;
+  if (req.authorization != nullptr && req.authorization->size() > kBearer.size()) {
+    std::string_view a = *req.authorization;
+    bool scheme = true;
+    for (size_t i = 0; i < kBearer.size(); ++i) {
+      char c = a[i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      scheme = scheme && c == kBearer[i];
+    }
+    a.remove_prefix(kBearer.size());
+    while (!a.empty() && a.front() == ' ') a.remove_prefix(1);
+    while (!a.empty() && a.back() == ' ') a.remove_suffix(1);
+    ok = scheme && token_matches(a, *cfg.admin_token);
+  }
+  if (!ok) {
+    http::render_error(401, "unauthorized", std::string(path) + " needs 'Authorization: Bearer <admin_token>'", out);
+    out.fields.push_back({"WWW-Authenticate", "Bearer realm=\"ratelimitd\""});
+  }
+  return ok;
+}
 }  // namespace
 
 HttpApi::HttpApi(service::DecisionService& decisions, Metrics& metrics,
@@ -105,6 +134,12 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
   const Config& cfg = *snap.config;
   const RequestBounds bounds{cfg.limits.max_key_length, cfg.limits.max_cost};
 
+  // The admin listener serves the operator's endpoints only.
+  if (req.admin_listener && path != "/healthz" && path != "/readyz" && path != "/metrics" && path != "/v1/reset") {
+    endpoint = Endpoint::kOther;
+    http::render_error(404, "not_found", "the admin listener serves /healthz, /readyz, /metrics and /v1/reset only", out);
+    return true;
+  }
   if (path == "/v1/acquire" || path == "/v1/peek") {
     const bool peek = path == "/v1/peek";
     endpoint = peek ? Endpoint::kPeek : Endpoint::kAcquire;
@@ -112,6 +147,7 @@ bool HttpApi::handle(const RequestView& req, ThreadContext& tc, http::Response& 
       method_not_allowed(out, path, "POST");
       return true;
     }
+    if (peek && cfg.peek_requires_admin_token && !admin_authorized(req, cfg, path, out)) return true;
     if (!parse_request_body(req.body, BodyKind::kDecision, bounds, tc.request, tc.error)) {
       error(tc, out);
       return true;
@@ -261,30 +297,7 @@ void HttpApi::complete(Exchange& exchange, http::Response& out) const {
 bool HttpApi::reset(const RequestView& req, ThreadContext& tc, const Published& snap,
                     http::Response& out, Exchange& exchange) {
   const Config& cfg = *snap.config;
-  if (!cfg.admin_token) {
-    http::render_error(403, "admin_disabled", "no admin_token is configured, so /v1/reset is disabled", out);
-    return true;
-  }
-  constexpr std::string_view kBearer = "bearer ";
-  bool ok = false;
-  if (req.authorization != nullptr && req.authorization->size() > kBearer.size()) {
-    std::string_view a = *req.authorization;
-    bool scheme = true;
-    for (size_t i = 0; i < kBearer.size(); ++i) {
-      char c = a[i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      scheme = scheme && c == kBearer[i];
-    }
-    a.remove_prefix(kBearer.size());
-    while (!a.empty() && a.front() == ' ') a.remove_prefix(1);
-    while (!a.empty() && a.back() == ' ') a.remove_suffix(1);
-    ok = scheme && token_matches(a, *cfg.admin_token);
-  }
-  if (!ok) {
-    http::render_error(401, "unauthorized", "/v1/reset needs 'Authorization: Bearer <admin_token>'", out);
-    out.fields.push_back({"WWW-Authenticate", "Bearer realm=\"ratelimitd\""});
-    return true;
-  }
+  if (!admin_authorized(req, cfg, "/v1/reset", out)) return true;
   const RequestBounds bounds{cfg.limits.max_key_length, cfg.limits.max_cost};
   if (!parse_request_body(req.body, BodyKind::kReset, bounds, tc.request, tc.error)) {
     error(tc, out);

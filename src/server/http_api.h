@@ -46,6 +46,7 @@ struct RequestView {
   const std::string* key_header = nullptr;     // the configured forward-auth key header
   std::string_view peer;                       // client address, for forward-auth
   uint8_t listener = 0;                        // which listener accepted it (EnvoyFront's roles)
+  bool admin_listener = false;                 // arrived on admin_listen (operator endpoints only)
 };
 
 class EnvoyFront;

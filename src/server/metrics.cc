@@ -31,6 +31,10 @@ constexpr Family kLatency{"ratelimitd_decision_duration_seconds", "histogram",
 constexpr Family kConnections{"ratelimitd_connections_open", "gauge", "Client connections open now."};
 constexpr Family kRejected{"ratelimitd_connections_rejected_total", "counter",
                            "Connections closed at accept because limits.max_connections was reached."};
+constexpr Family kRejectedPerClient{"ratelimitd_connections_rejected_per_client_total", "counter",
+                                    "Connections closed at accept because their address held limits.max_connections_per_client."};
+constexpr Family kFirstByteTimeouts{"ratelimitd_connections_first_byte_timeouts_total", "counter",
+                                    "Connections closed because they sent nothing within limits.first_byte_timeout."};
 constexpr Family kGeneration{"ratelimitd_config_generation", "gauge",
                              "Configuration generation in use: 1 at start, +1 per successful reload."};
 constexpr Family kReloads{"ratelimitd_config_reloads_total", "counter",
@@ -200,6 +204,10 @@ std::string Metrics::render() const {
   sample(out, kConnections.name, "", static_cast<uint64_t>(open < 0 ? 0 : open));
   header(out, kRejected);
   sample(out, kRejected.name, "", rejected_connections_.load(std::memory_order_relaxed));
+  header(out, kRejectedPerClient);
+  sample(out, kRejectedPerClient.name, "", rejected_per_client_.load(std::memory_order_relaxed));
+  header(out, kFirstByteTimeouts);
+  sample(out, kFirstByteTimeouts.name, "", first_byte_timeouts_.load(std::memory_order_relaxed));
   header(out, kGeneration);
   sample(out, kGeneration.name, "", generation_.load(std::memory_order_relaxed));
   header(out, kReloads);

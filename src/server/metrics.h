@@ -57,6 +57,8 @@ class Metrics final : public service::Observer {
   void connection_opened() { open_connections_.fetch_add(1, std::memory_order_relaxed); }
   void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
   void connection_rejected() { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_rejected_per_client() { rejected_per_client_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_first_byte_timeout() { first_byte_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   int64_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
 
   // Configuration generation (1 = the file loaded at start) and the last reload's result.
@@ -80,6 +82,8 @@ class Metrics final : public service::Observer {
   std::atomic<uint64_t> store_errors_{0};
   std::atomic<int64_t> open_connections_{0};
   std::atomic<uint64_t> rejected_connections_{0};
+  std::atomic<uint64_t> rejected_per_client_{0};
+  std::atomic<uint64_t> first_byte_timeouts_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};

@@ -17,19 +17,27 @@
 // Timeouts: each connection records a deadline (idle_timeout while waiting for a request,
 // request_timeout from its first byte to the end of the response); a per-worker sweep every
 // 250 ms closes connections past their deadline, so a slow or silent client (slowloris) cannot
-// hold a connection, at the cost of one integer store per request rather than a timer.
+// hold a connection, at the cost of one integer store per request rather than a timer. A
+// connection that has not sent its first byte gets first_byte_timeout instead of idle_timeout.
+//
+// Connection caps: limits.max_connections over the API listener, and per client address
+// limits.max_connections_per_client (ConnectionTable); the optional admin listener
+// (admin_listen) counts its connections apart (at most kAdminMaxConnections) and serves the
+// operator endpoints only, so a flood on the API port cannot lock out health checks.
 //
 // Shutdown (SIGTERM/SIGINT): stop accepting; idle connections are closed; each connection with
 // a request in flight finishes it, answers with "Connection: close" and closes; when every
 // worker is done the process exits 0. A grace period (request_timeout + 2 s) bounds it.
 #include "server.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -224,9 +232,39 @@ std::string_view http_date() {
 
 class Connection;
 
+// Open API connections per client address (limits.max_connections_per_client). Accepts run
+// on the control thread and closes on the workers: one mutex, taken once per open and close.
+// Every API connection is counted (even with the cap off), so a reload that turns the cap on
+// sees the connections already open.
+class ConnectionTable {
+ public:
+  bool try_add(const std::string& address, size_t cap) {
+    std::lock_guard lock(mu_);
+    size_t& n = counts_[address];
+    if (cap != 0 && n >= cap) return false;  // n > 0 here: the entry existed
+    ++n;
+    return true;
+  }
+  void release(const std::string& address) {
+    std::lock_guard lock(mu_);
+    auto it = counts_.find(address);
+    if (it != counts_.end() && --it->second == 0) counts_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, size_t> counts_;
+};
+
+// Connections the admin listener holds at most: outside limits.max_connections, so a flood on
+// the API port never locks the operator out, yet bounded itself.
+constexpr int64_t kAdminMaxConnections = 64;
+
 struct Shared {
   HttpApi* api = nullptr;
   Metrics* metrics = nullptr;
+  ConnectionTable* per_client = nullptr;
+  std::atomic<int64_t>* admin_open = nullptr;
 };
 
 class Worker {
@@ -265,13 +303,20 @@ class Worker {
 class Connection final : public std::enable_shared_from_this<Connection>,
                          public HttpApi::Exchange {
  public:
-  Connection(Worker& worker, tcp::socket socket, uint8_t listener)
-      : w_(worker), sock_(std::move(socket)), listener_(listener) {
+  // `listener`: RequestView::listener; `address` is the peer's; `admin`: accepted on
+  // admin_listen (counted apart, see Listener).
+  Connection(Worker& worker, tcp::socket socket, uint8_t listener, std::string address, bool admin)
+      : w_(worker), sock_(std::move(socket)), listener_(listener), peer_(std::move(address)), admin_(admin) {
     w_.connections().insert(this);
   }
   ~Connection() override {
     w_.connections().erase(this);
-    w_.shared().metrics->connection_closed();
+    if (admin_) {
+      w_.shared().admin_open->fetch_sub(1, std::memory_order_relaxed);
+    } else {
+      w_.shared().per_client->release(peer_);
+      w_.shared().metrics->connection_closed();
+    }
   }
 
   void start() {
@@ -283,7 +328,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   // Called by the worker's sweep.
   void check_deadline(SteadyClock::time_point now) {
     if (state_ == State::kHandling || state_ == State::kClosed) return;
-    if (now >= deadline_) close();
+    if (now < deadline_) return;
+    if (!got_byte_) w_.shared().metrics->connection_first_byte_timeout();
+    close();
   }
   // Called when the server starts draining: an idle connection is closed now, a busy one after
   // its current answer.
@@ -326,12 +373,16 @@ class Connection final : public std::enable_shared_from_this<Connection>,
       return;
     }
     state_ = State::kIdle;
-    deadline_ = SteadyClock::now() + config().limits.idle_timeout;
+    // Until its first byte a connection gets the short first_byte_timeout: idle sockets that
+    // never speak cannot hold the connection caps for idle_timeout.
+    const LimitsConfig& limits = config().limits;
+    deadline_ = SteadyClock::now() + (got_byte_ ? limits.idle_timeout : limits.first_byte_timeout);
     sock_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
       if (ec || self->state_ == State::kClosed) {
         self->close();
         return;
       }
+      self->got_byte_ = true;
       self->buf_.commit(n);
       self->read_request();
     });
@@ -444,13 +495,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     view.forwarded_for = head_.has_forwarded_for ? &head_.forwarded_for : nullptr;
     view.forwarded = head_.has_forwarded ? &head_.forwarded : nullptr;
     view.key_header = head_.has_key_header ? &head_.key_header : nullptr;
-    if (peer_.empty()) {
-      error_code ec;
-      const auto ep = sock_.remote_endpoint(ec);
-      peer_ = ec ? "unknown" : ep.address().to_string();
-    }
     view.peer = peer_;
     view.listener = listener_;
+    view.admin_listener = admin_;
     endpoint_ = Endpoint::kOther;
     keepalive_ = shared_from_this();  // until the answer is rendered (see resume())
     if (w_.shared().api->handle(view, w_.tc(), resp_, *this, endpoint_)) {
@@ -501,7 +548,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   std::optional<RequestParser> parser_;
   http::Response resp_;
   std::string out_;
-  std::string peer_;
+  const std::string peer_;
+  const bool admin_;
+  bool got_byte_ = false;
   State state_ = State::kIdle;
   SteadyClock::time_point deadline_{};
   bool keep_alive_ = true;
@@ -534,9 +583,11 @@ void Worker::drain() {
 
 class Listener {
  public:
+  // `admin`: the admin listener (admin_listen): its connections are counted apart from the
+  // API's, up to kAdminMaxConnections, and serve the operator endpoints only.
   Listener(asio::io_context& ioc, std::vector<std::unique_ptr<Worker>>& workers, Shared shared,
-           uint8_t role = 0)
-      : acceptor_(ioc), retry_(ioc), workers_(workers), shared_(shared), role_(role) {}
+           uint8_t role = 0, bool admin = false)
+      : acceptor_(ioc), retry_(ioc), workers_(workers), shared_(shared), role_(role), admin_(admin) {}
 
   Status open(const ListenAddress& addr) {
     error_code ec;
@@ -575,19 +626,40 @@ class Listener {
         });
         return;
       }
-      const auto cap = static_cast<int64_t>(shared_.api->config()->limits.max_connections);
-      if (shared_.metrics->open_connections() >= cap) {
-        shared_.metrics->connection_rejected();
+      error_code rec;
+      const auto peer = sock.remote_endpoint(rec);
+      std::string address = rec ? std::string("unknown") : peer.address().to_string();
+      if (admit(address)) {
+        asio::post(w.ioc(), [&w, s = std::move(sock), role = role_, a = std::move(address), admin = admin_]() mutable {
+          std::make_shared<Connection>(w, std::move(s), role, std::move(a), admin)->start();
+        });
+      } else {
         error_code cec;
         sock.close(cec);
-      } else {
-        shared_.metrics->connection_opened();
-        asio::post(w.ioc(), [&w, s = std::move(sock), role = role_]() mutable {
-          std::make_shared<Connection>(w, std::move(s), role)->start();
-        });
       }
       accept();
     });
+  }
+
+  // Counts a new connection in, or refuses it (counted in the metrics) when a cap is reached:
+  // the global limits.max_connections, then the per-address cap; the admin listener's own.
+  bool admit(const std::string& address) {
+    if (admin_) {
+      if (shared_.admin_open->load(std::memory_order_relaxed) >= kAdminMaxConnections) return false;
+      shared_.admin_open->fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    const LimitsConfig& limits = shared_.api->config()->limits;
+    if (shared_.metrics->open_connections() >= static_cast<int64_t>(limits.max_connections)) {
+      shared_.metrics->connection_rejected();
+      return false;
+    }
+    if (!shared_.per_client->try_add(address, limits.max_connections_per_client)) {
+      shared_.metrics->connection_rejected_per_client();
+      return false;
+    }
+    shared_.metrics->connection_opened();
+    return true;
   }
 
   tcp::acceptor acceptor_;
@@ -595,6 +667,7 @@ class Listener {
   std::vector<std::unique_ptr<Worker>>& workers_;
   Shared shared_;
   uint8_t role_;
+  const bool admin_;
   size_t next_ = 0;
 };
 
@@ -712,7 +785,9 @@ int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
   service::DecisionService decisions(opened->store, &metrics);
   HttpApi api(decisions, metrics, config);
   api.set_readiness(opened->ready);
-  Shared shared{&api, &metrics};
+  ConnectionTable per_client;
+  std::atomic<int64_t> admin_open{0};
+  Shared shared{&api, &metrics, &per_client, &admin_open};
 
   // --envoy-env: ShouldRateLimit on the decision service, its statistics on /metrics.
   std::optional<rls::RuleStats> rule_stats;
@@ -739,8 +814,8 @@ int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
     std::string what, where;
   };
   std::vector<Listening> listening;
-  auto open_listener = [&](const ListenAddress& addr, uint8_t role, std::string what) -> Status {
-    auto l = std::make_unique<Listener>(control, workers, shared, role);
+  auto open_listener = [&](const ListenAddress& addr, uint8_t role, std::string what, bool admin = false) -> Status {
+    auto l = std::make_unique<Listener>(control, workers, shared, role, admin);
     if (Status s = l->open(addr); !s.is_ok()) return s;
     const std::string where = endpoint_text(l->local_endpoint());
     listening.push_back({std::move(l), std::move(what), where});
@@ -754,6 +829,11 @@ int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
       opened_listeners = open_listener({e.prometheus_host, e.prometheus_port}, EnvoyFront::kPrometheus,
                                        "Prometheus");
     }
+  }
+  // admin_listen: the operator endpoints, outside the API listener's connection caps.
+  if (opened_listeners.is_ok() && config->admin_listen) {
+    opened_listeners = open_listener(*config->admin_listen, EnvoyFront::kMain, "admin", true);
+    if (!opened_listeners.is_ok()) opened_listeners = Status::unavailable("admin_listen: " + opened_listeners.message());
   }
   if (!opened_listeners.is_ok()) {
     log_line("error", opened_listeners.message());
@@ -896,6 +976,9 @@ int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
                                   envoy->config_directory + " (" + std::to_string(threads) +
                                   " threads, store " + store_description(config->store) + ")");
   } else {
+    for (const auto& l : listening) {
+      if (l.what == "admin") log_line("info", "admin listener on " + l.where + " (/healthz, /readyz, /metrics, /v1/reset)");
+    }
     log_line("info", "ratelimitd listening on " + where + " (" + std::to_string(threads) +
                          " threads, store " + store_description(config->store) + ", " +
                          std::to_string(config->policies.size()) + " policies, admin " +

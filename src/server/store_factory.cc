@@ -81,14 +81,30 @@ Result<OpenedStore> open_inner_store(const StoreConfig& config, Metrics& metrics
     MemoryStoreOptions o;
     o.max_keys = config.max_keys;
     o.shards = config.shards;
+    o.max_bytes = config.max_bytes;
     auto store = std::make_shared<MemoryStore>(o);
     std::weak_ptr<MemoryStore> weak = store;
     metrics.add_extra([weak](std::string& out) {
       auto s = weak.lock();
       if (!s) return;
       append_metric(out, "ratelimitd_memory_store_keys", "gauge", "Keys held by the memory store.", s->key_count());
+      append_metric(out, "ratelimitd_memory_store_bytes", "gauge",
+                    "Bytes the memory store's entries take, as counted for store.max_bytes.", s->bytes());
+      const MemoryStoreEvictions e = s->eviction_counts();
       append_metric(out, "ratelimitd_memory_store_evictions_total", "counter",
-            "Keys evicted from the memory store because store.max_keys was reached.", s->evictions());
+            "Keys evicted from the memory store because store.max_keys or store.max_bytes was reached.", e.total());
+      out += "# HELP ratelimitd_memory_store_evictions_by_standing_total Evicted keys by their standing: "
+             "roomy (half or more of the limit left), near_limit, denied (a denied key is evicted only "
+             "when its whole shard is denied).\n"
+             "# TYPE ratelimitd_memory_store_evictions_by_standing_total counter\n";
+      for (const auto& [standing, n] : {std::pair{"roomy", e.roomy}, std::pair{"near_limit", e.near_limit},
+                                        std::pair{"denied", e.denied}}) {
+        out += "ratelimitd_memory_store_evictions_by_standing_total{standing=\"";
+        out += standing;
+        out += "\"} " + std::to_string(n) + "\n";
+      }
+      append_metric(out, "ratelimitd_memory_store_evictions_for_bytes_total", "counter",
+                    "Of the evictions, those store.max_bytes required (not store.max_keys).", e.for_bytes);
     });
     OpenedStore opened;
     opened.store = std::move(store);

@@ -184,6 +184,43 @@ TEST(Config, WrongTypesAndRangesAreRefused) {
   expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlimits: {max_key_length: 513}\n", "cfg.yaml:3: ", "max_key_length");
 }
 
+// The hardening settings (issue 12): connection caps, first-byte timeout, admin listener,
+// peek behind the token, the memory store's byte bound; defaults and refusals.
+TEST(Config, HardeningSettings) {
+  const std::string pol = "policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\n";
+  auto d = parse_config(pol, "cfg.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->limits.max_connections_per_client, 0u);
+  EXPECT_EQ(d->limits.first_byte_timeout, Micros{5'000'000});
+  EXPECT_FALSE(d->admin_listen.has_value());
+  EXPECT_FALSE(d->peek_requires_admin_token);
+  EXPECT_EQ(d->store.max_bytes, size_t{256} << 20);
+  auto c = parse_config(pol + "admin_listen: 127.0.0.1:9091\nadmin_token: 0123456789abcdef\npeek_requires_admin_token: true\n"
+                              "limits: {max_connections_per_client: 50, first_byte_timeout: 2s}\n"
+                              "store: {type: memory, max_bytes: 67108864}\n",
+                        "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->admin_listen->port, 9091);
+  EXPECT_TRUE(c->peek_requires_admin_token);
+  EXPECT_EQ(c->limits.max_connections_per_client, 50u);
+  EXPECT_EQ(c->limits.first_byte_timeout, Micros{2'000'000});
+  EXPECT_EQ(c->store.max_bytes, size_t{64} << 20);
+  expect_error(pol + "peek_requires_admin_token: true\n", "cfg.yaml:3: ", "needs admin_token");
+  expect_error(pol + "admin_listen: nowhere\n", "cfg.yaml:3: ", "admin_listen");
+  expect_error(pol + "listen: 127.0.0.1:9000\nadmin_listen: 127.0.0.1:9000\n", "cfg.yaml:4: ", "differ from listen");
+  expect_error(pol + "limits: {max_connections_per_client: -1}\n", "cfg.yaml:3: ", "max_connections_per_client");
+  expect_error(pol + "limits: {first_byte_timeout: 5}\n", "cfg.yaml:3: ", "missing unit");
+  expect_error(pol + "store: {type: memory, max_bytes: 1000}\n", "cfg.yaml:3: ", "store.max_bytes");
+  expect_error(pol + "store: {type: redis, max_bytes: 67108864}\n", "cfg.yaml:3: ", "only to type: memory");
+  // A reload error quotes the bad file's bytes escaped: no terminal escape, no forged line.
+  const Status esc = fails(pol + "\"evil\\e[2J\\nfake log line\\x00\": 1\n");
+  EXPECT_NE(esc.message().find("evil\\x1b[2J\\x0afake log line\\x00"), std::string::npos) << esc.message();
+  for (const char ch : esc.message()) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << esc.message();
+  Config next = *c;
+  next.admin_listen->port = 9092;
+  EXPECT_NE(check_reloadable(*c, next).message().find("admin_listen"), std::string::npos);
+}
+
 TEST(Config, AlgorithmParametersMustMatch) {
   expect_error("policies:\n  a: {algorithm: fixed_window, rate: 5, burst: 1}\n", "cfg.yaml:2: ", "'rate' is for bucket");
   expect_error("policies:\n  a: {algorithm: token_bucket, limit: 5, window: 1s}\n", "cfg.yaml:2: ", "'limit' is for window");

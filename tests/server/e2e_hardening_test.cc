@@ -274,5 +274,94 @@ TEST_F(Hardening, TrailersAndChunkExtensionsAreBoundedLikeTheHeader) {
   }
 }
 
+// The admin listener's port, from the daemon's log ("admin listener on 127.0.0.1:PORT").
+uint16_t admin_port(const Daemon& d) {
+  constexpr std::string_view kMarker = "admin listener on 127.0.0.1:";
+  if (!d.wait_log(kMarker, 5s)) return 0;
+  const std::string log = d.log();
+  return static_cast<uint16_t>(std::atoi(log.c_str() + log.find(kMarker) + kMarker.size()));
+}
+
+std::string metric_line(uint16_t port, const std::string& name) {
+  const std::string m = http_get(port, "/metrics").body;
+  const size_t at = m.find("\n" + name + " ");
+  if (at == std::string::npos) return "<absent>";
+  return m.substr(at + 1 + name.size() + 1, m.find('\n', at + 1) - at - 2 - name.size());
+}
+
+// 12,000 idle sockets once locked every client out until idle_timeout. Now: one address may
+// hold max_connections_per_client, a second address is still served, the admin listener is
+// served even when the global cap is full, and sockets that never speak are closed after
+// first_byte_timeout. 20 sockets, every wait bounded.
+TEST_F(Hardening, IdleSocketsFromOneAddressLockOutNobody) {
+  start("admin_listen: 127.0.0.1:0\nlimits: { max_connections: 12, max_connections_per_client: 8, first_byte_timeout: 1s }\n");
+  const uint16_t admin = admin_port(d);
+  ASSERT_NE(admin, 0) << d.log();
+  std::vector<std::unique_ptr<RawConn>> flood;
+  for (int i = 0; i < 8; ++i) {
+    flood.push_back(std::make_unique<RawConn>(d.port(), "127.0.0.1"));
+    ASSERT_TRUE(flood.back()->connected());
+  }
+  // The ninth from the same address is closed at once; a second address is served.
+  RawConn ninth(d.port(), "127.0.0.1");
+  EXPECT_TRUE(ninth.wait_closed(2s));
+  RawConn other(d.port(), "127.0.0.2");
+  ASSERT_TRUE(other.connected());
+  EXPECT_EQ(status_of(other.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), "200");
+  // Fill the global cap from the second address: the API is full, the admin listener is not.
+  std::vector<std::unique_ptr<RawConn>> more;
+  for (int i = 0; i < 3; ++i) more.push_back(std::make_unique<RawConn>(d.port(), "127.0.0.2"));
+  RawConn over(d.port(), "127.0.0.2");
+  EXPECT_TRUE(over.wait_closed(2s));
+  {
+    RawConn a(admin);
+    EXPECT_EQ(status_of(a.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), "200");
+    EXPECT_EQ(status_of(a.exchange("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")), "200");
+    // Decisions are not served there.
+    EXPECT_EQ(status_of(a.exchange("POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")), "404");
+  }
+  EXPECT_EQ(metric_line(admin, "ratelimitd_connections_rejected_per_client_total"), "1");
+  EXPECT_EQ(metric_line(admin, "ratelimitd_connections_rejected_total"), "1");
+  // The flood never sent a byte: first_byte_timeout (1 s, swept every 250 ms) closes it all.
+  const auto t0 = SteadyClock::now();
+  for (auto& c : flood) EXPECT_TRUE(c->wait_closed(4s));
+  const auto took = SteadyClock::now() - t0;
+  EXPECT_LT(took, 3s);
+  EXPECT_GE(std::stoi(metric_line(admin, "ratelimitd_connections_first_byte_timeouts_total")), 8);
+  // The API is reachable again from the first address.
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    served = http_get(d.port(), "/healthz").status == 200;
+    if (!served) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(served);
+}
+
+// A connection that has sent a request gets idle_timeout (60 s by default), not the short
+// first_byte_timeout.
+TEST_F(Hardening, FirstByteTimeoutSparesAConnectionThatSpoke) {
+  start("limits: { first_byte_timeout: 500ms }\n");
+  RawConn spoke(d.port());
+  EXPECT_EQ(status_of(spoke.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), "200");
+  RawConn silent(d.port());
+  EXPECT_TRUE(silent.wait_closed(3s));
+  EXPECT_FALSE(spoke.wait_closed(1500ms));
+  EXPECT_EQ(status_of(spoke.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), "200");
+}
+
+// /v1/peek reveals any key's quota; peek_requires_admin_token puts it behind the token.
+TEST_F(Hardening, PeekBehindTheAdminToken) {
+  const std::string token = "peek-token-0123456789";
+  start("admin_token: " + token + "\npeek_requires_admin_token: true\n");
+  const std::string body = R"({"key":"pk","policy":"one"})";
+  EXPECT_EQ(peek_status("pk"), 401u);
+  Client c(d.port());
+  const Reply ok = c.request("POST", "/v1/peek", body, {{"Authorization", "Bearer " + token}});
+  EXPECT_EQ(ok.status, 200u) << ok.body;
+  const Reply bad = c.request("POST", "/v1/peek", body, {{"Authorization", "Bearer wrong-token-0123456789"}});
+  EXPECT_EQ(bad.status, 401u);
+  EXPECT_EQ(http_post(d.port(), "/v1/acquire", body).status, 200u);  // acquire needs no token
+}
+
 }  // namespace
 }  // namespace ratelimit::e2e
