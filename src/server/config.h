@@ -82,7 +82,8 @@ struct LimitsConfig {
   // Behind a reverse proxy every connection comes from the proxy, hence off by default.
   size_t max_connections_per_client = 0;
   // A new connection that has sent no byte yet is closed after this (idle_timeout applies only
-  // once a request has been seen), so idle sockets cannot hold the global cap for long.
+  // once a request has been seen; the shorter of the two applies before), so idle sockets cannot
+  // hold the global cap for long.
   Micros first_byte_timeout{5'000'000};
 };
 

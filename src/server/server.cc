@@ -18,7 +18,8 @@
 // request_timeout from its first byte to the end of the response); a per-worker sweep every
 // 250 ms closes connections past their deadline, so a slow or silent client (slowloris) cannot
 // hold a connection, at the cost of one integer store per request rather than a timer. A
-// connection that has not sent its first byte gets first_byte_timeout instead of idle_timeout.
+// connection that has not sent its first byte gets first_byte_timeout (if shorter than
+// idle_timeout) instead.
 //
 // Connection caps: limits.max_connections over the API listener, and per client address
 // limits.max_connections_per_client (ConnectionTable); the optional admin listener
@@ -376,7 +377,8 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     // Until its first byte a connection gets the short first_byte_timeout: idle sockets that
     // never speak cannot hold the connection caps for idle_timeout.
     const LimitsConfig& limits = config().limits;
-    deadline_ = SteadyClock::now() + (got_byte_ ? limits.idle_timeout : limits.first_byte_timeout);
+    deadline_ = SteadyClock::now() +
+                (got_byte_ ? limits.idle_timeout : std::min(limits.first_byte_timeout, limits.idle_timeout));
     sock_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
       if (ec || self->state_ == State::kClosed) {
         self->close();
