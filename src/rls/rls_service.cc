@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "ratelimit/hit_counting.h"
+#include "ratelimit/http.h"
 #include "ratelimit/policy.h"
 
 namespace ratelimit::rls {
@@ -272,6 +273,7 @@ void RateLimitService::finish(Call& call) {
   constexpr uint32_t kMax = std::numeric_limits<uint32_t>::max();
   size_t failed = 0, quota_total = 0, quota_failed = 0;
   const DescriptorStatus* closest = nullptr;
+  const Rule* closest_rule = nullptr;
   uint32_t closest_remaining = kMax;
   for (size_t i = 0; i < n; ++i) {
     DescriptorStatus& ds = resp.statuses[i];
@@ -324,6 +326,7 @@ void RateLimitService::finish(Call& call) {
     // descriptor outside quota mode (the last one wins).
     if (ds.limit_remaining < closest_remaining) {
       closest = &ds;
+      closest_rule = rule;
       closest_remaining = ds.limit_remaining;
     }
     const bool quota = rule->quota_mode;
@@ -334,6 +337,7 @@ void RateLimitService::finish(Call& call) {
       } else {
         ++failed;
         closest = &ds;
+        closest_rule = rule;
         closest_remaining = 0;
       }
     }
@@ -349,6 +353,21 @@ void RateLimitService::finish(Call& call) {
         {options_.remaining_header, std::to_string(closest->limit_remaining)});
     resp.response_headers_to_add.push_back(
         {options_.reset_header, std::to_string(closest->duration_until_reset_seconds.value_or(0))});
+    if (options_.ietf_headers) {
+      // draft-ietf-httpapi-ratelimit-headers, for the same descriptor: its quota per window,
+      // then what is left and when it resets. Named by the rule's name, else its key.
+      const std::string& name = closest->current_limit->name.empty() ? closest_rule->full_key
+                                                                      : closest->current_limit->name;
+      std::string policy;
+      http::append_sf_string(policy, name);
+      std::string state = policy;
+      policy += ";q=" + std::to_string(closest->current_limit->requests_per_unit) +
+                ";w=" + std::to_string(unit_seconds(closest->current_limit->unit));
+      state += ";r=" + std::to_string(closest->limit_remaining) +
+               ";t=" + std::to_string(closest->duration_until_reset_seconds.value_or(0));
+      resp.response_headers_to_add.push_back({"RateLimit-Policy", std::move(policy)});
+      resp.response_headers_to_add.push_back({"RateLimit", std::move(state)});
+    }
   }
 }
 

@@ -30,7 +30,8 @@
 //     quota_mode descriptor is; SHADOW_MODE turns an overall OVER_LIMIT into OK (the statuses
 //     stay as decided);
 //   - response_headers_to_add (when enabled): limit, remaining and reset of the descriptor
-//     closest to its limit (an over-limit one, if any), envoyproxy/ratelimit's choice;
+//     closest to its limit (an over-limit one, if any), envoyproxy/ratelimit's choice; with
+//     ietf_headers also RateLimit-Policy and RateLimit for it;
 //   - a store that failed answers by its failure policy (fail open: OK; closed: OVER_LIMIT); a
 //     store call that returned an error fails the call (Call::status, kUnavailable ...).
 // Completion: should_rate_limit() returns true when the Call's answer is complete on return
@@ -127,6 +128,10 @@ struct ServiceOptions {
   std::string limit_header = "RateLimit-Limit";
   std::string remaining_header = "RateLimit-Remaining";
   std::string reset_header = "RateLimit-Reset";
+  // Also the IETF structured fields RateLimit-Policy ("name";q=<requests_per_unit>;w=<unit
+  // seconds>) and RateLimit ("name";r=<remaining>;t=<reset seconds>) of the same descriptor
+  // (draft-ietf-httpapi-ratelimit-headers); ours, envoyproxy/ratelimit has no such option.
+  bool ietf_headers = false;
 
   static ServiceOptions from(const EnvoySettings& s);
 };

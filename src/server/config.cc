@@ -363,11 +363,12 @@ bool is_token(std::string_view s) {
 // `envoy_api`: how ShouldRateLimit answers (rls::ServiceOptions; envoyproxy/ratelimit's
 // environment variables of the same meaning in parentheses there).
 Status parse_envoy_api(const Parser& p, const YAML::Node& n, rls::ServiceOptions& out) {
-  RL_TRY(p.check_map(n, "envoy_api", {"response_headers", "limit_header", "remaining_header",
+  RL_TRY(p.check_map(n, "envoy_api", {"response_headers", "ietf_headers", "limit_header", "remaining_header",
                                       "reset_header", "shadow_mode",
                                       "stop_cache_key_increment_when_overlimit", "near_limit_ratio"}));
   const std::pair<const char*, bool*> flags[] = {
       {"response_headers", &out.response_headers},
+      {"ietf_headers", &out.ietf_headers},
       {"shadow_mode", &out.shadow_mode},
       {"stop_cache_key_increment_when_overlimit", &out.stop_increment_when_over_limit}};
   for (const auto& [key, field] : flags) {
@@ -679,7 +680,8 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (current.admin_listen != next.admin_listen) what += " admin_listen";
   const rls::ServiceOptions& a = current.envoy_api;
   const rls::ServiceOptions& b = next.envoy_api;
-  if (a.response_headers != b.response_headers || a.limit_header != b.limit_header ||
+  if (a.response_headers != b.response_headers || a.ietf_headers != b.ietf_headers ||
+      a.limit_header != b.limit_header ||
       a.remaining_header != b.remaining_header || a.reset_header != b.reset_header ||
       a.shadow_mode != b.shadow_mode ||
       a.stop_increment_when_over_limit != b.stop_increment_when_over_limit ||

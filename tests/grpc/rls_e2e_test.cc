@@ -35,7 +35,7 @@ using namespace ratelimit::grpc_test;  // NOLINT: the shared test client
 std::string config_yaml(const std::string& store, int per_user, bool headers) {
   std::string y = "store: " + store + "\n";
   y += "grpc_listen: 127.0.0.1:0\n";
-  if (headers) y += "envoy_api: { response_headers: true }\n";
+  if (headers) y += "envoy_api: { response_headers: true, ietf_headers: true }\n";
   y += R"(domains:
   - domain: edge
     descriptors:
@@ -138,6 +138,9 @@ void check_answers(Server& s, const std::string& user) {
   EXPECT_EQ(h["RateLimit-Remaining"], "1");
   EXPECT_GE(std::atoi(h["RateLimit-Reset"].c_str()), 1);
   EXPECT_LE(std::atoi(h["RateLimit-Reset"].c_str()), 3600);
+  // The IETF fields of the same descriptor (an unnamed rule: named by its key).
+  EXPECT_EQ(h["RateLimit-Policy"], "\"edge.remote_address.path_/login\";q=2;w=3600");
+  EXPECT_EQ(h["RateLimit"], "\"edge.remote_address.path_/login\";r=1;t=" + h["RateLimit-Reset"]);
 
   // Nine more on the user: at its limit; the next one is over, and so is the request.
   const auto only_user = make_request("edge", {{{"user", user}}});
@@ -151,6 +154,7 @@ void check_answers(Server& s, const std::string& user) {
   h = headers_of(r);
   EXPECT_EQ(h["RateLimit-Limit"], "10");
   EXPECT_EQ(h["RateLimit-Remaining"], "0");
+  EXPECT_EQ(h["RateLimit-Policy"], "\"per_user\";q=10;w=60");
   // An unknown domain: OK, nothing applies (envoyproxy/ratelimit answers the same).
   ASSERT_TRUE(call(s, make_request("elsewhere", {{{"user", user}}}), r).ok());
   EXPECT_EQ(r.overall_code(), RateLimitResponse::OK);
