@@ -113,6 +113,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+                self.log.close()
+                fail(f"did not exit within 10 s of signal {sig}:\n{self.text()[-3000:]}")
         self.log.close()
         return self.proc.returncode
 
