@@ -423,6 +423,9 @@ def main():
         reload_storm(d)
         key_flood(d)
         slowloris(d)
+        # Under the asan/tsan presets the daemon reports into its log.
+        for marker in ("ThreadSanitizer", "AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            check(marker not in d.text(), "a sanitizer report in ratelimitd's log: " + marker)
     finally:
         if load is not None:
             load.finish()
