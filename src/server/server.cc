@@ -941,10 +941,14 @@ int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
   // The store-outage log (outage.h): a poll, so an outage is two lines whatever the traffic.
   asio::steady_timer outage_timer(control);
   OutageWatch outage;
+  // Set on the control thread once every worker has finished. cancel() cannot stop a poll whose
+  // timer already expired (its handler is queued with success), and that handler would arm the
+  // next poll, keeping control.run() from ever returning: a daemon that never exits on SIGTERM.
+  bool workers_done = false;
   std::function<void()> watch_store = [&] {
     outage_timer.expires_after(std::chrono::milliseconds(500));
     outage_timer.async_wait([&](error_code ec) {
-      if (ec) return;
+      if (ec || workers_done) return;
       const Status ready = opened->ready ? opened->ready() : Status();
       if (auto line = outage.observe(ready, metrics.totals(), std::chrono::steady_clock::now())) {
         log_line("warn", *line);
@@ -997,6 +1001,7 @@ int serve(const ServerOptions& options, std::shared_ptr<const Config> config,
     for (auto& w : workers) w->join();
     asio::post(control, [&] {
       error_code ec;
+      workers_done = true;
       grace.cancel();
       outage_timer.cancel();
       signals.cancel(ec);
