@@ -230,7 +230,9 @@ void RateLimitService::prepare(Call::State& st) {
 
 bool RateLimitService::step(Call& call) {
   Call::State& st = *call.state_;
-  return decisions_.decide(st.snap->service, st.items, Atomicity::kIndependent, st.pending);
+  const Atomicity atomicity = st.snap->rules->all_or_nothing(call.request.domain) ? Atomicity::kAllOrNothing
+                                                                                : Atomicity::kIndependent;
+  return decisions_.decide(st.snap->service, st.items, atomicity, st.pending);
 }
 
 bool RateLimitService::after(Call& call) {

@@ -39,6 +39,8 @@ struct RuleSet::Node {
   bool value_to_metric = false;
   bool share_threshold = false;
   std::string wildcard_pattern;  // the composite key, when share_threshold
+  // A domain's root only: the `all_or_nothing` extension as its file(s) set it (unset = off).
+  std::optional<bool> all_or_nothing;
 };
 
 namespace {
@@ -49,6 +51,8 @@ constexpr std::array<std::string_view, 16> kEnvoyKeys = {
     "value_to_metric", "share_threshold", "metadata"};
 // Our extensions, accepted inside rate_limit only.
 constexpr std::array<std::string_view, 3> kExtensionKeys = {"algorithm", "burst", "mode"};
+// Our extensions, accepted at a file's top level (beside `domain`) only.
+constexpr std::array<std::string_view, 1> kRootExtensionKeys = {"all_or_nothing"};
 
 bool contains(std::span<const std::string_view> list, std::string_view k) {
   return std::find(list.begin(), list.end(), k) != list.end();
@@ -356,13 +360,14 @@ class Loader {
   }
 
   // Pass 1: envoyproxy/ratelimit's validateYamlKeys, plus duplicate keys and our extensions.
-  Status check_keys(const YAML::Node& map, bool in_rate_limit) const {
+  Status check_keys(const YAML::Node& map, bool in_rate_limit, bool at_root = false) const {
     std::unordered_set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
       const YAML::Node k = it->first;
       if (!k.IsScalar()) return error(k, "config error, key is not of type string");
       const std::string& name = k.Scalar();
-      const bool ext = in_rate_limit && contains(kExtensionKeys, name);
+      const bool ext = (in_rate_limit && contains(kExtensionKeys, name)) ||
+                       (at_root && contains(kRootExtensionKeys, name));
       if (!contains(kEnvoyKeys, name) && !ext) {
         return error(k, "config error, unknown key '" + name + "'");
       }
@@ -426,7 +431,7 @@ class Loader {
   Status load_root(const YAML::Node& root) {
     if (root.IsNull()) return error(1, "config file cannot have empty domain");
     if (!root.IsMap()) return error(root, "error loading config file: the document must be a mapping");
-    if (Status s = check_keys(root, false); !s.is_ok()) return s;
+    if (Status s = check_keys(root, false, true); !s.is_ok()) return s;
     auto domain = string(root["domain"], "domain");
     if (!domain) return domain.status();
     if (domain->empty()) return error(root, "config file cannot have empty domain");
@@ -438,6 +443,17 @@ class Loader {
       return error(root["domain"], "duplicate domain '" + *domain + "' in config file");
     }
     if (fresh) it->second = std::make_unique<RuleSet::Node>();
+    if (root["all_or_nothing"]) {
+      bool all = false;
+      RL_ASSIGN(all, boolean(root["all_or_nothing"], "all_or_nothing"));
+      // Merged files of one domain may each say it, but not differently: which one would win
+      // is an accident of file order.
+      if (it->second->all_or_nothing && *it->second->all_or_nothing != all) {
+        return error(root["all_or_nothing"], "all_or_nothing of domain '" + *domain +
+                                                 "' differs from another file of the same domain");
+      }
+      it->second->all_or_nothing = all;
+    }
     domain_ = *domain;
     return load_descriptors(*it->second, *domain + ".", descriptors);
   }
@@ -624,6 +640,11 @@ Result<std::shared_ptr<const RuleSet>> RuleSet::load(std::span<const SourceFile>
 
 bool RuleSet::has_domain(std::string_view domain) const {
   return domains_.count(std::string(domain)) != 0;
+}
+
+bool RuleSet::all_or_nothing(std::string_view domain) const {
+  const auto it = domains_.find(std::string(domain));
+  return it != domains_.end() && it->second->all_or_nothing.value_or(false);
 }
 
 std::string RuleSet::dump() const {

@@ -32,7 +32,8 @@
 //     unlimited -> OK, limit_remaining 4294967295, nothing counted; else decide
 //     rule()->policy on cache_key at cost = hits (an every-hit policy takes cost 0 as a check;
 //     for the `algorithm` extension a 0 is a peek at cost 1). Every descriptor is counted on its
-//     own (Atomicity::kIndependent) unless the all-or-nothing extension is asked for. With
+//     own (Atomicity::kIndependent) unless the domain has the all_or_nothing extension
+//     (Atomicity::kAllOrNothing: one denial and nothing is counted; shadow rules apart). With
 //     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: peek each at its hits first, then count
 //     algo::hits_to_count_when_stopping (include/ratelimit/hit_counting.h);
 //   - status: OVER_LIMIT when denied (OK when rule()->shadow_mode or SHADOW_MODE);
@@ -166,6 +167,10 @@ class RuleSet {
                  std::vector<Applied>& out) const;
 
   bool has_domain(std::string_view domain) const;
+  // The domain's `all_or_nothing` extension (a top-level `all_or_nothing: true` beside
+  // `domain`): decide a request's limited descriptors all or nothing — when any one is over
+  // its limit, none is counted. False for an unknown domain and by default.
+  bool all_or_nothing(std::string_view domain) const;
   bool empty() const { return domains_.empty(); }
   size_t rule_count() const { return rules_.size(); }
   // Every rule, in load order (for /rlconfig): "full_key: unit=MINUTE requests_per_unit=10,

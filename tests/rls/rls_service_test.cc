@@ -68,8 +68,10 @@ descriptors:
 )";
 
 struct Fixture {
-  explicit Fixture(ServiceOptions options = {}, size_t max_request_keys = 1000)
-      : clock(Micros{kT0}),
+  explicit Fixture(ServiceOptions options = {}, size_t max_request_keys = 1000,
+                   std::string config_text = kConfig)
+      : config(std::move(config_text)),
+        clock(Micros{kT0}),
         store(std::make_shared<MemoryStore>(MemoryStoreOptions{.max_keys = 10'000, .clock = &clock})),
         decisions(store, nullptr),
         source((write(), dir.path().string()), false, LoadOptions{}),
@@ -77,7 +79,7 @@ struct Fixture {
     EXPECT_TRUE(source.reload().status.is_ok());
     service = std::make_unique<RateLimitService>(decisions, source, std::move(options), stats, &outcomes);
   }
-  void write() { std::ofstream(dir.path() / "config.yaml") << kConfig; }
+  void write() { std::ofstream(dir.path() / "config.yaml") << config; }
 
   // One request of single-entry descriptors; returns the call (answered inline).
   InlineCall& ask(std::vector<std::pair<std::string, std::string>> descriptors,
@@ -94,6 +96,7 @@ struct Fixture {
     return call;
   }
 
+  std::string config;
   TempDir dir;
   ManualClock clock;
   std::shared_ptr<MemoryStore> store;
@@ -104,6 +107,25 @@ struct Fixture {
   std::unique_ptr<RateLimitService> service;
   InlineCall call;
 };
+
+// The all_or_nothing extension: when one descriptor is over its limit, the others are not
+// counted (envoyproxy/ratelimit, and this domain without the extension, count them).
+TEST(RateLimitService, AllOrNothingDomainCountsNothingWhenOneDescriptorDenies) {
+  for (const bool all : {true, false}) {
+    Fixture f({}, 1000, std::string(kConfig) + (all ? "all_or_nothing: true\n" : ""));
+    ASSERT_EQ(f.ask({{"one", "x"}, {"five", "x"}}).response.overall_code, Code::kOk);
+    for (int i = 0; i < 3; ++i) {
+      const Call& c = f.ask({{"one", "x"}, {"five", "x"}});
+      ASSERT_TRUE(c.status.is_ok()) << c.status.message();
+      EXPECT_EQ(c.response.overall_code, Code::kOverLimit);
+      EXPECT_EQ(c.response.statuses[0].code, Code::kOverLimit);
+    }
+    // `five` alone, its 2nd count when the denied requests counted nothing (3 left), else its
+    // 5th (0 left: envoyproxy/ratelimit counts every descriptor of a denied request).
+    const Call& c = f.ask({{"five", "x"}});
+    EXPECT_EQ(c.response.statuses[0].limit_remaining, all ? 3u : 0u) << (all ? "all_or_nothing" : "independent");
+  }
+}
 
 TEST(RateLimitService, CountsToTheLimitThenOverLimit) {
   Fixture f;

@@ -419,6 +419,35 @@ TEST(RuleSetLoad, MergeDomainConfigJoinsFilesOfOneDomain) {
             "f2.yaml:3: duplicate descriptor composite key 'd.a'");
 }
 
+// The all_or_nothing extension: a top-level boolean beside `domain`, off by default, refused
+// anywhere else, and refused when merged files of one domain disagree.
+TEST(RuleSetLoad, AllOrNothingExtensionIsPerDomain) {
+  const std::string rules = "descriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+  auto set = load_ok({"domain: on\nall_or_nothing: true\n" + rules, "domain: off\n" + rules,
+                      "domain: no\nall_or_nothing: false\n" + rules});
+  ASSERT_TRUE(set);
+  EXPECT_TRUE(set->all_or_nothing("on"));
+  EXPECT_FALSE(set->all_or_nothing("off"));
+  EXPECT_FALSE(set->all_or_nothing("no"));
+  EXPECT_FALSE(set->all_or_nothing("unknown"));
+
+  EXPECT_EQ(load_error({"domain: d\nall_or_nothing: sometimes\n" + rules}),
+            "f1.yaml:2: all_or_nothing must be true or false, got 'sometimes'");
+  EXPECT_EQ(load_error({"domain: d\ndescriptors:\n  - key: a\n    all_or_nothing: true\n"}),
+            "f1.yaml:4: config error, unknown key 'all_or_nothing'");
+  // Merged: saying it in one file is enough; saying it differently is refused.
+  auto merged = load_ok({"domain: d\nall_or_nothing: true\n" + rules,
+                         "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n"},
+                        LoadOptions{true, ""});
+  ASSERT_TRUE(merged);
+  EXPECT_TRUE(merged->all_or_nothing("d"));
+  EXPECT_EQ(load_error({"domain: d\nall_or_nothing: true\n" + rules,
+                        "domain: d\nall_or_nothing: false\ndescriptors:\n  - key: b\n"
+                        "    rate_limit: {unit: second, requests_per_unit: 1}\n"},
+                       LoadOptions{true, ""}),
+            "f2.yaml:2: all_or_nothing of domain 'd' differs from another file of the same domain");
+}
+
 TEST(RuleSetLoad, ExtensionAlgorithms) {
   auto set = load_ok({R"(
 domain: x
