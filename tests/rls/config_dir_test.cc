@@ -13,26 +13,13 @@
 #include <random>
 #include <thread>
 
+#include "temp_dir.h"
+
 namespace ratelimit::rls {
 namespace {
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("rls-test-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
 
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());

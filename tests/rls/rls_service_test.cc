@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "temp_dir.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
@@ -22,22 +23,7 @@ namespace ratelimit::rls {
 namespace {
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("rls-svc-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
 
 class InlineCall final : public Call {
  public:
@@ -97,7 +83,7 @@ struct Fixture {
   }
 
   std::string config;
-  TempDir dir;
+  TempDir dir{"rls-svc-"};
   ManualClock clock;
   std::shared_ptr<MemoryStore> store;
   service::DecisionService decisions;
@@ -386,7 +372,7 @@ TEST(RateLimitService, RedisAnswersFromAStoreThreadInBothPhases) {
   auto store = RedisStore::connect(ro);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   service::DecisionService decisions(*store, nullptr);
-  TempDir dir;
+  TempDir dir{"rls-svc-"};
   std::ofstream(dir.path() / "config.yaml") << kConfig;
   RuleSource source(dir.path().string(), false, LoadOptions{});
   ASSERT_TRUE(source.reload().status.is_ok());
