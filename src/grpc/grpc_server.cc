@@ -48,34 +48,19 @@ bool past(const ::grpc::ServerContext& ctx) {
   }
 }
 
-// The message as an rls::RateLimitRequest; refuses what the proto's validation rules refuse
-// (RateLimitDescriptor.entries min_items 1, Entry key/value min_len 1), which
-// RateLimitService's plain structs cannot express.
-Status translate(const PbRequest& in, rls::RateLimitRequest& out) {
+// The message as an rls::RateLimitRequest, as sent: RateLimitService checks its shape (the
+// proto's validation rules too), so gRPC and /json refuse alike.
+void translate(const PbRequest& in, rls::RateLimitRequest& out) {
   out.clear();
   out.domain = in.domain();
   out.hits_addend = in.hits_addend();
   out.descriptors.resize(static_cast<size_t>(in.descriptors_size()));
   for (int i = 0; i < in.descriptors_size(); ++i) {
     const auto& d = in.descriptors(i);
-    const std::string where = "descriptor " + std::to_string(i);
-    if (d.entries_size() == 0) return Status::invalid_argument(where + " has no entries");
-    if (static_cast<size_t>(d.entries_size()) > kMaxEntries) {
-      return Status::invalid_argument(where + " has " + std::to_string(d.entries_size()) +
-                                      " entries (at most " + std::to_string(kMaxEntries) + ")");
-    }
     rls::RequestDescriptor& rd = out.descriptors[static_cast<size_t>(i)];
     rd.entries.resize(static_cast<size_t>(d.entries_size()));
     for (int j = 0; j < d.entries_size(); ++j) {
       const auto& e = d.entries(j);
-      if (e.key().empty()) {
-        return Status::invalid_argument(where + " entry " + std::to_string(j) +
-                                        ": the key must not be empty");
-      }
-      if (e.value().empty()) {
-        return Status::invalid_argument(where + " entry " + std::to_string(j) + " (key '" +
-                                        e.key() + "'): the value must not be empty");
-      }
       rd.entries[static_cast<size_t>(j)] = {e.key(), e.value()};
     }
     if (d.has_limit()) {
@@ -83,7 +68,6 @@ Status translate(const PbRequest& in, rls::RateLimitRequest& out) {
     }
     if (d.has_hits_addend()) rd.hits_addend = d.hits_addend().value();
   }
-  return {};
 }
 
 void render(const rls::RateLimitResponse& in, PbResponse& out) {
@@ -153,9 +137,7 @@ class RlsCallData final : public Tag, public rls::Call {
           return fail(::grpc::Status(::grpc::StatusCode::DEADLINE_EXCEEDED,
                                      "the call's deadline passed before it was decided"));
         }
-        if (Status s = translate(request_, request); !s.is_ok()) {
-          return fail(::grpc::Status(::grpc::StatusCode::INVALID_ARGUMENT, s.message()));
-        }
+        translate(request_, request);
         impl_.awaiting_store.fetch_add(1);
         if (impl_.service->should_rate_limit(*this)) {
           impl_.awaiting_store.fetch_sub(1);

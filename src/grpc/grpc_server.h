@@ -34,8 +34,6 @@
 
 namespace ratelimit::grpc_api {
 
-inline constexpr size_t kMaxEntries = 64;  // per descriptor
-
 struct GrpcServerOptions {
   std::string address = "127.0.0.1:8081";  // host:port, [v6]:port; port 0 = any free port
   unsigned threads = 1;                     // completion queues (one thread each)

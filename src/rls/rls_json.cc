@@ -153,8 +153,8 @@ Status parse_descriptor(const json::value& v, const std::string& path, RequestDe
       if (x.is_null()) continue;
       if (!x.is_array()) return bad(path + ".entries", std::string("must be an array, got ") + kind_name(x.kind()));
       const json::array& a = x.get_array();
-      if (a.size() > kMaxEntriesPerDescriptor) {
-        return bad(path + ".entries", "has more than " + std::to_string(kMaxEntriesPerDescriptor) + " entries");
+      if (a.size() > kMaxEntries) {
+        return bad(path + ".entries", "has more than " + std::to_string(kMaxEntries) + " entries");
       }
       d.entries.resize(a.size());
       for (size_t i = 0; i < a.size(); ++i) {

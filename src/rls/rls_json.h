@@ -25,8 +25,6 @@
 
 namespace ratelimit::rls {
 
-inline constexpr size_t kMaxEntriesPerDescriptor = 64;
-
 // Parses `body` into `out` (cleared first). Errors (kInvalidArgument) say what and where:
 // "descriptors[0].entries[1]: unknown field \"vlaue\"".
 Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& out);

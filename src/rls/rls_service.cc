@@ -92,6 +92,32 @@ std::string_view without_domain(std::string_view key, std::string_view domain) {
   return key;
 }
 
+// The shape rules of envoy.service.ratelimit.v3's validation annotations, which Envoy never
+// breaks and the plain request structs cannot express; checked here, not in a front-end, so
+// that gRPC and /json refuse the same requests with the same words.
+Status validate_descriptors(const RateLimitRequest& req) {
+  for (size_t i = 0; i < req.descriptors.size(); ++i) {
+    const std::vector<RequestEntry>& entries = req.descriptors[i].entries;
+    const std::string where = "descriptor " + std::to_string(i);
+    if (entries.empty()) return Status::invalid_argument(where + " has no entries");
+    if (entries.size() > kMaxEntries) {
+      return Status::invalid_argument(where + " has " + std::to_string(entries.size()) +
+                                      " entries (at most " + std::to_string(kMaxEntries) + ")");
+    }
+    for (size_t j = 0; j < entries.size(); ++j) {
+      if (entries[j].key.empty()) {
+        return Status::invalid_argument(where + " entry " + std::to_string(j) +
+                                        ": the key must not be empty");
+      }
+      if (entries[j].value.empty()) {
+        return Status::invalid_argument(where + " entry " + std::to_string(j) + " (key '" +
+                                        entries[j].key + "'): the value must not be empty");
+      }
+    }
+  }
+  return {};
+}
+
 uint32_t clamp_u32(int64_t v) {
   if (v <= 0) return 0;
   return v > int64_t{std::numeric_limits<uint32_t>::max()} ? std::numeric_limits<uint32_t>::max()
@@ -141,6 +167,10 @@ bool RateLimitService::should_rate_limit(Call& call) {
   if (n > kMaxDescriptors) {
     call.status = Status::invalid_argument("at most " + std::to_string(kMaxDescriptors) +
                                            " descriptors per request, got " + std::to_string(n));
+    return true;
+  }
+  if (Status s = validate_descriptors(req); !s.is_ok()) {
+    call.status = std::move(s);
     return true;
   }
   const Snapshot& snap = cell_.get(st.cache);

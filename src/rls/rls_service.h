@@ -14,8 +14,10 @@
 // What happens to one request (see rule_set.h for the matching):
 //   - refused (Call::status kInvalidArgument, nothing counted): empty domain ("rate limit domain
 //     must not be empty"), no descriptors ("rate limit descriptor list must not be empty"), more
-//     than kMaxDescriptors, a limit override with an unknown unit, a cache key longer than
-//     kMaxKeyLength, hits above kMaxCost;
+//     than kMaxDescriptors, a descriptor without entries or with more than kMaxEntries, an empty
+//     entry key or value (the proto's validation rules: entries min_items 1, key and value
+//     min_len 1 — checked here so that gRPC and /json refuse alike), a limit override with an
+//     unknown unit, a cache key longer than kMaxKeyLength, hits above kMaxCost;
 //   - hits of a descriptor: its hits_addend when set (0 = check only), else
 //     max(1, request.hits_addend);
 //   - no rule: OK without current_limit; unlimited: OK with limit_remaining 4294967295; else
@@ -72,6 +74,7 @@ inline const char* code_name(Code code) {
 }
 
 inline constexpr size_t kMaxDescriptors = 64;  // per request (one store call holds them all)
+inline constexpr size_t kMaxEntries = 64;      // per descriptor
 
 struct RequestEntry {
   std::string key;

@@ -1,6 +1,6 @@
 // rls_json_fuzz.cc — libFuzzer target for the body of --envoy-env's POST /json (src/rls/rls_json):
 // any bytes must give a RateLimitRequest within the bounds (at most kMaxDescriptors descriptors,
-// kMaxEntriesPerDescriptor entries each) or a kInvalidArgument error — never a crash, an
+// kMaxEntries entries each) or a kInvalidArgument error — never a crash, an
 // exception or a leak; a parsed request's echo as a response renders as valid JSON text.
 #include <cstdint>
 #include <cstdlib>
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RateLimitResponse resp;
   resp.overall_code = Code::kOk;
   for (const RequestDescriptor& d : r.descriptors) {
-    if (d.entries.size() > kMaxEntriesPerDescriptor) std::abort();
+    if (d.entries.size() > kMaxEntries) std::abort();
     DescriptorStatus st;
     st.code = Code::kOk;
     if (!d.entries.empty()) {

@@ -8,7 +8,8 @@ Scenarios (one per ctest test, each well under 20 s):
   memory  BACKEND_TYPE=memory: POST /json answers (statuses, codes as strings, 200/429, exactly N
           OK of M under concurrency, 400 with the reason on bad input), /healthcheck, /rlconfig,
           the debug index, Prometheus metrics on PROMETHEUS_ADDR (names and values after a known
-          sequence; promtool check metrics), LOG_FORMAT=json lines that parse as JSON.
+          sequence; promtool check metrics), /healthcheck 500 once SIGTERM drains, LOG_FORMAT=json
+          lines that parse as JSON.
   redis   BACKEND_TYPE=redis (REDIS_SOCKET_TYPE=tcp, REDIS_URL=host:port) with two ratelimitd
           sharing one Redis: exactly N OK of M across both.
   reload  under load: a `..data` symlink swap that changes a limit (no request fails; the new limit
@@ -117,6 +118,21 @@ class Daemon:
                 fail(f"did not exit within 10 s of signal {sig}:\n{self.text()[-3000:]}")
         self.log.close()
         return self.proc.returncode
+
+
+def stop_all(*daemons):
+    """Stops every daemon — each one even when another did not exit — and returns their exit
+    codes; fails afterwards if one did not exit in time."""
+    codes, problems = [], []
+    for d in daemons:
+        try:
+            codes.append(d.stop())
+        except SystemExit as e:  # fail(): stop the others first
+            codes.append(None)
+            problems.append(str(e))
+    if problems:
+        fail("\n".join(problems))
+    return codes
 
 
 def request(port, method, path, body=None, conn=None):
@@ -243,7 +259,14 @@ def scenario_memory(work):
         for bad, why in [("{", "not valid JSON"), ('{"domain":"edge","descriptors":[{"entries":[{"key":"user","vlaue":"x"}]}]}',
                                                       'unknown field \\"vlaue\\"'),
                          ('{"domain":"","descriptors":[{}]}', "rate limit domain must not be empty"),
-                         ('{"domain":"edge"}', "rate limit descriptor list must not be empty")]:
+                         ('{"domain":"edge"}', "rate limit descriptor list must not be empty"),
+                         # The proto's shape rules, refused by the decision service as over gRPC.
+                         ('{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"crowd"}]},{}]}',
+                          "descriptor 1 has no entries"),
+                         ('{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"crowd"},{"key":"","value":"x"}]}]}',
+                          "descriptor 0 entry 1: the key must not be empty"),
+                         ('{"domain":"edge","descriptors":[{"entries":[{"key":"user"}]}]}',
+                          "descriptor 0 entry 0 (key 'user'): the value must not be empty")]:
             s, ctype, t = request(port, "POST", "/json", bad)
             check(s == 400 and why in t and ctype.startswith("application/json"), f"bad {bad!r}: {s} {t}")
         # gRPC and /json share one decision service: 3 OK over gRPC, then 2 OK of 3 over /json.
@@ -279,6 +302,17 @@ def scenario_memory(work):
         lint = subprocess.run(["promtool", "check", "metrics"], input=t.encode(), capture_output=True, timeout=20)
         check(lint.returncode == 0, f"promtool: {lint.stdout.decode()} {lint.stderr.decode()}")
         check(request(port, "GET", "/metrics")[0] == 404, "no /metrics on the API port (as envoyproxy/ratelimit)")
+        # /healthcheck answers 500 once draining (envoyproxy/ratelimit's signal to take the
+        # instance out of rotation): half a request is in flight when SIGTERM arrives.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"GET /healthcheck HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(0.1)  # let the server read it
+            d.proc.send_signal(signal.SIGTERM)
+            check(d.wait_log("draining"), "no draining line:\n" + d.text())
+            sock.sendall(b"\r\n")
+            head = sock.recv(4096).decode("latin-1")
+            check(head.startswith("HTTP/1.1 500 "), f"healthcheck while draining: {head!r}")
+        d.proc.wait(timeout=10)
     finally:
         rc = d.stop()
     check(rc == 0, f"exit {rc}")
@@ -314,19 +348,14 @@ def start_redis(work):
     fail("redis-server did not start")
 
 
-def scenario_redis(work):
-    server = None
-    hp = redis_url()
-    if hp is None:
-        server, port = start_redis(work)
-        hp = ("127.0.0.1", port)
-    cm = ConfigMap(work)
-    cm.publish(CONFIG.format(user_limit=10))
-    prefix = f"e2e{os.getpid()}_{int(time.time())}_"  # a fresh count on a shared Redis
-    env = base_env(work, {"BACKEND_TYPE": "redis", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": f"{hp[0]}:{hp[1]}",
-                          "REDIS_POOL_SIZE": "4", "CACHE_KEY_PREFIX": prefix})
+def two_daemons_on_one_redis(work, env):
+    """Exactly 10 of 40 across two daemons sharing one Redis; returns their exit codes."""
     a = Daemon(work, env, "a")
-    b = Daemon(work, env, "b")
+    try:
+        b = Daemon(work, env, "b")
+    except BaseException:
+        stop_all(a)
+        raise
     try:
         c = concurrent([a.ports["HTTP"], b.ports["HTTP"]], [("user", "shared")], 10, 4)
         if c != {"ok": 10, "over": 30, "other": 0}:
@@ -344,7 +373,24 @@ def scenario_redis(work):
         check(s == 200 and r["statuses"][0]["limitRemaining"] == 4, f"login {r}")
         check("store redis" in a.text(), "store named in the start-up line:\n" + a.text())
     finally:
-        ra, rb = a.stop(), b.stop()
+        codes = stop_all(a, b)
+    return codes
+
+
+def scenario_redis(work):
+    server = None
+    hp = redis_url()
+    if hp is None:
+        server, port = start_redis(work)
+        hp = ("127.0.0.1", port)
+    cm = ConfigMap(work)
+    cm.publish(CONFIG.format(user_limit=10))
+    prefix = f"e2e{os.getpid()}_{int(time.time())}_"  # a fresh count on a shared Redis
+    env = base_env(work, {"BACKEND_TYPE": "redis", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": f"{hp[0]}:{hp[1]}",
+                          "REDIS_POOL_SIZE": "4", "CACHE_KEY_PREFIX": prefix})
+    try:
+        ra, rb = two_daemons_on_one_redis(work, env)
+    finally:
         if server:
             server.kill()
             server.wait(timeout=5)

@@ -282,6 +282,29 @@ TEST(RateLimitService, RefusedRequests) {
   EXPECT_EQ(c.status.code(), StatusCode::kInvalidArgument);
 }
 
+// The proto's shape rules, checked by the service so that gRPC and /json refuse alike: the
+// first descriptor ("five") would be counted if any of these got through.
+TEST(RateLimitService, RefusesMalformedDescriptorsAndCountsNothing) {
+  Fixture f;
+  EXPECT_EQ(f.ask({{"five", "a"}, {"", "x"}}).status.message(),
+            "descriptor 1 entry 0: the key must not be empty");
+  EXPECT_EQ(f.ask({{"five", "a"}, {"user", ""}}).status.message(),
+            "descriptor 1 entry 0 (key 'user'): the value must not be empty");
+  f.ask({{"five", "a"}, {"user", "u"}});
+  ASSERT_TRUE(f.call.status.is_ok());  // counts five once: the baseline below
+  f.call.request.descriptors[1].entries.clear();
+  ASSERT_TRUE(f.service->should_rate_limit(f.call));
+  EXPECT_EQ(f.call.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.call.status.message(), "descriptor 1 has no entries");
+  f.call.request.descriptors[1].entries.assign(kMaxEntries + 1, RequestEntry{"k", "v"});
+  ASSERT_TRUE(f.service->should_rate_limit(f.call));
+  EXPECT_EQ(f.call.status.message(), "descriptor 1 has 65 entries (at most 64)");
+  f.call.request.descriptors[1].entries.resize(kMaxEntries);  // at the bound: decided
+  ASSERT_TRUE(f.service->should_rate_limit(f.call));
+  ASSERT_TRUE(f.call.status.is_ok()) << f.call.status.message();
+  EXPECT_EQ(f.call.response.statuses[0].limit_remaining, 3u);  // 5 - the two accepted calls
+}
+
 TEST(RateLimitService, StatisticsPerRuleAndTheirSplit) {
   ServiceOptions o;
   o.near_limit_ratio = 0.8F;  // five: near threshold floor(4.0) = 4
