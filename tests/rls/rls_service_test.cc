@@ -222,6 +222,12 @@ TEST(RateLimitService, HitsAddend) {
   // 0 = check only.
   EXPECT_EQ(f.ask({{"five", "h"}}, 0).response.statuses[0].limit_remaining, 1u);
   EXPECT_EQ(f.ask({{"five", "h"}}, 2).response.overall_code, Code::kOverLimit);
+  // A check of a key with nothing counted in its window: the full limit, and nothing to reset
+  // (the core's reset_after; envoyproxy/ratelimit says 50 here, the window's end — README).
+  const DescriptorStatus fresh = f.ask({{"five", "fresh"}}, 0).response.statuses[0];
+  EXPECT_EQ(fresh.code, Code::kOk);
+  EXPECT_EQ(fresh.limit_remaining, 5u);
+  EXPECT_EQ(fresh.duration_until_reset_seconds, 0);
   // The request-level hits_addend applies where a descriptor has none.
   f.call.request.descriptors[0].hits_addend.reset();
   f.call.request.descriptors[0].entries[0].value = "g";
