@@ -14,8 +14,9 @@
 # client (1 key, CONC in flight, an allow limit: no denial), wait SETTLE_S (connections made,
 # scripts/functions loaded), zero callgrind's counters and Redis' command statistics at the same
 # moment, let it run WINDOW_S, dump the counters, read the decisions Redis made from INFO
-# commandstats (ours: HMGET calls, one per fixed-window decision; the peer: EVALSHA+EVAL calls,
-# one per consume()), and stop everything by pid. Instructions per decision = Ir / decisions.
+# commandstats (ours: HINCRBY calls, one per fixed-window acquire — HMGET before the one-field
+# layout of src/redis/lua/fixed_window.lua, so both builds can be counted; the peer: EVALSHA+EVAL
+# calls, one per consume()), and stop everything by pid. Instructions per decision = Ir / decisions.
 #
 # usage: bench/redis_instructions.sh
 # env:   CONC (50) SETTLE_S (4) WINDOW_S (5) BATCHES ("1 8 64") PEER (1)
@@ -98,7 +99,7 @@ log "redis-server $(redis-server --version | awk '{print $3}') under $(valgrind 
 client_s=$((SETTLE_S * 5 + WINDOW_S + 30))
 for b in $BATCHES; do
   log "ratelimit, batch $b"
-  measure "ratelimit-batch$b" hmget sh -c "exec \"$BENCH\" throughput --store redis://127.0.0.1:\$PORT/0 \
+  measure "ratelimit-batch$b" "hincrby hmget" sh -c "exec \"$BENCH\" throughput --store redis://127.0.0.1:\$PORT/0 \
     --algorithm fixed_window --keys 1 --inflight $CONC --seconds $client_s --warmup 0 --max-batch $b" >> "$results"
 done
 if [ "$PEER" = 1 ]; then

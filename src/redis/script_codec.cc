@@ -143,13 +143,19 @@ ScriptCall batch_call(std::span<const ScriptCall* const> items) {
     entry[i] = e;
   }
 
+  // The clock: one "-" for the batch (the server's TIME) unless a test clock gave an item its
+  // time; then every item carries its now.
+  bool timed = false;
+  for (const ScriptCall* item : items) timed = timed || item->args[0] != "-";
+
   ScriptCall call;
   call.script = kScriptBatch;
   size_t keys = 0;
   for (const ScriptCall* item : items) keys += item->keys.size();
   call.keys.reserve(keys);
-  call.args.reserve(1 + (1 + kPolicyFields) * distinct.size() + 4 * items.size());
+  call.args.reserve(2 + (1 + kPolicyFields) * distinct.size() + (timed ? 2 : 1) * items.size());
   call.args.push_back(int_arg(static_cast<int64_t>(distinct.size())));
+  call.args.push_back(timed ? "t" : "-");
   for (const ScriptCall* d : distinct) {
     call.args.push_back(int_arg(static_cast<int64_t>(d->script)));
     call.args.insert(call.args.end(), d->args.begin() + kPolicyFirst, d->args.end());
@@ -157,10 +163,13 @@ ScriptCall batch_call(std::span<const ScriptCall* const> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     const ScriptCall& item = *items[i];
     call.keys.insert(call.keys.end(), item.keys.begin(), item.keys.end());
-    call.args.push_back(int_arg(static_cast<int64_t>(entry[i] + 1)));  // Lua indices from 1
-    call.args.push_back(item.args[1]);  // cost
-    call.args.push_back(item.args[2]);  // op
-    call.args.push_back(item.args[0]);  // now
+    // The policy's index (Lua indices from 1); cost and op only when not an acquire of 1.
+    std::string arg = int_arg(static_cast<int64_t>(entry[i] + 1));
+    if (item.args[1] != "1" || item.args[2] != op_arg(algo::Op::kAcquire)) {
+      arg += ':' + item.args[1] + ':' + item.args[2];
+    }
+    call.args.push_back(std::move(arg));
+    if (timed) call.args.push_back(item.args[0]);
   }
   return call;
 }
@@ -187,9 +196,11 @@ std::string encode_fcall(const ScriptCall& call) { return encode_call(call, true
 
 namespace {
 
-constexpr size_t kFields = 6;
+// push_decision in common.lua: reason, remaining, reset_after_us, and delay_us when allowed
+// (reason kWithinLimit), retry_after_us when not.
+constexpr size_t kFields = 4;
 
-// Checks the reply's shape: an array of six integers per decision, `count` decisions.
+// Checks the reply's shape: an array of kFields integers per decision, `count` decisions.
 Status check_reply(const redisReply* reply, size_t count) {
   if (reply == nullptr) return Status::internal("no reply");
   if (reply->type == REDIS_REPLY_ERROR) {
@@ -210,18 +221,16 @@ Result<Decision> decision_at(const redisReply* reply, size_t index, int64_t limi
     if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
     f[j] = static_cast<int64_t>(e->integer);
   }
-  if (f[0] < 0 || f[0] > 1 || f[1] < 0 || f[1] > 2) {
-    return Status::internal("script reply out of range (allowed " + std::to_string(f[0]) +
-                            ", reason " + std::to_string(f[1]) + ")");
+  if (f[0] < 0 || f[0] > 2) {
+    return Status::internal("script reply out of range (reason " + std::to_string(f[0]) + ")");
   }
   Decision d;
-  d.allowed = f[0] == 1;
-  d.reason = static_cast<DecisionReason>(f[1]);
+  d.reason = static_cast<DecisionReason>(f[0]);
+  d.allowed = d.reason == DecisionReason::kWithinLimit;
   d.limit = limit;
-  d.remaining = f[2];
-  d.reset_after = Micros{f[3]};
-  d.retry_after = Micros{f[4]};
-  d.delay = Micros{f[5]};
+  d.remaining = f[1];
+  d.reset_after = Micros{f[2]};
+  (d.allowed ? d.delay : d.retry_after) = Micros{f[3]};
   return d;
 }
 

@@ -66,9 +66,10 @@ std::vector<std::string> reset_keys(std::string_view prefix, const Policy& polic
                                     std::string_view key);
 
 // Several single-policy decisions (each built by decide_call) as one call of the batch script:
-// the items' keys in order; the distinct (algorithm, policy) pairs once each; per item the
-// pair's index, its cost, op and now (run_batch in lua/multi.lua). The reply holds one decision
-// per item, in order.
+// the items' keys in order; the distinct (algorithm, policy) pairs once each; per item one
+// argument, the pair's index ("<index>:<cost>:<op>" unless an acquire of cost 1), and its now
+// only when a test clock set one (run_batch in lua/multi.lua). The reply holds one decision per
+// item, in order.
 // Precondition: 1 ... kMaxBatch items, each an algorithm's script (not acquire_all or batch).
 inline constexpr size_t kMaxBatch = 1024;
 ScriptCall batch_call(std::span<const ScriptCall* const> items);
@@ -79,7 +80,8 @@ std::string encode_evalsha(const ScriptCall& call);
 // kLuaLibrary loaded). Same keys, arguments and reply as EVALSHA.
 std::string encode_fcall(const ScriptCall& call);
 
-// A script's reply (six integers per decision) as Decisions; `limits` gives Decision::limit,
+// A script's reply (four integers per decision: reason, remaining, reset_after, and delay when
+// allowed, retry_after when not) as Decisions; `limits` gives Decision::limit,
 // one per expected decision. kInternal for anything else (an error reply included: its text).
 Result<std::vector<Decision>> decode_decisions(const redisReply* reply,
                                                std::span<const int64_t> limits);

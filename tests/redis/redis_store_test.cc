@@ -231,6 +231,74 @@ TEST_F(RedisStoreTest, ScriptFlushMidRunIsInvisibleAndCountsStayExact) {
   EXPECT_EQ(after.failed_open + after.failed_closed, 0u);
 }
 
+// --- State layout ---------------------------------------------------------------------------
+
+// HGETALL of `key` as a field -> value map.
+std::map<std::string, std::string> hash_of(RedisClient& client, const std::string& key) {
+  std::map<std::string, std::string> out;
+  auto r = client.command({"HGETALL", key});
+  if (!r.ok()) return out;
+  for (size_t i = 0; i + 1 < r->elements.size(); i += 2) {
+    out[r->elements[i].str] = r->elements[i + 1].str;
+  }
+  return out;
+}
+
+// A fixed window is a hash with one field, named by the window's start, holding its count
+// (fixed_window.lua, layout 2): a new window, a clock stepping back and a denial leave exactly
+// one field, the core's state.
+TEST_F(RedisStoreTest, FixedWindowHoldsOneFieldNamedByItsWindow) {
+  ManualClock clock(Micros{5'000'000'300'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("layout");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const auto p = named(Policy::fixed_window(2, seconds(1)), "fw");
+  const std::string key = redis_state_key(o.key_prefix, "u", p.name());
+  using Fields = std::map<std::string, std::string>;
+  ASSERT_TRUE(store->acquire(p, "u")->allowed);
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000", "1"}}));
+  ASSERT_TRUE(store->acquire(p, "u")->allowed);
+  EXPECT_FALSE(store->acquire(p, "u")->allowed);  // the denial is undone: still 2
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000", "2"}}));
+  clock.advance(Micros{-400'000});  // back into the previous window: counted in the stored one
+  EXPECT_FALSE(store->acquire(p, "u")->allowed);
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000", "2"}}));
+  clock.advance(Micros{1'500'000});  // the next window (test mode: the old key has not expired)
+  ASSERT_TRUE(store->acquire(p, "u")->allowed);
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000001000000", "1"}}));
+  EXPECT_GT(client_->command({"PTTL", key})->integer, 0);
+}
+
+// A key written by a build before layout 2 (fields window_start_us and count) keeps its count:
+// the first write after the upgrade reads it and replaces it by the one-field layout, keeping
+// the key's TTL when the window is the same.
+TEST_F(RedisStoreTest, FixedWindowKeepsTheCountOfTheOlderLayout) {
+  ManualClock clock(Micros{7'000'000'250'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("layout1");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const auto p = named(Policy::fixed_window(5, seconds(1)), "fw");
+  const std::string key = redis_state_key(o.key_prefix, "u", p.name());
+  ASSERT_TRUE(client_->command({"HSET", key, "window_start_us", "7000000000000", "count", "3"}).ok());
+  ASSERT_TRUE(client_->command({"PEXPIRE", key, "900000"}).ok());
+  auto peek = store->peek(p, "u");
+  ASSERT_TRUE(peek.ok());
+  EXPECT_EQ(peek->remaining, 1);  // what an acquire would leave: 5 - (3 + 1)
+  auto d = store->acquire(p, "u");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 1);
+  using Fields = std::map<std::string, std::string>;
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"7000000000000", "4"}}));
+  EXPECT_GT(client_->command({"PTTL", key})->integer, 800'000);  // the TTL it had
+  ASSERT_TRUE(store->acquire(p, "u")->allowed);
+  EXPECT_FALSE(store->acquire(p, "u")->allowed);
+}
+
 // --- TTL ------------------------------------------------------------------------------------
 
 TEST_F(RedisStoreTest, EveryWriteSetsATtlAndIdleKeysDisappear) {

@@ -86,31 +86,42 @@ TEST(RedisScripts, AcquireAllKeysShareOneHashTag) {
   EXPECT_EQ(c.args[9], "1");  // sliding_window_log
 }
 
-// A batch sends each distinct (algorithm, policy) once and four arguments per item: the
-// policy's index, cost, op, now; the sliding log's two keys stay with their item.
-TEST(RedisScripts, BatchSendsEachPolicyOnceAndFourArgumentsPerItem) {
+// A batch sends each distinct (algorithm, policy) once and one argument per item: the
+// policy's index, with cost and op unless an acquire of 1; the sliding log's two keys stay with
+// their item. The clock is one "-" for the batch, or each item's time once a test clock set one.
+TEST(RedisScripts, BatchSendsEachPolicyOnceAndOneArgumentPerItem) {
   auto a = named(Policy::fixed_window(5, std::chrono::seconds(1)), "a");
   auto b = named(Policy::sliding_window_log(7, std::chrono::seconds(2)), "b");
   const ScriptCall c1 = decide_call("rl:", a, "x", 1, algo::Op::kAcquire, std::nullopt);
   const ScriptCall c2 = decide_call("rl:", b, "y", 2, algo::Op::kPeek, std::nullopt);
-  const ScriptCall c3 = decide_call("rl:", a, "z", 3, algo::Op::kAcquire, int64_t{99});
+  const ScriptCall c3 = decide_call("rl:", a, "z", 3, algo::Op::kAcquire, std::nullopt);
   const ScriptCall* items[] = {&c1, &c2, &c3};
   const ScriptCall batch = batch_call(items);
   EXPECT_EQ(batch.script, kScriptBatch);
   EXPECT_EQ(batch.keys, (std::vector<std::string>{"rl:{x}:a", "rl:{y}:b", "rl:{y}:b#log", "rl:{z}:a"}));
   const std::vector<std::string> want = {
       "2",                                                   // distinct policies
+      "-",                                                   // the server's clock
       "0", "5", std::to_string(a.window().count()), c1.args[5], "0", "0",  // 1: fixed_window a
       "1", "7", std::to_string(b.window().count()), c2.args[5], "0", "0",  // 2: sliding log b
-      "1", "1", "0", "-",                                    // x: policy 1, cost 1, acquire, server clock
-      "2", "2", "1", "-",                                    // y: policy 2, cost 2, peek
-      "1", "3", "0", "99"};                                  // z: policy 1 again, test clock
+      "1",                                                   // x: policy 1, acquire of 1
+      "2:2:1",                                               // y: policy 2, cost 2, peek
+      "1:3:0"};                                              // z: policy 1 again, cost 3
   EXPECT_EQ(batch.args, want);
+
+  // A test clock: every item carries its time ("-" where none was given).
+  const ScriptCall c4 = decide_call("rl:", a, "w", 1, algo::Op::kAcquire, int64_t{99});
+  const ScriptCall* timed[] = {&c1, &c4};
+  const ScriptCall t = batch_call(timed);
+  ASSERT_EQ(t.args.size(), 2u + 6u + 4u);
+  EXPECT_EQ(t.args[1], "t");
+  EXPECT_EQ((std::vector<std::string>(t.args.begin() + 8, t.args.end())),
+            (std::vector<std::string>{"1", "-", "1", "99"}));
 
   // The same name with other parameters (a reload) is another policy.
   auto a2 = named(Policy::fixed_window(6, std::chrono::seconds(1)), "a");
-  const ScriptCall c4 = decide_call("rl:", a2, "x", 1, algo::Op::kAcquire, std::nullopt);
-  const ScriptCall* two[] = {&c1, &c4};
+  const ScriptCall c5 = decide_call("rl:", a2, "x", 1, algo::Op::kAcquire, std::nullopt);
+  const ScriptCall* two[] = {&c1, &c5};
   EXPECT_EQ(batch_call(two).args[0], "2");
 }
 
@@ -146,13 +157,15 @@ redisReply* parse(const std::string& resp) {
   return static_cast<redisReply*>(raw);
 }
 
-TEST(RedisReplies, DecodesSixIntegersPerDecision) {
-  redisReply* reply = parse("*6\r\n:0\r\n:1\r\n:3\r\n:900\r\n:450\r\n:0\r\n");
-  const int64_t limits[] = {10};
+// Four integers per decision: reason, remaining, reset_after, and retry_after when denied,
+// delay when allowed.
+TEST(RedisReplies, DecodesFourIntegersPerDecision) {
+  redisReply* reply = parse("*8\r\n:1\r\n:3\r\n:900\r\n:450\r\n:0\r\n:4\r\n:800\r\n:250\r\n");
+  const int64_t limits[] = {10, 20};
   auto d = decode_decisions(reply, limits);
   freeReplyObject(reply);
   ASSERT_TRUE(d.ok()) << d.status().to_string();
-  ASSERT_EQ(d->size(), 1u);
+  ASSERT_EQ(d->size(), 2u);
   const Decision& x = d->front();
   EXPECT_FALSE(x.allowed);
   EXPECT_EQ(x.reason, DecisionReason::kOverLimit);
@@ -160,13 +173,24 @@ TEST(RedisReplies, DecodesSixIntegersPerDecision) {
   EXPECT_EQ(x.remaining, 3);
   EXPECT_EQ(x.reset_after.count(), 900);
   EXPECT_EQ(x.retry_after.count(), 450);
+  EXPECT_EQ(x.delay.count(), 0);
+  const Decision& y = d->back();
+  EXPECT_TRUE(y.allowed);
+  EXPECT_EQ(y.reason, DecisionReason::kWithinLimit);
+  EXPECT_EQ(y.limit, 20);
+  EXPECT_EQ(y.remaining, 4);
+  EXPECT_EQ(y.reset_after.count(), 800);
+  EXPECT_EQ(y.retry_after.count(), 0);
+  EXPECT_EQ(y.delay.count(), 250);
 }
 
 TEST(RedisReplies, RejectsErrorsAndMalformedReplies) {
   const int64_t limits[] = {10};
   for (const char* resp : {"-ERR boom\r\n", "*2\r\n:1\r\n:0\r\n", "$2\r\nok\r\n",
-                           "*6\r\n:7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
-                           "*6\r\n:1\r\n:9\r\n:0\r\n:0\r\n:0\r\n:0\r\n"}) {
+                           "*6\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+                           "*4\r\n:7\r\n:0\r\n:0\r\n:0\r\n",
+                           "*4\r\n:-1\r\n:0\r\n:0\r\n:0\r\n",
+                           "*4\r\n:0\r\n$1\r\n0\r\n:0\r\n:0\r\n"}) {
     redisReply* reply = parse(resp);
     auto d = decode_decisions(reply, limits);
     freeReplyObject(reply);

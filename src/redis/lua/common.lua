@@ -90,8 +90,16 @@ local function read_policy(argv, i)
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
+-- The TTL of a state that is idle again at `idle_at` (algo::idle_at_us, > now_us), rounded up
+-- to the millisecond; at least kTestModeMinTtlMs in test mode. As a PEXPIRE argument.
+local function ttl_ms_arg(idle_at, now_us, test_mode)
+  local ttl_ms = ceil_div(idle_at - now_us, 1000)
+  if test_mode then ttl_ms = math.max(ttl_ms, kTestModeMinTtlMs) end
+  return int(ttl_ms)
+end
+
 -- Writes a changed state back with a TTL that ends when the state is idle again
--- (algo::idle_at_us), rounded up to the millisecond; an idle state is deleted instead.
+-- (algo::idle_at_us, ttl_ms_arg); an idle state is deleted instead.
 -- `idle_before` is idle_at_us of the state as loaded (0 for a missing key): when the write
 -- leaves it unchanged (a fixed window counting within its window), the key's TTL already ends
 -- there — the write that set that idle time set it — and is left as it is (one command less).
@@ -107,17 +115,17 @@ local function persist(algorithm, policy, keys, s, now_us, test_mode, idle_befor
     algorithm.save(keys, s, nil)
     return
   end
-  local ttl_ms = ceil_div(idle_at - now_us, 1000)
-  if test_mode then ttl_ms = math.max(ttl_ms, kTestModeMinTtlMs) end
-  algorithm.save(keys, s, int(ttl_ms))
+  algorithm.save(keys, s, ttl_ms_arg(idle_at, now_us, test_mode))
 end
 
--- The reply: six integers per decision.
+-- The reply: four integers per decision — reason, remaining, reset_after_us, and delay_us when
+-- allowed, retry_after_us when not. Nothing is lost: allowed is reason == kWithinLimit in every
+-- algorithm, a denial has no delay and an admission no retry_after (include/ratelimit/
+-- decision.h); every integer returned costs Redis a conversion, so none is sent twice.
 local function push_decision(out, d)
-  out[#out + 1] = d.allowed and 1 or 0
-  out[#out + 1] = d.reason
-  out[#out + 1] = d.remaining
-  out[#out + 1] = d.reset_after
-  out[#out + 1] = d.retry_after
-  out[#out + 1] = d.delay
+  local n = #out
+  out[n + 1] = d.reason
+  out[n + 2] = d.remaining
+  out[n + 3] = d.reset_after
+  if d.allowed then out[n + 4] = d.delay else out[n + 4] = d.retry_after end
 end

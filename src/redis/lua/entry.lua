@@ -1,21 +1,33 @@
 -- entry.lua — run_single, one decision as a plain function of (algorithm, keys, args), which
 -- every way of calling the store shares: the one-algorithm EVALSHA scripts (single.lua) and the
--- function library (library.lua). Appended after common.lua and the algorithm file(s).
--- keys: the algorithm's keys (keys[1] its state; the sliding log also keys[2], its entries).
--- args: now ('-' = the server's TIME; an integer µs only in test mode), cost, op (0 acquire,
---       1 peek), limit, window_us, rate, shape (0/1), count_denied (0/1).
--- Returns: allowed (0/1), reason, remaining, reset_after_us, retry_after_us, delay_us.
-local function run_single(algorithm, keys, args)
-  local now_us, test_mode = read_now(args[1])
-  local cost = tonumber(args[2])
-  local op = tonumber(args[3])
-  local policy = read_policy(args, 4)
+-- function library (library.lua), and decide_one, which every item of a batch shares with it.
+-- Appended after common.lua and the algorithm file(s).
+-- One decision on `keys` (the algorithm's keys), appended to `out`: what run_single and every
+-- item of run_batch do. cost_arg is cost as a decimal string (an argument as it came).
+-- An algorithm with an `acquire` (fixed_window.lua) decides the acquires its `fast` accepts
+-- itself, with fewer commands; every other decision is load + decide + persist.
+local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost_arg, op, out)
+  if algorithm.acquire ~= nil and op == kAcquire and algorithm.fast(policy, cost) then
+    algorithm.acquire(policy, keys[1], now_us, test_mode, cost, cost_arg, out)
+    return
+  end
   local s = algorithm.load(keys)
   local idle_before = algorithm.idle_at_us(policy, s)
   local d = algorithm.decide(policy, s, now_us, cost, op)
   persist(algorithm, policy, keys, s, now_us, test_mode, idle_before)
-  local out = {}
   push_decision(out, d)
-  return out
 end
 
+-- run_single: one decision.
+-- keys: the algorithm's keys (keys[1] its state; the sliding log also keys[2], its entries).
+-- args: now ('-' = the server's TIME; an integer µs only in test mode), cost, op (0 acquire,
+--       1 peek), limit, window_us, rate, shape (0/1), count_denied (0/1).
+-- Returns: push_decision's four integers (reason, remaining, reset_after_us, delay_us or
+--          retry_after_us).
+local function run_single(algorithm, keys, args)
+  local now_us, test_mode = read_now(args[1])
+  local out = {}
+  decide_one(algorithm, read_policy(args, 4), keys, now_us, test_mode, tonumber(args[2]), args[2],
+             tonumber(args[3]), out)
+  return out
+end

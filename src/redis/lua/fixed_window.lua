@@ -1,14 +1,62 @@
--- fixed_window.lua — mirrors src/core/fixed_window.cc decide() step by step.
--- State: a hash {window_start_us, count} at KEYS[1].
+-- fixed_window.lua — mirrors src/core/fixed_window.cc decide() step by step, and decides the
+-- common acquire in one Redis command (fixed_window.acquire).
+--
+-- State (layout 2): a hash at KEYS[1] with one field, named by the window's start (µs, '%d'),
+-- whose value is the count of units in that window (>= 1: a state counting nothing is deleted).
+-- Why a field named by its window: an acquire is then HINCRBY key <start> cost, whose reply
+-- (count + cost) is all the decision needs when the field was there — one command instead of
+-- HMGET + HSET (+ PEXPIRE), the largest share of what a decision cost Redis. When the field was
+-- not there (a new window, a new key, a clock that stepped back, or a key of layout 1) the full
+-- state is read and the mirror below decides, so every decision is still src/core's.
+-- Layout 1 (before): fields window_start_us and count. It is read as a state (so a key written
+-- by an older build keeps its count) and replaced by layout 2 on its next write.
 local fixed_window = {}
 
-function fixed_window.load(keys)
-  local v = redis.call('HMGET', keys[1], 'window_start_us', 'count')
-  return {window_start_us = tonumber(v[1]) or 0, count = tonumber(v[2]) or 0}
+-- The state of HGETALL's reply `v`, leaving out field `skip` (the one an acquire just created).
+-- s.fields lists every field read, so a write can remove the ones the new state does not use.
+-- Several windows in one hash (an older build writing beside this one) read as the latest,
+-- with the larger count at equal starts: a count is never invented, never summed past a limit.
+local function parse_state(v, skip)
+  local s = {window_start_us = 0, count = 0, fields = {}}
+  local old_start, old_count
+  for i = 1, #v, 2 do
+    local name, value = v[i], tonumber(v[i + 1])
+    if name ~= skip then
+      s.fields[#s.fields + 1] = name
+      if name == 'window_start_us' then
+        old_start = value
+      elseif name == 'count' then
+        old_count = value
+      else
+        local start = tonumber(name)
+        if start ~= nil and value ~= nil and value > 0 and
+           (s.count == 0 or start > s.window_start_us or
+            (start == s.window_start_us and value > s.count)) then
+          s.window_start_us, s.count = start, value
+        end
+      end
+    end
+  end
+  if old_start ~= nil and old_count ~= nil and old_count > 0 and
+     (s.count == 0 or old_start > s.window_start_us or
+      (old_start == s.window_start_us and old_count > s.count)) then
+    s.window_start_us, s.count = old_start, old_count
+  end
+  return s
 end
 
+function fixed_window.load(keys)
+  return parse_state(redis.call('HGETALL', keys[1]), nil)
+end
+
+-- Writes the state's window field, then removes every other field that was read (they are
+-- older windows or layout 1). HSET and HDEL keep the key's TTL.
 function fixed_window.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'count', int(s.count))
+  local field = int(s.window_start_us)
+  redis.call('HSET', keys[1], field, int(s.count))
+  for _, name in ipairs(s.fields) do
+    if name ~= field then redis.call('HDEL', keys[1], name) end
+  end
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -19,6 +67,89 @@ end
 function fixed_window.idle_at_us(policy, s)
   if s.count > 0 then return s.window_start_us + policy.window_us end
   return 0
+end
+
+-- Whether fixed_window.acquire may decide an acquire of `cost`: it increments first, so only
+-- where src/core changes the state on admission or counts the attempt: cost <= limit (a larger
+-- cost changes nothing), or any cost >= 1 when every hit counts (cost 0 only checks).
+function fixed_window.fast(policy, cost)
+  if policy.every_hit then return cost >= 1 end
+  return cost <= policy.limit
+end
+
+-- An acquire (fixed_window.fast(policy, cost)) of `cost` (cost_arg: the same as a decimal
+-- string) on `key` at now_us; appends the decision to `out` (push_decision's four integers).
+-- Equivalent to load + decide + persist: if HINCRBY's reply r is above cost, the window's field
+-- was there with count c = r - cost >= 1, so the state is {start, c} with start = window_start(
+-- max(now, 0)) (a hash holds one window, and never one later than its field), t = max(now, 0),
+-- and decide() reduces to the lines below; the state it writes is r, or, for a denial, what
+-- one more HINCRBY puts back. The TTL already ends at start + W. Otherwise (r == cost: the
+-- field is new) the state is read and decided in full (acquire_new).
+-- The window's start, its field and the time to its end are kept on `policy` for the next item
+-- at the same now_us (a batch's items share the server's clock).
+function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, out)
+  if policy.fw_now ~= now_us then
+    local t = math.max(now_us, 0)
+    local start = window_start(t, policy.window_us)
+    policy.fw_now, policy.fw_start, policy.fw_field = now_us, start, int(start)
+    policy.fw_until_end = start + policy.window_us - t
+  end
+  local field = policy.fw_field
+  local r = redis.call('HINCRBY', key, field, cost_arg)
+  if r == cost then
+    return fixed_window.acquire_new(policy, key, field, now_us, test_mode, cost, out)
+  end
+  local limit, until_end = policy.limit, policy.fw_until_end
+  local n = #out
+  if policy.every_hit then
+    -- count after = r; a count past limit + 1 decides like limit + 1, so it stops there.
+    if r <= limit then
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kWithinLimit, limit - r, until_end, 0
+      return
+    end
+    if r > limit + 1 then redis.call('HINCRBY', key, field, int(limit + 1 - r)) end
+    if cost > limit then
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kExceedsCapacity, 0, until_end, 0
+    else
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kOverLimit, 0, until_end, until_end
+    end
+    return
+  end
+  if r <= limit then
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kWithinLimit, limit - r, until_end, 0
+    return
+  end
+  -- Denied: the count is c again, or the limit when denied attempts count (c + cost > limit).
+  local kept = r - cost
+  if policy.count_denied then kept = limit end
+  redis.call('HINCRBY', key, field, int(kept - r))
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kOverLimit, limit - kept, until_end, until_end
+end
+
+-- fixed_window.acquire when HINCRBY created `field` (holding cost): the key was missing (HLEN 1:
+-- a fresh state, which src/core admits as the window's first units, or counts every hit of) or
+-- holds another window (or layout 1). The state without the new field is decided in full; the
+-- field stays only if it is the new state exactly.
+function fixed_window.acquire_new(policy, key, field, now_us, test_mode, cost, out)
+  local keys = {key}
+  local s
+  if redis.call('HLEN', key) == 1 then
+    s = {window_start_us = 0, count = 0, fields = {}}
+  else
+    s = parse_state(redis.call('HGETALL', key), field)
+  end
+  local idle_before = fixed_window.idle_at_us(policy, s)
+  local d = fixed_window.decide(policy, s, now_us, cost, kAcquire)
+  if not s.dirty then
+    redis.call('HDEL', key, field)
+  elseif #s.fields == 0 and s.count == cost and int(s.window_start_us) == field then
+    -- HINCRBY wrote the new state; only its TTL is new (idle_before is 0: a fresh key).
+    redis.call('PEXPIRE', key, ttl_ms_arg(fixed_window.idle_at_us(policy, s), now_us, test_mode))
+  else
+    s.fields[#s.fields + 1] = field
+    persist(fixed_window, policy, keys, s, now_us, test_mode, idle_before)
+  end
+  push_decision(out, d)
 end
 
 function fixed_window.decide(policy, s, now_us, cost, op)

@@ -48,7 +48,7 @@ end
 -- args: now, cost, op, then six per limit: algorithm (0 fixed_window, 1 sliding_window_log,
 --       2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket), limit, window_us, rate,
 --       shape, count_denied.
--- Returns: six integers per limit, in order (as run_single).
+-- Returns: four integers per limit, in order (as run_single).
 local function run_all(keys, args)
   local now_us, test_mode = read_now(args[1])
   local cost = tonumber(args[2])
@@ -66,35 +66,38 @@ end
 -- same key sees the earlier one's effect, as pipelined calls would). The server's clock is read
 -- once for the whole batch: every item is decided at that instant.
 -- keys: each item's keys in order (2 for the sliding log: state and log; 1 otherwise).
--- args: the number P of distinct policies; six per policy: algorithm, limit, window_us, rate,
---       shape, count_denied; then four per item: its policy (1 ... P), cost, op, now ('-' or
---       test time). A policy's arguments travel once per batch, not once per item: each
---       argument costs Redis more than most of a decision (see batch_call in script_codec.cc).
--- Returns: six integers per item, in order.
+-- args: the number P of distinct policies; the clock: '-' (the server's TIME, one argument per
+--       item) or 't' (test mode: two per item, the second its time in µs); six per policy:
+--       algorithm, limit, window_us, rate, shape, counting; then per item its policy (1 ... P)
+--       when it acquires at cost 1, else "<policy>:<cost>:<op>". A policy's arguments travel
+--       once per batch and an item's usual case is one number: each argument costs Redis more
+--       than most of a decision (see batch_call in script_codec.cc).
+-- Returns: push_decision's four integers per item, in order.
 local function run_batch(keys, args)
   local npolicies = tonumber(args[1])
+  local timed = args[2] == 't'
   local batch_algorithms, policies = {}, {}
   for p = 1, npolicies do
-    local base = 2 + (p - 1) * 6
+    local base = 3 + (p - 1) * 6
     batch_algorithms[p] = algorithms[tonumber(args[base])]
-    policies[p] = read_policy(args, base + 1)  -- decide() never writes it
+    policies[p] = read_policy(args, base + 1)  -- decide() never writes it (acquire caches on it)
   end
-  local server_now = nil
+  local now_us, test_mode = nil, false
+  local step = 1
+  if timed then step = 2 else now_us = read_now('-') end
   local out = {}
   local k = 1
   local ikeys = {}
-  for base = 2 + npolicies * 6, #args, 4 do
-    local p = tonumber(args[base])
-    local algorithm, policy = batch_algorithms[p], policies[p]
-    local cost = tonumber(args[base + 1])
-    local op = tonumber(args[base + 2])
-    local now_us, test_mode
-    if args[base + 3] == '-' then
-      if server_now == nil then server_now = read_now('-') end
-      now_us, test_mode = server_now, false
-    else
-      now_us, test_mode = read_now(args[base + 3])
+  for base = 3 + npolicies * 6, #args, step do
+    local item = args[base]
+    local p = tonumber(item)
+    local cost, op, cost_arg = 1, kAcquire, '1'
+    if p == nil then
+      local ps, cs, os = string.match(item, '^(%d+):(%d+):(%d)$')
+      p, cost, op, cost_arg = tonumber(ps), tonumber(cs), tonumber(os), cs
     end
+    if timed then now_us, test_mode = read_now(args[base + 1]) end
+    local algorithm = batch_algorithms[p]
     ikeys[1] = keys[k]
     if algorithm == sliding_window_log then
       ikeys[2] = keys[k + 1]
@@ -103,11 +106,7 @@ local function run_batch(keys, args)
       ikeys[2] = nil
       k = k + 1
     end
-    local s = algorithm.load(ikeys)
-    local idle_before = algorithm.idle_at_us(policy, s)
-    local d = algorithm.decide(policy, s, now_us, cost, op)
-    persist(algorithm, policy, ikeys, s, now_us, test_mode, idle_before)
-    push_decision(out, d)
+    decide_one(algorithm, policies[p], ikeys, now_us, test_mode, cost, cost_arg, op, out)
   end
   return out
 end
@@ -123,7 +122,7 @@ end
 -- args: now ('-' = server TIME), then eight per item: algorithm (0 fixed_window,
 --       1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket), cost,
 --       op (0 acquire, 1 peek), limit, window_us, rate, shape, count_denied.
--- Returns: six integers per item, in order (as run_single).
+-- Returns: four integers per item, in order (as run_single).
 local function run_many(keys, args)
   local now_us, test_mode = read_now(args[1])
   local items = {}
