@@ -51,7 +51,8 @@ else
   trap 'stop_all; rm -rf "$work"' EXIT
 fi
 
-# measure NAME DECISION_COMMANDS CLIENT...: prints "NAME decisions instructions per_decision".
+# measure NAME DECISION_COMMANDS CLIENT...: prints "NAME decisions instructions per_decision
+# script_calls" (script_calls: FCALL + EVALSHA + EVAL, so decisions / calls is the batch size seen).
 measure() {
   local name=$1 commands=$2
   shift 2
@@ -91,7 +92,12 @@ measure() {
     decisions=$((decisions + ${n:-0}))
   done
   [ "$decisions" -gt 0 ] || die "$name: Redis made no decision in the window"
-  echo "$name $decisions $ir $((ir / decisions))"
+  local calls=0
+  for c in fcall evalsha eval; do
+    n=$(sed -n "s/^cmdstat_$c:calls=\([0-9]*\),.*/\1/p" <<< "$stats")
+    calls=$((calls + ${n:-0}))
+  done
+  echo "$name $decisions $ir $((ir / decisions)) $calls"
 }
 
 results=$work/results
@@ -109,11 +115,12 @@ if [ "$PEER" = 1 ]; then
 fi
 
 echo
-echo "| limiter | decisions in window | Redis instructions | instructions / decision | ratio to peer |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| limiter | decisions in window | decisions / script call | Redis instructions | instructions / decision | ratio to peer |"
+echo "| --- | --- | --- | --- | --- | --- |"
 peer_per=$(awk '$1 == "node-rlf-redis" {print $4}' "$results")
-while read -r name decisions ir per; do
+while read -r name decisions ir per calls; do
   ratio="—"
   [ -n "$peer_per" ] && ratio=$(awk -v a="$per" -v b="$peer_per" 'BEGIN {printf "%.2f", a / b}')
-  printf '| %s | %d | %d | %d | %s |\n' "$name" "$decisions" "$ir" "$per" "$ratio"
+  per_call=$(awk -v d="$decisions" -v c="$calls" 'BEGIN {if (c > 0) printf "%.1f", d / c; else print "—"}')
+  printf '| %s | %d | %s | %d | %d | %s |\n' "$name" "$decisions" "$per_call" "$ir" "$per" "$ratio"
 done < "$results"

@@ -91,7 +91,7 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
   if policy.fw_now ~= now_us then
     local t = math.max(now_us, 0)
     local start = window_start(t, policy.window_us)
-    policy.fw_now, policy.fw_start, policy.fw_field = now_us, start, int(start)
+    policy.fw_now, policy.fw_field = now_us, int(start)
     policy.fw_until_end = start + policy.window_us - t
   end
   local field = policy.fw_field
@@ -101,22 +101,18 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
   end
   local limit, until_end = policy.limit, policy.fw_until_end
   local n = #out
+  if r <= limit then  -- admitted, every hit counting or not
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kWithinLimit, limit - r, until_end, 0
+    return
+  end
   if policy.every_hit then
     -- count after = r; a count past limit + 1 decides like limit + 1, so it stops there.
-    if r <= limit then
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kWithinLimit, limit - r, until_end, 0
-      return
-    end
     if r > limit + 1 then redis.call('HINCRBY', key, field, int(limit + 1 - r)) end
     if cost > limit then
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kExceedsCapacity, 0, until_end, 0
     else
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kOverLimit, 0, until_end, until_end
     end
-    return
-  end
-  if r <= limit then
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kWithinLimit, limit - r, until_end, 0
     return
   end
   -- Denied: the count is c again, or the limit when denied attempts count (c + cost > limit).

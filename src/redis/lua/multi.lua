@@ -77,10 +77,17 @@ local function run_batch(keys, args)
   local npolicies = tonumber(args[1])
   local timed = args[2] == 't'
   local batch_algorithms, policies = {}, {}
+  -- The usual item, an acquire of 1, is its policy's index as a string: looked up by that
+  -- string (no tonumber per item), and sent straight to the algorithm's acquire where it has
+  -- one that decides such an item (fast1).
+  local by_arg, fast1 = {}, {}
   for p = 1, npolicies do
     local base = 3 + (p - 1) * 6
-    batch_algorithms[p] = algorithms[tonumber(args[base])]
-    policies[p] = read_policy(args, base + 1)  -- decide() never writes it (acquire caches on it)
+    local algorithm = algorithms[tonumber(args[base])]
+    local policy = read_policy(args, base + 1)  -- decide() never writes it (acquire caches on it)
+    batch_algorithms[p], policies[p] = algorithm, policy
+    by_arg[tostring(p)] = p
+    fast1[p] = algorithm.acquire ~= nil and algorithm.fast(policy, 1)
   end
   local now_us, test_mode = nil, false
   local step = 1
@@ -90,23 +97,28 @@ local function run_batch(keys, args)
   local ikeys = {}
   for base = 3 + npolicies * 6, #args, step do
     local item = args[base]
-    local p = tonumber(item)
-    local cost, op, cost_arg = 1, kAcquire, '1'
-    if p == nil then
-      local ps, cs, os = string.match(item, '^(%d+):(%d+):(%d)$')
-      p, cost, op, cost_arg = tonumber(ps), tonumber(cs), tonumber(os), cs
-    end
+    local p = by_arg[item]
     if timed then now_us, test_mode = read_now(args[base + 1]) end
-    local algorithm = batch_algorithms[p]
-    ikeys[1] = keys[k]
-    if algorithm == sliding_window_log then
-      ikeys[2] = keys[k + 1]
-      k = k + 2
-    else
-      ikeys[2] = nil
+    if p ~= nil and fast1[p] then
+      batch_algorithms[p].acquire(policies[p], keys[k], now_us, test_mode, 1, '1', out)
       k = k + 1
+    else
+      local cost, op, cost_arg = 1, kAcquire, '1'
+      if p == nil then
+        local ps, cs, os = string.match(item, '^(%d+):(%d+):(%d)$')
+        p, cost, op, cost_arg = tonumber(ps), tonumber(cs), tonumber(os), cs
+      end
+      local algorithm = batch_algorithms[p]
+      ikeys[1] = keys[k]
+      if algorithm == sliding_window_log then
+        ikeys[2] = keys[k + 1]
+        k = k + 2
+      else
+        ikeys[2] = nil
+        k = k + 1
+      end
+      decide_one(algorithm, policies[p], ikeys, now_us, test_mode, cost, cost_arg, op, out)
     end
-    decide_one(algorithm, policies[p], ikeys, now_us, test_mode, cost, cost_arg, op, out)
   end
   return out
 end
