@@ -14,12 +14,14 @@
 # client (1 key, CONC in flight, an allow limit: no denial), wait SETTLE_S (connections made,
 # scripts/functions loaded), zero callgrind's counters and Redis' command statistics at the same
 # moment, let it run WINDOW_S, dump the counters, read the decisions Redis made from INFO
-# commandstats (ours: HINCRBY calls, one per fixed-window acquire — HMGET before the one-field
-# layout of src/redis/lua/fixed_window.lua, so both builds can be counted; the peer: EVALSHA+EVAL
-# calls, one per consume()), and stop everything by pid. Instructions per decision = Ir / decisions.
+# commandstats (ours: HINCRBY calls, one per fixed-window acquire, or HMGET calls, one per
+# decision of the other algorithms — and of the fixed window before its one-field layout, so
+# builds before it can be counted too; the peer: EVALSHA+EVAL calls, one per consume()), and
+# stop everything by pid. Instructions per decision = Ir / decisions.
 #
 # usage: bench/redis_instructions.sh
 # env:   CONC (50) SETTLE_S (4) WINDOW_S (5) BATCHES ("1 8 64") PEER (1)
+#        ALGORITHM (fixed_window; the others for our side only: the peer is a fixed window)
 #        BENCH (build/bin/ratelimit-bench)
 #        KEEP_DIR  keep the callgrind files there (for callgrind_annotate), else they are deleted
 set -euo pipefail
@@ -30,6 +32,7 @@ source bench/peers/lib.sh
 : "${WINDOW_S:=5}"
 : "${BATCHES:=1 8 64}"
 : "${PEER:=1}"
+: "${ALGORITHM:=fixed_window}"
 : "${BENCH:=build/bin/ratelimit-bench}"
 [ -x "$BENCH" ] || die "$BENCH not found: cmake --build --preset default --target ratelimit-bench"
 command -v valgrind > /dev/null || ratelimit_install_deps valgrind
@@ -101,12 +104,12 @@ measure() {
 }
 
 results=$work/results
-log "redis-server $(redis-server --version | awk '{print $3}') under $(valgrind --version); $CONC in flight on 1 key; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+log "redis-server $(redis-server --version | awk '{print $3}') under $(valgrind --version); $ALGORITHM, $CONC in flight on 1 key; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 client_s=$((SETTLE_S * 5 + WINDOW_S + 30))
 for b in $BATCHES; do
   log "ratelimit, batch $b"
   measure "ratelimit-batch$b" "hincrby hmget" sh -c "exec \"$BENCH\" throughput --store redis://127.0.0.1:\$PORT/0 \
-    --algorithm fixed_window --keys 1 --inflight $CONC --seconds $client_s --warmup 0 --max-batch $b" >> "$results"
+    --algorithm $ALGORITHM --keys 1 --inflight $CONC --seconds $client_s --warmup 0 --max-batch $b" >> "$results"
 done
 if [ "$PEER" = 1 ]; then
   log "node-rlf-redis"
