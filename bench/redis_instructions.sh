@@ -22,6 +22,8 @@
 # usage: bench/redis_instructions.sh
 # env:   CONC (50) SETTLE_S (4) WINDOW_S (5) BATCHES ("1 8 64") PEER (1)
 #        ALGORITHM (fixed_window; the others for our side only: the peer is a fixed window)
+#        NKEYS (1: one hot key; more: that many keys round-robin, the peer's "keys" workload —
+#        with 100000, nearly every decision in the window is a key's first)
 #        BENCH (build/bin/ratelimit-bench)
 #        KEEP_DIR  keep the callgrind files there (for callgrind_annotate), else they are deleted
 set -euo pipefail
@@ -33,6 +35,7 @@ source bench/peers/lib.sh
 : "${BATCHES:=1 8 64}"
 : "${PEER:=1}"
 : "${ALGORITHM:=fixed_window}"
+: "${NKEYS:=1}"
 : "${BENCH:=build/bin/ratelimit-bench}"
 [ -x "$BENCH" ] || die "$BENCH not found: cmake --build --preset default --target ratelimit-bench"
 command -v valgrind > /dev/null || ratelimit_install_deps valgrind
@@ -104,17 +107,19 @@ measure() {
 }
 
 results=$work/results
-log "redis-server $(redis-server --version | awk '{print $3}') under $(valgrind --version); $ALGORITHM, $CONC in flight on 1 key; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+log "redis-server $(redis-server --version | awk '{print $3}') under $(valgrind --version); $ALGORITHM, $CONC in flight on $NKEYS key(s); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 client_s=$((SETTLE_S * 5 + WINDOW_S + 30))
 for b in $BATCHES; do
   log "ratelimit, batch $b"
   measure "ratelimit-batch$b" "hincrby hmget" sh -c "exec \"$BENCH\" throughput --store redis://127.0.0.1:\$PORT/0 \
-    --algorithm $ALGORITHM --keys 1 --inflight $CONC --seconds $client_s --warmup 0 --max-batch $b" >> "$results"
+    --algorithm $ALGORITHM --keys $NKEYS --inflight $CONC --seconds $client_s --warmup 0 --max-batch $b" >> "$results"
 done
 if [ "$PEER" = 1 ]; then
   log "node-rlf-redis"
-  measure node-rlf-redis "evalsha eval" sh -c "REDIS_PORT=\$PORT CONC=$CONC WARMUP_S=0.1 MEASURE_S=$client_s \
-    exec node bench/peers/node/redis.js hot" >> "$results"
+  workload=hot
+  [ "$NKEYS" = 1 ] || workload=keys
+  measure node-rlf-redis "evalsha eval" sh -c "REDIS_PORT=\$PORT CONC=$CONC NKEYS=$NKEYS WARMUP_S=0.1 \
+    MEASURE_S=$client_s exec node bench/peers/node/redis.js $workload" >> "$results"
 fi
 
 echo

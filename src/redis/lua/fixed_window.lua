@@ -83,21 +83,26 @@ end
 -- was there with count c = r - cost >= 1, so the state is {start, c} with start = window_start(
 -- max(now, 0)) (a hash holds one window, and never one later than its field), t = max(now, 0),
 -- and decide() reduces to the lines below; the state it writes is r, or, for a denial, what
--- one more HINCRBY puts back. The TTL already ends at start + W. Otherwise (r == cost: the
--- field is new) the state is read and decided in full (acquire_new).
+-- one more HINCRBY puts back. The TTL already ends at start + W. If r == cost the field is new:
+-- a key holding nothing else (HLEN 1) was missing, a fresh state, which decide() treats as
+-- count 0 at the same start and t — the same lines with c = 0 — and whose TTL is new;
+-- anything else (another window, layout 1) is decided in full (acquire_other).
 -- The window's start, its field and the time to its end are kept on `policy` for the next item
 -- at the same now_us (a batch's items share the server's clock).
 function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, out)
   if policy.fw_now ~= now_us then
     local t = math.max(now_us, 0)
     local start = window_start(t, policy.window_us)
-    policy.fw_now, policy.fw_field = now_us, int(start)
+    policy.fw_now, policy.fw_start, policy.fw_field = now_us, start, int(start)
     policy.fw_until_end = start + policy.window_us - t
   end
   local field = policy.fw_field
   local r = redis.call('HINCRBY', key, field, cost_arg)
   if r == cost then
-    return fixed_window.acquire_new(policy, key, field, now_us, test_mode, cost, out)
+    if redis.call('HLEN', key) ~= 1 then
+      return fixed_window.acquire_other(policy, key, field, now_us, test_mode, cost, out)
+    end
+    redis.call('PEXPIRE', key, ttl_ms_arg(policy.fw_start + policy.window_us, now_us, test_mode))
   end
   local limit, until_end = policy.limit, policy.fw_until_end
   local n = #out
@@ -115,35 +120,26 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
     end
     return
   end
-  -- Denied: the count is c again, or the limit when denied attempts count (c + cost > limit).
+  -- Denied (so c >= 1: cost <= limit): the count is c again, or the limit when denied attempts
+  -- count (c + cost > limit).
   local kept = r - cost
   if policy.count_denied then kept = limit end
   redis.call('HINCRBY', key, field, int(kept - r))
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kOverLimit, limit - kept, until_end, until_end
 end
 
--- fixed_window.acquire when HINCRBY created `field` (holding cost): the key was missing (HLEN 1:
--- a fresh state, which src/core admits as the window's first units, or counts every hit of) or
--- holds another window (or layout 1). The state without the new field is decided in full; the
--- field stays only if it is the new state exactly.
-function fixed_window.acquire_new(policy, key, field, now_us, test_mode, cost, out)
-  local keys = {key}
-  local s
-  if redis.call('HLEN', key) == 1 then
-    s = {window_start_us = 0, count = 0, fields = {}}
-  else
-    s = parse_state(redis.call('HGETALL', key), field)
-  end
+-- fixed_window.acquire when HINCRBY created `field` (holding cost) in a key that holds another
+-- window (or layout 1): the state without the new field is decided in full; the field stays
+-- only if it is part of the new state, which replaces every other field.
+function fixed_window.acquire_other(policy, key, field, now_us, test_mode, cost, out)
+  local s = parse_state(redis.call('HGETALL', key), field)
   local idle_before = fixed_window.idle_at_us(policy, s)
   local d = fixed_window.decide(policy, s, now_us, cost, kAcquire)
-  if not s.dirty then
-    redis.call('HDEL', key, field)
-  elseif #s.fields == 0 and s.count == cost and int(s.window_start_us) == field then
-    -- HINCRBY wrote the new state; only its TTL is new (idle_before is 0: a fresh key).
-    redis.call('PEXPIRE', key, ttl_ms_arg(fixed_window.idle_at_us(policy, s), now_us, test_mode))
-  else
+  if s.dirty then
     s.fields[#s.fields + 1] = field
-    persist(fixed_window, policy, keys, s, now_us, test_mode, idle_before)
+    persist(fixed_window, policy, {key}, s, now_us, test_mode, idle_before)
+  else
+    redis.call('HDEL', key, field)
   end
   push_decision(out, d)
 end
