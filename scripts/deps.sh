@@ -18,7 +18,8 @@ RATELIMIT_PACKAGES=(
 # the npm packages are pinned by bench/peers/node/package-lock.json. Node itself (Debian's
 # nodejs + npm) is installed only when no `npm` command exists, because a Node from elsewhere
 # (e.g. one that bundles npm) conflicts with Debian's npm package.
-RATELIMIT_BENCH_PACKAGES=(nginx wrk curl python3-limits python3-redis redis-server redis-tools)
+RATELIMIT_BENCH_PACKAGES=(nginx wrk curl python3-limits python3-redis redis-server redis-tools
+  nghttp2-client)  # h2load: tools/bench/rls_vs_http.sh's second gRPC client
 RATELIMIT_BENCH_NODE_PACKAGES=(nodejs npm)
 
 ratelimit_install_deps() {

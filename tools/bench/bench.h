@@ -62,6 +62,7 @@ struct RlsOptions {
   double warmup_seconds = 2;
   std::string json_peer;  // non-empty: also print one JSON line in the peers' format
   std::string workload;   // its workload name (default rls.c<inflight>)
+  bool full_stack = false;  // gRPC's default client filters (retries, deadline timer, ...)
 };
 int run_rls(const RlsOptions& o);
 

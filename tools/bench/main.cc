@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
   g->add_option("--json-peer", rl.json_peer,
                 "also print a JSON line in the peers' result format, with this peer name");
   g->add_option("--workload", rl.workload, "the JSON line's workload name (default rls.c<inflight>)");
+  g->add_flag("--full-stack", rl.full_stack,
+              "gRPC's default client stack (retries, client-side deadline timer, message-size and "
+              "compression filters); by default they are off, so the client costs less per call "
+              "than the server it measures");
 
   EvalshaArgsOptions ea;
   auto* e = app.add_subcommand(
