@@ -26,6 +26,13 @@ void NodePool::close() {
 bool NodePool::submit(std::string_view command, ReplyCallback& done, std::string_view prelude) {
   const size_t n = connections_.size();
   const size_t first = next_.fetch_add(1, std::memory_order_relaxed);
+  // An idle connection first: its command reaches Redis at once instead of queueing behind
+  // another call's reply (batches then spread over the connections instead of piling up on
+  // whichever round robin names). Else round robin over the ready ones.
+  for (size_t i = 0; i < n; ++i) {
+    RespConnection& c = *connections_[(first + i) % n];
+    if (c.idle() && c.submit(command, done, prelude)) return true;
+  }
   for (size_t i = 0; i < n; ++i) {
     if (connections_[(first + i) % n]->submit(command, done, prelude)) return true;
   }

@@ -1,5 +1,6 @@
-// resp.h — RESP helpers shared by every layer of the Redis store: encoding a command (hiredis'
-// redisFormatCommandArgv) and naming a reply in messages. Pure code, no I/O.
+// resp.h — RESP helpers shared by every layer of the Redis store: encoding a command (the RESP
+// array of bulk strings that redisFormatCommandArgv makes, without its printf) and naming a
+// reply in messages. Pure code, no I/O.
 #pragma once
 
 #include <span>

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <future>
 
+#include "reply_arena.h"
 #include "resp.h"
 
 namespace ratelimit::redis_detail {
@@ -94,7 +95,8 @@ void RespConnection::do_connect() {
   if (stream_ != nullptr) stream_->close();
   stream_ = config_->make_stream ? config_->make_stream(io_) : make_plain_stream(io_);
   if (reader_ != nullptr) redisReaderFree(reader_);
-  reader_ = redisReaderCreate();
+  arena_.reset();
+  reader_ = make_arena_reader(arena_);
   stream_->async_open(config_->endpoint, config_->display,
                       [self = shared_from_this(), gen](Status s) {
                         if (gen != self->gen_) return;
@@ -160,18 +162,33 @@ void RespConnection::become_ready() {
 bool RespConnection::submit(std::string_view command, ReplyCallback& done,
                             std::string_view prelude) {
   const auto deadline = steady_clock::now() + config_->command_timeout;
-  std::lock_guard lock(mu_);
-  if (state_ != State::kReady) return false;
-  if (!prelude.empty()) enqueue_locked(prelude, discard_reply, deadline);
-  enqueue_locked(command, std::move(done), deadline);
-  schedule_write_locked();
+  {
+    std::lock_guard lock(mu_);
+    if (state_ != State::kReady) return false;
+    if (!prelude.empty()) enqueue_locked(prelude, discard_reply, deadline);
+    enqueue_locked(command, std::move(done), deadline);
+    // Redis has nothing of ours on this connection: every microsecond the command waits here
+    // Redis may sit idle, so it goes out now — when we are on the connection's own thread (a
+    // completion issuing the next call), where the stream may be touched. With commands still
+    // unanswered, Redis is busy and the write waits for the end of the current handler, which
+    // gathers everything queued meanwhile into one write (one system call for many commands).
+    const bool idle = unanswered_ == 0 && !writing_ && !write_scheduled_;
+    if (!idle || !io_.get_executor().running_in_this_thread()) {
+      schedule_write_locked();
+      return true;
+    }
+    write_scheduled_ = true;  // do_write() below clears it, as a posted one would
+  }
+  do_write();
   return true;
 }
 
 void RespConnection::enqueue_locked(std::string_view command, ReplyCallback done,
                                     SteadyTime deadline) {
   out_ += command;
+  ++unsent_;
   pending_.push_back(Pending{std::move(done), deadline});
+  outstanding_.store(pending_.size(), std::memory_order_relaxed);
 }
 
 void RespConnection::schedule_write_locked() {
@@ -188,6 +205,8 @@ void RespConnection::do_write() {
     if (state_ != State::kReady && state_ != State::kConnecting) return;
     write_buf_.clear();
     write_buf_.swap(out_);
+    unanswered_ += unsent_;
+    unsent_ = 0;
     writing_ = true;
   }
   stream_->async_write(asio::buffer(write_buf_),
@@ -238,15 +257,16 @@ void RespConnection::on_read(uint64_t gen, const boost::system::error_code& ec, 
       return;
     }
     if (raw == nullptr) break;
-    std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
-                                                        freeReplyObject);
+    const auto* reply = static_cast<const redisReply*>(raw);  // in arena_ until its reset
     Pending p;
     bool found = false;
     {
       std::lock_guard lock(mu_);
-      if (!pending_.empty()) {
+      if (!pending_.empty() && unanswered_ > 0) {
         p = std::move(pending_.front());
         pending_.pop_front();
+        outstanding_.store(pending_.size(), std::memory_order_relaxed);
+        --unanswered_;
         found = true;
       }
     }
@@ -254,7 +274,8 @@ void RespConnection::on_read(uint64_t gen, const boost::system::error_code& ec, 
       fail(Status::internal("Redis sent a reply nobody asked for"));
       return;
     }
-    p.done(Status(), reply.get());
+    p.done(Status(), reply);
+    arena_.reset();  // the reply was valid during the call only
     if (gen != gen_) return;  // a handler failed the connection
   }
   do_read();
@@ -269,6 +290,9 @@ void RespConnection::fail(Status why) {
     if (state_ != State::kClosed) state_ = State::kBackoff;
     dead.swap(pending_);
     out_.clear();
+    unsent_ = 0;
+    unanswered_ = 0;
+    outstanding_.store(0, std::memory_order_relaxed);
     writing_ = false;
     write_scheduled_ = false;
     if (before != State::kClosed || last_error_.is_ok()) last_error_ = why;

@@ -8,8 +8,10 @@
 // event loop just to append a command. Here callers append already-encoded commands to a
 // mutex-protected output buffer from any thread; the connection's I/O thread writes whatever
 // has accumulated in one write (natural pipelining: the more requests in flight, the bigger
-// the batches) and feeds what it reads to a redisReader. hiredis still does all the RESP work
-// (redisFormatCommandArgv, redisReader); the socket, timers and threads are Asio's.
+// the batches) and feeds what it reads to a redisReader, whose reply objects live in a
+// per-connection arena (reply_arena.h). hiredis parses the replies; the socket, timers and
+// threads are Asio's. A command submitted from the connection's own thread while Redis has
+// nothing of ours on it is written at once, not at the end of the current handler.
 //
 // Invariants:
 //   - Redis answers in order, so `pending_` (FIFO) pairs each reply with its command;
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "byte_stream.h"
+#include "reply_arena.h"
 #include "ratelimit/status.h"
 
 struct redisReply;
@@ -98,6 +101,9 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   void close();
 
   bool ready() const { return ready_.load(std::memory_order_acquire); }
+  // Ready, with nothing queued or awaiting a reply: a command submitted now goes straight to
+  // an idle Redis connection. A hint (it may change at once), for picking a connection.
+  bool idle() const { return ready() && outstanding_.load(std::memory_order_relaxed) == 0; }
   // Attempts to connect that have failed since construction (a first attempt counts).
   uint64_t failed_attempts() const { return failed_attempts_.load(std::memory_order_acquire); }
   // The most recent failure, as a Status (OK if none since the connection was last ready).
@@ -133,6 +139,7 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   std::shared_ptr<ByteStream> stream_;
   boost::asio::steady_timer tick_timer_;
   boost::asio::steady_timer backoff_timer_;
+  ReplyArena arena_;  // the replies reader_ builds; reset after each reply's callback
   redisReader* reader_ = nullptr;
   std::vector<char> read_buf_;
   std::string write_buf_;  // bytes being written
@@ -147,8 +154,11 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   std::deque<Pending> pending_;   // sent or queued, awaiting replies, in order
   bool write_scheduled_ = false;
   bool writing_ = false;
+  size_t unsent_ = 0;  // commands in out_ (not yet handed to the stream)
+  size_t unanswered_ = 0;  // commands written (or being written) whose reply has not come
   Status last_error_;
   std::atomic<bool> ready_{false};
+  std::atomic<size_t> outstanding_{0};  // pending_.size(), readable without the lock
   std::atomic<uint64_t> failed_attempts_{0};
 };
 

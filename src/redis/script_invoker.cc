@@ -172,29 +172,45 @@ void ScriptInvoker::invoke_batched(ScriptCall item, ItemCallback done) {
     return;
   }
   const int slot = router_.routes_by_slot() ? key_hash_slot(item.keys.front()) : kAnySlot;
-  std::vector<Item> batch;
+  std::vector<std::vector<Item>> batches;
   {
     std::lock_guard lock(mu_);
     Group& g = groups_[slot];
     g.queue.push_back({std::move(item), std::move(done)});
-    if (g.in_flight >= options_.lanes) return;  // a lane frees soon and takes it along
-    ++g.in_flight;
-    batch = take_locked(g);
+    batches = take_locked(g);  // none when every lane is busy: a lane frees soon, takes it along
   }
-  run_or_defer([this, slot, batch = std::move(batch)]() mutable {
-    send_batch(slot, std::move(batch));
-  });
+  send_batches(slot, std::move(batches));
 }
 
-std::vector<ScriptInvoker::Item> ScriptInvoker::take_locked(Group& g) {
-  std::vector<Item> out;
-  const size_t n = std::min(g.queue.size(), options_.max_batch);
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(std::move(g.queue.front()));
-    g.queue.pop_front();
+std::vector<std::vector<ScriptInvoker::Item>> ScriptInvoker::take_locked(Group& g) {
+  std::vector<std::vector<Item>> out;
+  while (!g.queue.empty() && g.in_flight < options_.lanes) {
+    // An even share of what the group holds (queued and in flight) per lane, not all that is
+    // queued: a closed loop of N requests on L lanes otherwise settles into one batch of
+    // N - L + 1 and L - 1 batches of one, and Redis and the client take turns instead of
+    // working at once. What this leaves queued goes with the next lane to free.
+    const size_t held = g.queue.size() + g.items_in_flight;
+    const size_t share = (held + options_.lanes - 1) / options_.lanes;
+    const size_t n = std::min({g.queue.size(), std::max<size_t>(share, 1), options_.max_batch});
+    std::vector<Item> batch;
+    batch.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      batch.push_back(std::move(g.queue.front()));
+      g.queue.pop_front();
+    }
+    ++g.in_flight;
+    g.items_in_flight += n;
+    out.push_back(std::move(batch));
   }
   return out;
+}
+
+void ScriptInvoker::send_batches(int slot, std::vector<std::vector<Item>> batches) {
+  for (auto& batch : batches) {
+    run_or_defer([this, slot, batch = std::move(batch)]() mutable {
+      send_batch(slot, std::move(batch));
+    });
+  }
 }
 
 void ScriptInvoker::send_batch(int slot, std::vector<Item> batch) {
@@ -202,7 +218,7 @@ void ScriptInvoker::send_batch(int slot, std::vector<Item> batch) {
     auto item = std::make_shared<Item>(std::move(batch.front()));
     invoke(item->call, [this, slot, item](const Status& error, const redisReply* reply) {
       item->done(error, reply, 0, 1);
-      lane_free(slot);
+      lane_free(slot, 1);
     });
     return;
   }
@@ -215,25 +231,25 @@ void ScriptInvoker::send_batch(int slot, std::vector<Item> batch) {
   auto items = std::make_shared<std::vector<Item>>(std::move(batch));
   invoke(call, [this, slot, items](const Status& error, const redisReply* reply) {
     for (size_t i = 0; i < items->size(); ++i) (*items)[i].done(error, reply, i, items->size());
-    lane_free(slot);
+    lane_free(slot, items->size());
   });
 }
 
-void ScriptInvoker::lane_free(int slot) {
-  std::vector<Item> next;
+void ScriptInvoker::lane_free(int slot, size_t items) {
+  std::vector<std::vector<Item>> next;
   {
     std::lock_guard lock(mu_);
     auto it = groups_.find(slot);
     Group& g = it->second;
+    --g.in_flight;
+    g.items_in_flight -= items;
     if (g.queue.empty()) {
-      if (--g.in_flight == 0) groups_.erase(it);
+      if (g.in_flight == 0) groups_.erase(it);
       return;
     }
     next = take_locked(g);
   }
-  run_or_defer([this, slot, next = std::move(next)]() mutable {
-    send_batch(slot, std::move(next));
-  });
+  send_batches(slot, std::move(next));
 }
 
 }  // namespace ratelimit::redis_detail

@@ -16,7 +16,9 @@
 // standalone router; one slot for a cluster, where a call's keys must share a slot). A group has
 // at most `lanes` calls in flight; a decision that finds a lane free is sent at once (a lone
 // request waits for nothing: there is no timer), and whatever queued while every lane was busy
-// goes out as one call — up to max_batch decisions, in arrival order — as soon as a lane frees.
+// goes out as soon as a lane frees, as one call in arrival order: an even share per lane of the
+// decisions the group holds (queued and in flight), at most max_batch, so that L lanes carry
+// L similar batches and Redis works on one while the client turns another around.
 // A batch of one is sent as that decision's own call. With max_batch = 1 there are no lanes:
 // every decision is its own call, pipelined as it comes.
 // Invariants:
@@ -100,7 +102,8 @@ class ScriptInvoker {
   };
   struct Group {
     std::deque<Item> queue;
-    size_t in_flight = 0;
+    size_t in_flight = 0;        // calls (lanes in use)
+    size_t items_in_flight = 0;  // decisions those calls carry
   };
 
   bool functions_now() const;
@@ -109,9 +112,12 @@ class ScriptInvoker {
   // Sends `batch` (non-empty, one group) as one call; when it completes, the group's lane takes
   // the next queued batch or frees.
   void send_batch(int slot, std::vector<Item> batch);
-  void lane_free(int slot);
-  // Pops up to max_batch items of `g`. Caller holds mu_.
-  std::vector<Item> take_locked(Group& g);
+  void send_batches(int slot, std::vector<std::vector<Item>> batches);
+  // A call of `items` decisions completed: its lane takes the next batch or frees.
+  void lane_free(int slot, size_t items);
+  // The batches to send now, one per free lane while items are queued, each an even share of
+  // the group's decisions (at most max_batch); counts them in flight. Caller holds mu_.
+  std::vector<std::vector<Item>> take_locked(Group& g);
 
   Router& router_;
   const Options options_;
