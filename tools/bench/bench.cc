@@ -340,6 +340,7 @@ int run_throughput(const ThroughputOptions& o) {
   for (int64_t i = 0; i < o.keys; ++i) keys.push_back(prefix + std::to_string(i));
 
   std::shared_ptr<Store> store;
+  std::shared_ptr<RedisStore> redis;  // the same store when it is Redis: its batch counters
   const bool memory = o.store == "memory";
   if (memory) {
     store = std::make_shared<MemoryStore>();
@@ -350,6 +351,7 @@ int run_throughput(const ThroughputOptions& o) {
       return 1;
     }
     store = *s;
+    redis = *s;
   }
 
   // Workers (memory: threads; Redis: chains of async calls) each record their own counts and
@@ -385,29 +387,52 @@ int run_throughput(const ThroughputOptions& o) {
   }
 
   std::vector<std::thread> threads;
-  std::atomic<uint64_t> next_key{0};  // Redis: the chains share one round-robin cursor
-  std::function<void(size_t)> chain;  // Redis: issue, and on completion issue again
-  chain = [&](size_t i) {
-    const auto t0 = steady_clock::now();
-    const std::string& key = keys[next_key.fetch_add(1, std::memory_order_relaxed) % keys.size()];
-    store->acquire_async(policy, key, 1, [&, i, t0](Result<Decision> d) {
-      const int p = phase.load(std::memory_order_acquire);
-      const Outcome oc = outcome_of(d);
-      if (p == 1) {
-        // A Redis decision takes microseconds: timing every one costs nothing measurable.
-        auto& me = w[i];
-        me.done.fetch_add(1, std::memory_order_relaxed);
-        if (oc == Outcome::kDenied) ++me.denied;
-        if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
-        me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
-      }
-      // A failure may complete inline; stopping the chain then avoids unbounded recursion.
-      if (p == 2 || oc == Outcome::kFailed || oc == Outcome::kError) {
-        running.fetch_sub(1);
-        return;
-      }
-      chain(i);
-    });
+  // Redis: each worker is a chain of async calls — issue, and on completion issue again, from
+  // the completion itself (on the store's I/O thread: no hop to another thread). The chains
+  // share one round-robin cursor over the keys. The completion captures only the chain and its
+  // start time (16 bytes, which std::function keeps without allocating), so the load generator
+  // adds no heap allocation of its own per decision.
+  struct Chains {
+    const std::vector<std::string>& keys;
+    const Policy& policy;
+    Store& store;
+    std::vector<Worker>& w;
+    std::atomic<int>& phase;
+    std::atomic<int>& running;
+    std::atomic<uint64_t> next_key{0};
+  };
+  struct Link {
+    Chains* chains;
+    size_t i;
+  };
+  std::vector<Link> links(w.size());
+  Chains chains{keys, policy, *store, w, phase, running};
+  struct Issue {
+    static void next(const Link* link) {
+      Chains& c = *link->chains;
+      const auto t0 = steady_clock::now();
+      const std::string& key =
+          c.keys[c.next_key.fetch_add(1, std::memory_order_relaxed) % c.keys.size()];
+      c.store.acquire_async(c.policy, key, 1, [link, t0](Result<Decision> d) {
+        Chains& ch = *link->chains;
+        const int p = ch.phase.load(std::memory_order_acquire);
+        const Outcome oc = outcome_of(d);
+        if (p == 1) {
+          // A Redis decision takes microseconds: timing every one costs nothing measurable.
+          auto& me = ch.w[link->i];
+          me.done.fetch_add(1, std::memory_order_relaxed);
+          if (oc == Outcome::kDenied) ++me.denied;
+          if (oc == Outcome::kFailed || oc == Outcome::kError) ++me.failed;
+          me.lat_us.push_back(duration<double, std::micro>(steady_clock::now() - t0).count());
+        }
+        // A failure may complete inline; stopping the chain then avoids unbounded recursion.
+        if (p == 2 || oc == Outcome::kFailed || oc == Outcome::kError) {
+          ch.running.fetch_sub(1);
+          return;
+        }
+        next(link);
+      });
+    }
   };
   running = workers;
   if (memory) {
@@ -442,16 +467,24 @@ int run_throughput(const ThroughputOptions& o) {
       });
     }
   } else {
-    for (size_t i = 0; i < w.size(); ++i) chain(i);
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i].lat_us.reserve(1 << 13);
+      links[i] = Link{&chains, i};
+      Issue::next(&links[i]);
+    }
   }
   progress.wait(o.warmup_seconds, "warm-up", nullptr);
   const double server0 = o.server_pid > 0 ? process_cpu_seconds(o.server_pid) : -1;
+  const double client0 = process_cpu_seconds(getpid());
+  const RedisStoreCounters counters0 = redis != nullptr ? redis->counters() : RedisStoreCounters{};
   const auto start = steady_clock::now();
   phase = 1;
   progress.wait(o.seconds, "measuring", done_so_far);
   phase = 2;
   const double elapsed = duration<double>(steady_clock::now() - start).count();
   const double server1 = o.server_pid > 0 ? process_cpu_seconds(o.server_pid) : -1;
+  const double client1 = process_cpu_seconds(getpid());
+  const RedisStoreCounters counters1 = redis != nullptr ? redis->counters() : RedisStoreCounters{};
   progress.clear();
   for (int i = 0; i < 10'000 && running.load() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -487,6 +520,21 @@ int run_throughput(const ThroughputOptions& o) {
     std::printf(" server_cpu=%.3f server_us_per_decision=%.2f", server_cpu,
                 done > 0 ? server_cpu * 1e6 / rate : 0.0);
   }
+  // This process' CPU (every thread) over the same window, as a fraction of one core: what a
+  // decision costs the client. /proc's ticks are 10 ms, so a 3 s window is good to ~1 %.
+  const double client_cpu = client0 >= 0 && client1 >= 0 ? (client1 - client0) / elapsed : -1;
+  if (client_cpu >= 0) {
+    std::printf(" client_cpu=%.3f client_us_per_decision=%.2f", client_cpu,
+                done > 0 ? client_cpu * 1e6 / rate : 0.0);
+  }
+  if (redis != nullptr) {
+    // Decisions per Redis call over the window: a call carries one decision or a batch.
+    const uint64_t batches = counters1.batches - counters0.batches;
+    const uint64_t batched = counters1.batched_decisions - counters0.batched_decisions;
+    const uint64_t calls = batches + (done > batched ? done - batched : 0);
+    std::printf(" decisions_per_call=%.1f",
+                calls > 0 ? static_cast<double>(done) / static_cast<double>(calls) : 0.0);
+  }
   std::printf("\n");
   if (!o.json_peer.empty()) {
     const std::string workload =
@@ -499,6 +547,7 @@ int run_throughput(const ThroughputOptions& o) {
                 elapsed, p50, p99, static_cast<unsigned long long>(denied),
                 static_cast<unsigned long long>(failed));
     if (server_cpu >= 0) std::printf(", \"server_cpu\": %.4f", server_cpu);
+    if (client_cpu >= 0) std::printf(", \"client_cpu\": %.4f", client_cpu);
     std::printf("}\n");
   }
   return failed == 0 ? 0 : 1;
