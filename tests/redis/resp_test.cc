@@ -67,10 +67,12 @@ std::string describe(const redisReply* r) {
   }
 }
 
-// Every reply of `stream`, fed in pieces of `piece` bytes, through hiredis' default reader.
-std::vector<std::string> default_replies(const std::string& stream, size_t piece) {
+// Every reply of `stream`, fed in pieces of `piece` bytes, described. `arena` null: hiredis'
+// default reader, each reply freed; else a reader on `arena`, reset after each reply as
+// RespConnection does.
+std::vector<std::string> replies(const std::string& stream, size_t piece, ReplyArena* arena) {
   std::vector<std::string> out;
-  redisReader* r = redisReaderCreate();
+  redisReader* r = arena != nullptr ? make_arena_reader(*arena) : redisReaderCreate();
   for (size_t at = 0; at < stream.size(); at += piece) {
     EXPECT_EQ(redisReaderFeed(r, stream.data() + at, std::min(piece, stream.size() - at)),
               REDIS_OK);
@@ -79,27 +81,11 @@ std::vector<std::string> default_replies(const std::string& stream, size_t piece
       EXPECT_EQ(redisReaderGetReply(r, &raw), REDIS_OK);
       if (raw == nullptr) break;
       out.push_back(describe(static_cast<redisReply*>(raw)));
-      freeReplyObject(raw);
-    }
-  }
-  redisReaderFree(r);
-  return out;
-}
-
-// The same through a reader on a ReplyArena, reset after each reply as RespConnection does.
-std::vector<std::string> arena_replies(const std::string& stream, size_t piece) {
-  std::vector<std::string> out;
-  ReplyArena arena;
-  redisReader* r = make_arena_reader(arena);
-  for (size_t at = 0; at < stream.size(); at += piece) {
-    EXPECT_EQ(redisReaderFeed(r, stream.data() + at, std::min(piece, stream.size() - at)),
-              REDIS_OK);
-    for (;;) {
-      void* raw = nullptr;
-      EXPECT_EQ(redisReaderGetReply(r, &raw), REDIS_OK);
-      if (raw == nullptr) break;
-      out.push_back(describe(static_cast<redisReply*>(raw)));
-      arena.reset();
+      if (arena != nullptr) {
+        arena->reset();
+      } else {
+        freeReplyObject(raw);
+      }
     }
   }
   redisReaderFree(r);
@@ -115,10 +101,11 @@ TEST(Resp, ArenaReaderBuildsTheSameRepliesAsHiredis) {
       "$5\r\na\r\nbc\r\n*3\r\n*2\r\n:1\r\n$1\r\nx\r\n*0\r\n$-1\r\n"
       "*6\r\n:0\r\n:1\r\n:3\r\n:900\r\n:450\r\n:0\r\n" +
       big_batch + info + "*2\r\n*1\r\n*1\r\n:5\r\n+done\r\n";
-  const auto want = default_replies(stream, stream.size());
+  const auto want = replies(stream, stream.size(), nullptr);
   ASSERT_EQ(want.size(), 14u);
   for (size_t piece : {stream.size(), size_t{1}, size_t{7}, size_t{4096}}) {
-    EXPECT_EQ(arena_replies(stream, piece), want) << "fed in pieces of " << piece;
+    ReplyArena arena;
+    EXPECT_EQ(replies(stream, piece, &arena), want) << "fed in pieces of " << piece;
   }
 }
 
