@@ -107,39 +107,54 @@ void RespConnection::do_connect() {
 }
 
 void RespConnection::handshake() {
-  auto self = shared_from_this();
-  const uint64_t gen = gen_;
-  std::vector<std::pair<std::string, std::function<Status(const redisReply*)>>> steps;
+  auto steps = std::make_shared<std::vector<HandshakeStep>>();
   const Endpoint& e = config_->endpoint;
   if (e.has_password) {
     std::vector<std::string> auth = {"AUTH"};
     if (!e.user.empty()) auth.push_back(e.user);
     auth.push_back(e.password);
-    steps.emplace_back(encode_command(auth), [](const redisReply* r) {
-      return is_error(r) ? session_error("AUTH", r) : Status();
-    });
+    steps->push_back({encode_command(auth), [](const redisReply* r) {
+                        return is_error(r) ? session_error("AUTH", r) : Status();
+                      }});
   }
   if (e.db != 0) {
     std::vector<std::string> select = {"SELECT", std::to_string(e.db)};
-    steps.emplace_back(encode_command(select), [](const redisReply* r) {
-      return is_error(r) ? session_error("SELECT", r) : Status();
-    });
+    steps->push_back({encode_command(select), [](const redisReply* r) {
+                        return is_error(r) ? session_error("SELECT", r) : Status();
+                      }});
   }
-  for (const auto& s : config_->handshake) steps.emplace_back(s.command, s.check);
-  if (steps.empty()) return become_ready();
+  const size_t session_steps = steps->size();
+  for (const auto& s : config_->handshake) steps->push_back(s);
+  if (steps->empty()) return become_ready();
+  // Two rounds: AUTH, SELECT and the first configured step (small: the eviction policy's INFO)
+  // first; the rest (the scripts) once those are answered. Redis (since 6.2.6) closes an
+  // unauthenticated connection that sends a bulk string above 16 KB, so scripts pipelined
+  // behind a refused AUTH, or behind a missing one, raced the refusal: the caller saw
+  // "connection reset" instead of WRONGPASS or NOAUTH.
+  send_handshake(steps, 0, std::min(session_steps + 1, steps->size()));
+}
+
+void RespConnection::send_handshake(std::shared_ptr<const std::vector<HandshakeStep>> steps,
+                                    size_t from, size_t to) {
+  auto self = shared_from_this();
+  const uint64_t gen = gen_;
   std::lock_guard lock(mu_);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const bool last = i + 1 == steps.size();
-    enqueue_locked(steps[i].first,
-                   [self, gen, last, check = std::move(steps[i].second)](const Status& error,
-                                                                        const redisReply* reply) {
+  for (size_t i = from; i < to; ++i) {
+    const bool last_of_round = i + 1 == to;
+    enqueue_locked((*steps)[i].command,
+                   [self, gen, steps, i, to, last_of_round](const Status& error,
+                                                            const redisReply* reply) {
                      if (!error.is_ok() || gen != self->gen_) return;
                      // Whatever the step, NOAUTH means the URL lacks the credentials.
                      if (is_error(reply) && reply_text(reply).starts_with("NOAUTH")) {
                        return self->fail(session_error("the handshake", reply));
                      }
-                     if (Status s = check(reply); !s.is_ok()) return self->fail(std::move(s));
-                     if (last) self->become_ready();
+                     if (Status s = (*steps)[i].check(reply); !s.is_ok()) {
+                       return self->fail(std::move(s));
+                     }
+                     if (!last_of_round) return;
+                     if (to == steps->size()) return self->become_ready();
+                     self->send_handshake(steps, to, steps->size());
                    },
                    connect_deadline_);
   }

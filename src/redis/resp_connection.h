@@ -119,6 +119,10 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
 
   void do_connect();
   void handshake();
+  // Queues handshake steps [from, to); the last one's reply sends [to, end), or makes the
+  // connection ready when there is none.
+  void send_handshake(std::shared_ptr<const std::vector<HandshakeStep>> steps, size_t from,
+                      size_t to);
   void become_ready();
   void enqueue_locked(std::string_view command, ReplyCallback done, SteadyTime deadline);
   void schedule_write_locked();
