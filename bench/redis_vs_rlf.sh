@@ -41,6 +41,21 @@ trap 'redis_stop; rm -f "$results"' EXIT
 url="redis://127.0.0.1:$REDIS_PORT/0"
 log "redis-server $(redis-server --version | awk '{print $3}') pid $REDIS_PID on 127.0.0.1:$REDIS_PORT (cpu $SERVER_CPU); clients on cpu $CLIENT_CPU; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# Hypervisor steal on the two pinned cpus (/proc/stat, in clock ticks): on a VM it, more than
+# other work, explains a slow run, so every result line carries it (steal_s, warm-up included)
+# and the table shows the largest per limiter.
+steal_ticks() {
+  awk -v a="cpu$CLIENT_CPU" -v b="cpu$SERVER_CPU" '$1 == a || $1 == b {n += $9} END {print n + 0}' /proc/stat
+}
+hz=$(getconf CLK_TCK)
+with_steal() {  # JSON line on stdin, steal ticks at the start as $1 -> the line with steal_s
+  python3 -c '
+import json, sys
+line = sys.stdin.read().strip()
+d = json.loads(line); d["steal_s"] = round((int(sys.argv[2]) - int(sys.argv[1])) / int(sys.argv[3]), 3)
+print(json.dumps(d))' "$1" "$(steal_ticks)" "$hz"
+}
+
 IFS=';' read -r -a variants <<< "$VARIANTS"
 status=0
 for ((r = 1; r <= RUNS; r++)); do
@@ -53,18 +68,20 @@ for ((r = 1; r <= RUNS; r++)); do
         read -r -a flags <<< "${v#*:}"
         redis-cli -p "$REDIS_PORT" FLUSHALL > /dev/null
         log "$name $keyset c$conc, run $r/$RUNS"
+        st=$(steal_ticks)
         line=$(taskset -c "$CLIENT_CPU" "$BENCH" throughput --store "$url" \
                  --algorithm "$ALGORITHM" --keys "$nkeys" --inflight "$conc" \
                  --seconds "$MEASURE_S" --warmup "$WARMUP_S" --server-pid "$REDIS_PID" \
                  --json-peer "$name" "${flags[@]}" | tail -1) || status=1
-        echo "$line" >> "$results"
+        with_steal "$st" <<< "$line" >> "$results" || { echo "$line" >> "$results"; status=1; }
       done
       if [ "$PEER" = 1 ]; then
         redis-cli -p "$REDIS_PORT" FLUSHALL > /dev/null
         log "node-rlf-redis $keyset c$conc, run $r/$RUNS"
-        REDIS_PORT=$REDIS_PORT CONC=$conc SERVER_PIDS=$REDIS_PID NKEYS=100000 \
-          taskset -c "$CLIENT_CPU" node bench/peers/node/redis.js "$keyset" >> "$results" ||
-          status=1
+        st=$(steal_ticks)
+        line=$(REDIS_PORT=$REDIS_PORT CONC=$conc SERVER_PIDS=$REDIS_PID NKEYS=100000 \
+          taskset -c "$CLIENT_CPU" node bench/peers/node/redis.js "$keyset" | tail -1) || status=1
+        with_steal "$st" <<< "$line" >> "$results" || { echo "$line" >> "$results"; status=1; }
       fi
     done
   done
@@ -84,17 +101,19 @@ for line in open(sys.argv[1]):
         continue
     us = j['server_cpu'] * 1e6 / j['value'] if j.get('server_cpu') is not None and j['value'] else float('nan')
     rows.setdefault((j['workload'], j['peer']), []).append(
-        (j['value'], us, j['p50_us'], j['p99_us'], j.get('denied', 0) + j.get('errors', 0)))
+        (j['value'], us, j['p50_us'], j['p99_us'], j.get('denied', 0) + j.get('errors', 0),
+         j.get('steal_s', float('nan'))))
 med = lambda xs: statistics.median(xs)
-print('| workload | limiter | decisions/s (median) | Redis CPU µs/decision | p50 / p99 µs | runs (decisions/s) | denied+errors |')
-print('| --- | --- | --- | --- | --- | --- | --- |')
+print('| workload | limiter | decisions/s (median) | Redis CPU µs/decision | p50 / p99 µs | runs (decisions/s) | denied+errors | steal s (max of runs) |')
+print('| --- | --- | --- | --- | --- | --- | --- | --- |')
 summary = {}
 for (w, p), v in sorted(rows.items()):
     d = med(x[0] for x in v); us = med(x[1] for x in v)
     p50 = med(x[2] for x in v); p99 = med(x[3] for x in v)
     summary[(w, p)] = (d, us, p99)
     runs = ', '.join(f'{x[0]:.0f}' for x in v)
-    print(f'| {w} | {p} | {d:,.0f} | {us:.2f} | {p50:.0f} / {p99:.0f} | {runs} | {sum(x[4] for x in v)} |')
+    print(f'| {w} | {p} | {d:,.0f} | {us:.2f} | {p50:.0f} / {p99:.0f} | {runs} | {sum(x[4] for x in v)} | '
+          f'{max(x[5] for x in v):.2f} |')
 peer = 'node-rlf-redis'
 ratios = [(w, p) for (w, p) in summary if p != peer and (w, peer) in summary]
 if ratios:
