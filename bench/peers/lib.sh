@@ -34,6 +34,11 @@ peers_install() {
   fi
 }
 
+# TERMs process $1 (if any) and waits for it: a benchmark's own server, stopped by pid.
+stop_pid() {
+  if [ -n "${1:-}" ]; then kill -TERM "$1" 2> /dev/null || true; wait "$1" 2> /dev/null || true; fi
+}
+
 free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -66,11 +71,8 @@ redis_start() {
   die "redis-server did not answer on 127.0.0.1:$REDIS_PORT within 5 s"
 }
 redis_stop() {
-  if [ -n "${REDIS_PID:-}" ]; then
-    kill "$REDIS_PID" 2> /dev/null || true
-    wait "$REDIS_PID" 2> /dev/null || true
-    REDIS_PID=""
-  fi
+  stop_pid "${REDIS_PID:-}"
+  REDIS_PID=""
   [ -n "${REDIS_DIR:-}" ] && rm -rf "$REDIS_DIR"
   REDIS_DIR=""
 }

@@ -96,21 +96,22 @@ std::string_view without_domain(std::string_view key, std::string_view domain) {
 // breaks and the plain request structs cannot express; checked here, not in a front-end, so
 // that gRPC and /json refuse the same requests with the same words.
 Status validate_descriptors(const RateLimitRequest& req) {
+  // The messages are built only for a refusal: this runs on every call.
+  const auto where = [](size_t i) { return "descriptor " + std::to_string(i); };
   for (size_t i = 0; i < req.descriptors.size(); ++i) {
     const std::vector<RequestEntry>& entries = req.descriptors[i].entries;
-    const std::string where = "descriptor " + std::to_string(i);
-    if (entries.empty()) return Status::invalid_argument(where + " has no entries");
+    if (entries.empty()) return Status::invalid_argument(where(i) + " has no entries");
     if (entries.size() > kMaxEntries) {
-      return Status::invalid_argument(where + " has " + std::to_string(entries.size()) +
+      return Status::invalid_argument(where(i) + " has " + std::to_string(entries.size()) +
                                       " entries (at most " + std::to_string(kMaxEntries) + ")");
     }
     for (size_t j = 0; j < entries.size(); ++j) {
       if (entries[j].key.empty()) {
-        return Status::invalid_argument(where + " entry " + std::to_string(j) +
+        return Status::invalid_argument(where(i) + " entry " + std::to_string(j) +
                                         ": the key must not be empty");
       }
       if (entries[j].value.empty()) {
-        return Status::invalid_argument(where + " entry " + std::to_string(j) + " (key '" +
+        return Status::invalid_argument(where(i) + " entry " + std::to_string(j) + " (key '" +
                                         entries[j].key + "'): the value must not be empty");
       }
     }

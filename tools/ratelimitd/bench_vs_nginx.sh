@@ -18,7 +18,7 @@ PORT=$(free_port)
 TMP=$(mktemp -d)
 RL_PID=""
 stop_rl() {
-  if [ -n "$RL_PID" ]; then kill -TERM "$RL_PID" 2> /dev/null || true; wait "$RL_PID" 2> /dev/null || true; fi
+  stop_pid "$RL_PID"
   RL_PID=""
 }
 trap 'stop_rl; rm -rf "$TMP"' EXIT
