@@ -7,14 +7,16 @@
 # against. Invariant: the packaged prefix is /usr, whatever CMAKE_INSTALL_PREFIX says.
 include_guard(GLOBAL)
 
-# The service's files that are not a target: the unit, the default configuration, the README.
+# The service's files that are not a target: the unit, the default configuration, the docs.
 # Only in the packages (EXCLUDE_FROM_ALL: a plain `cmake --install` never writes /etc or /lib).
 if(TARGET ratelimitd)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/ratelimitd.service
           DESTINATION /lib/systemd/system COMPONENT server EXCLUDE_FROM_ALL)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/ratelimit.yaml
           DESTINATION /etc/ratelimit COMPONENT server EXCLUDE_FROM_ALL)
-  install(FILES ${PROJECT_SOURCE_DIR}/README.md
+  file(GLOB ratelimit_doc_pages ${PROJECT_SOURCE_DIR}/docs/*.md)
+  install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE
+                ${PROJECT_SOURCE_DIR}/CHANGELOG.md ${ratelimit_doc_pages}
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/ratelimitd COMPONENT server EXCLUDE_FROM_ALL)
 endif()
 

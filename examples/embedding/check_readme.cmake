@@ -1,4 +1,4 @@
-# check_readme.cmake — fails unless DOC contains SOURCE verbatim, so the README never shows an
+# check_readme.cmake — fails unless DOC contains SOURCE verbatim, so the docs never show an
 # embedding example that does not compile or does not do what it says.
 file(READ ${SOURCE} source)
 file(READ ${DOC} doc)

@@ -1,4 +1,4 @@
-// examples/embedding — the README's embedding example: a Limiter on the in-process MemoryStore,
+// examples/embedding — docs/library.md's embedding example: a Limiter on the in-process MemoryStore,
 // answering 429 with Retry-After, and two limits checked all or nothing. Built and run by ctest
 // (it exits 1 if the library answers anything but what the comments say).
 #include <chrono>

@@ -1,8 +1,8 @@
 // redis_eviction_test.cc — eviction safety against real redis-servers: the store reads each
 // node's maxmemory-policy at connect (INFO memory), reports a policy that may delete limiter
 // keys, refuses it with require_noeviction, and counts evicted_keys growth from its INFO polls.
-// Also: the least-privilege ACL user of the README ("Running Redis for a limiter") is enough
-// for every algorithm, peek, acquire_all and reset — the line is read from README.md itself.
+// Also: the least-privilege ACL user of docs/redis.md ("Running Redis for a limiter") is enough
+// for every algorithm, peek, acquire_all and reset — the line is read from docs/redis.md itself.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -87,13 +87,13 @@ TEST(RedisEviction, EvictedKeysGrowthIsCounted) {
 }
 
 TEST(RedisAcl, ReadmeUserIsEnough) {
-  std::ifstream readme(std::string(RATELIMIT_SOURCE_DIR) + "/README.md");
+  std::ifstream readme(std::string(RATELIMIT_SOURCE_DIR) + "/docs/redis.md");
   ASSERT_TRUE(readme.good());
   std::string line, acl;
   while (std::getline(readme, line)) {
     if (line.find("ACL SETUSER ratelimit on") != std::string::npos) acl = line;
   }
-  ASSERT_FALSE(acl.empty()) << "README.md lost its ACL line";
+  ASSERT_FALSE(acl.empty()) << "docs/redis.md lost its ACL line";
   std::istringstream words(acl);
   std::vector<std::string> args;
   for (std::string w; words >> w;) args.push_back(w == ">long-random-password" ? ">acl-pw" : w);

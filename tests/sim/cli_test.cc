@@ -158,7 +158,7 @@ TEST(Cli, ProgressShowsRateAndTimeLeftOnlyOnATerminal) {
   EXPECT_TRUE(o.err.empty()) << o.err;
 }
 
-// The README's example outputs are what the binary prints: the three patterns, and the
+// docs/simulator.md's example outputs are what the binary prints: the three patterns, and the
 // sample access log written by tools/sim/make_sample_access_log.py (deterministic).
 std::string readme_block_after(const std::string& readme, const std::string& anchor) {
   const size_t at = readme.find(anchor);
@@ -170,7 +170,7 @@ std::string readme_block_after(const std::string& readme, const std::string& anc
 
 TEST(Cli, ReadmeExamplesAreWhatTheBinaryPrints) {
   ScratchDir dir;
-  const std::string readme = read_file(std::string(RATELIMIT_SOURCE_DIR) + "/README.md");
+  const std::string readme = read_file(std::string(RATELIMIT_SOURCE_DIR) + "/docs/simulator.md");
   Outcome patterns = sim(dir, "");
   ASSERT_EQ(patterns.code, 0);
   EXPECT_EQ(patterns.out, readme_block_after(readme, "The output of `build/bin/ratelimit-sim`, unedited:"));
