@@ -1,0 +1,128 @@
+// connection.cc — the Asio loop of an h2c connection (see connection.h).
+#include "connection.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+
+#include <nghttp2/nghttp2.h>
+
+namespace ratelimit::h2 {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+constexpr size_t kReadSize = 16 * 1024;
+}
+
+Connection::Connection(asio::ip::tcp::socket socket, const ConnectionOptions& options)
+    : socket_(std::move(socket)), options_(options), timer_(socket_.get_executor()) {}
+
+Connection::~Connection() {
+  session_.reset();  // tells the handler of streams still open, while it exists
+}
+
+void Connection::start(std::unique_ptr<Handler> handler, std::string_view already_read) {
+  handler_ = std::move(handler);
+  session_.emplace(*handler_, options_.limits);
+  error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  last_read_ = std::chrono::steady_clock::now();
+  arm_timer();
+  if (!already_read.empty()) {
+    in_receive_ = true;
+    const bool ok = session_->receive(already_read);
+    in_receive_ = false;
+    write();
+    if (!ok) return;
+  } else {
+    write();  // our SETTINGS
+  }
+  read();
+}
+
+void Connection::read() {
+  if (closed_) return;
+  in_.resize(kReadSize);
+  socket_.async_read_some(asio::buffer(in_.data(), in_.size()), [self = shared_from_this()](error_code ec, size_t n) {
+    if (ec || self->closed_) {
+      self->close();
+      return;
+    }
+    self->last_read_ = std::chrono::steady_clock::now();
+    self->in_receive_ = true;
+    const bool ok = self->session_->receive(std::string_view(self->in_.data(), n));
+    self->in_receive_ = false;
+    self->write();
+    if (ok && self->session_->alive()) self->read();
+  });
+}
+
+void Connection::flush_soon() {
+  if (in_receive_ || flush_posted_ || closed_) return;
+  flush_posted_ = true;
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->flush_posted_ = false;
+    self->write();
+  });
+}
+
+void Connection::write() {
+  if (closed_ || writing_) return;
+  out_.clear();
+  session_->collect(out_);
+  if (out_.empty()) {
+    if (!session_->alive()) close();
+    return;
+  }
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
+    self->writing_ = false;
+    if (ec) {
+      self->close();
+      return;
+    }
+    self->write();  // what was queued meanwhile, or close when the session is done
+  });
+}
+
+void Connection::drain() {
+  if (draining_ || closed_) return;
+  draining_ = true;
+  session_->shutdown_notice();
+  write();
+  // The final GOAWAY a moment later, so streams the peer opened meanwhile are still served.
+  auto t = std::make_shared<asio::steady_timer>(socket_.get_executor(), std::chrono::milliseconds(100));
+  t->async_wait([self = shared_from_this(), t](error_code) {
+    if (self->closed_) return;
+    self->session_->go_away();
+    self->write();
+  });
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  error_code ec;
+  timer_.cancel();
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+}
+
+void Connection::arm_timer() {
+  timer_.expires_after(options_.tick);
+  timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (ec || self->closed_) return;
+    const auto now = std::chrono::steady_clock::now();
+    Session& s = *self->session_;
+    if (s.open_streams() == 0 && now - self->last_read_ >= self->options_.idle_timeout) {
+      s.terminate(NGHTTP2_NO_ERROR);
+    } else if (s.reset_unfinished(now - self->options_.request_timeout) > 0) {
+      // the RST_STREAMs leave below
+    }
+    self->write();
+    self->arm_timer();
+  });
+}
+
+}  // namespace ratelimit::h2

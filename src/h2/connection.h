@@ -1,0 +1,83 @@
+// connection.h — one h2c (HTTP/2 over cleartext TCP, prior knowledge) connection on Boost.Asio:
+// a read loop feeding a Session, and a writer that sends everything the Session has queued in
+// one write. Frames and streams only, no API: the Handler given to start() is the application.
+//
+// Writes: whatever the handlers answered while one read was processed leaves in one write
+// after it; answers that arrive later (a store thread's, posted to this connection's executor)
+// ask for flush_soon(), which writes once at the end of the current event-loop turn, so
+// answers completing together share a write. While a write is in flight nothing else is
+// written; what accumulates meanwhile leaves in the next one.
+// Timeouts (one timer per connection, ticking every `tick`): no stream open and nothing read
+// for idle_timeout → GOAWAY and close; a stream whose request has not ended within
+// request_timeout → RST_STREAM CANCEL (half-open streams cannot hold the stream budget).
+// Closing: when the Session is no longer alive (GOAWAY exchanged and streams done, a fatal
+// protocol error) and its last bytes are written, the socket closes.
+// Lifetime: shared_ptr; the read, write and timer handlers hold it, and so may an application
+// waiting for an answer (keep_alive()).
+// Thread-safety: every method on the connection's executor (its io_context's thread), except
+// executor().
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "session.h"
+
+namespace ratelimit::h2 {
+
+struct ConnectionOptions {
+  Limits limits;
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds request_timeout{10'000};
+  std::chrono::milliseconds tick{1'000};
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(boost::asio::ip::tcp::socket socket, const ConnectionOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Starts serving with `handler` (owned from now on). `already_read`: bytes a listener read
+  // before handing the socket over (the client preface, when it chose by the preface).
+  void start(std::unique_ptr<Handler> handler, std::string_view already_read = {});
+  Session& session() { return *session_; }
+  boost::asio::any_io_executor executor() { return socket_.get_executor(); }
+  // Writes what the session queued at the end of this event-loop turn (no-op while a read is
+  // being processed: its write follows anyway).
+  void flush_soon();
+  // Graceful: GOAWAY (shutdown notice, then the last stream id a moment later); open streams
+  // are answered, then the connection closes.
+  void drain();
+  // Closes the socket now.
+  void close();
+  bool closed() const { return closed_; }
+
+ private:
+  void read();
+  void write();
+  void arm_timer();
+
+  boost::asio::ip::tcp::socket socket_;
+  ConnectionOptions options_;
+  std::unique_ptr<Handler> handler_;  // declared before session_: outlives it
+  std::optional<Session> session_;
+  boost::asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point last_read_;
+  std::string in_;    // read buffer
+  std::string out_;   // bytes of the write in flight
+  bool in_receive_ = false;
+  bool writing_ = false;
+  bool flush_posted_ = false;
+  bool draining_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace ratelimit::h2
