@@ -7,6 +7,11 @@ forward_auth; examples/haproxy/haproxy.cfg + ratelimit.lua).
 Asserts what a client behind nginx must see: 200 + RateLimit headers while admitted; 429 +
 Retry-After + RateLimit headers when denied (not nginx's 500); and a forged X-Forwarded-For
 (nginx appends the real address with $proxy_add_x_forwarded_for) never buys more requests.
+Then ratelimitd is stopped: the proxy as shipped answers what docs/proxies.md says (nginx 500,
+Caddy 502, HAProxy 503: fail closed), and the example's documented fail-open variant (the lines
+between its fail-open markers uncommented; for HAProxy the fail-closed line commented out)
+serves the backend instead. For HAProxy, docs/proxies.md installs ratelimit.lua at exactly the
+path haproxy.cfg loads.
 The client connects from 127.0.0.2 so its address differs from the proxy's (127.0.0.1, the
 only trusted proxy). Everything runs on free loopback ports in a private directory, every wait is
 bounded, every process is stopped by pid.
@@ -58,33 +63,62 @@ def get(port, xff=None):
     return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
 
-def start_proxy(work, rl_port, px_port, be_port):
+EXAMPLE = {"nginx": "examples/nginx/ratelimit.conf", "caddy": "examples/caddy/Caddyfile",
+           "haproxy": "examples/haproxy/haproxy.cfg"}[PROXY]
+DOWN_STATUS = {"nginx": 500, "caddy": 502, "haproxy": 503}[PROXY]  # as docs/proxies.md says
+
+
+def fail_open(example):
+    """The example's documented fail-open variant: uncomment the lines between the fail-open
+    markers, or comment out those between the fail-closed markers."""
+    out, region = [], None
+    for line in example.split("\n"):
+        body = line.strip()
+        if body in ("# fail-open:begin", "# fail-closed:begin"):
+            region = body.split(":")[0][2:]
+        elif body in ("# fail-open:end", "# fail-closed:end"):
+            region = None
+        elif region == "fail-open":
+            indent = line[:len(line) - len(line.lstrip())]
+            line = indent + line.lstrip()[2:] if line.lstrip().startswith("# ") else line
+        elif region == "fail-closed":
+            line = "# " + line
+        out.append(line)
+    variant = "\n".join(out)
+    if variant == example:
+        raise SystemExit(f"{EXAMPLE} has no fail-open/fail-closed markers")
+    return variant
+
+
+def start_proxy(work, rl_port, px_port, be_port, variant="as shipped"):
     """The proxy on its example configuration, with this run's ports; nothing else changed."""
-    example = open(os.path.join(SRC, {"nginx": "examples/nginx/ratelimit.conf", "caddy": "examples/caddy/Caddyfile",
-                                      "haproxy": "examples/haproxy/haproxy.cfg"}[PROXY])).read()
+    example = open(os.path.join(SRC, EXAMPLE)).read()
+    if variant == "fail open":
+        example = fail_open(example)
     example = example.replace("127.0.0.1:8080", f"127.0.0.1:{rl_port}")
     example = example.replace("127.0.0.1:9000", f"127.0.0.1:{be_port}")
-    stderr = open(os.path.join(work, "proxy.stderr"), "w")
+    stderr = open(os.path.join(work, "proxy.stderr"), "a")
     if PROXY == "haproxy":
         example = example.replace("/etc/haproxy/ratelimit.lua", os.path.join(SRC, "examples/haproxy/ratelimit.lua"))
         example = example.replace("127.0.0.1:8000", f"127.0.0.1:{px_port}")
-        path = os.path.join(work, "haproxy.cfg")
+        path = os.path.join(work, f"haproxy-{px_port}.cfg")
         open(path, "w").write(example)
         env = dict(os.environ, RATELIMITD_URL=f"http://127.0.0.1:{rl_port}")
         return subprocess.Popen(["haproxy", "-db", "-f", path], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     if PROXY == "caddy":
         example = example.replace(":8000 {", f":{px_port} {{")
-        path = os.path.join(work, "Caddyfile")
+        path = os.path.join(work, f"Caddyfile-{px_port}")
         open(path, "w").write(example)
         env = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
         return subprocess.Popen(["caddy", "run", "--config", path, "--adapter", "caddyfile"],
                                 stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     example = example.replace("127.0.0.1:8000", f"127.0.0.1:{px_port}")
     temps = "".join(f"  {k}_temp_path {work}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    with open(os.path.join(work, "nginx.conf"), "w") as f:
-        f.write(f"worker_processes 1;\nerror_log {work}/error.log warn;\npid {work}/nginx.pid;\n"
+    conf = os.path.join(work, f"nginx-{px_port}.conf")
+    with open(conf, "w") as f:
+        f.write(f"worker_processes 1;\nerror_log {work}/error.log warn;\npid {work}/nginx-{px_port}.pid;\n"
                 f"events {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n{temps}{example}\n}}\n")
-    return subprocess.Popen(["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"), "-g", "daemon off;"],
+    return subprocess.Popen(["nginx", "-p", work, "-c", conf, "-g", "daemon off;"],
                             stdout=subprocess.DEVNULL, stderr=stderr)
 
 
@@ -139,6 +173,25 @@ def main():
         c.request("POST", "/v1/peek", body='{"key":"127.0.0.2","policy":"api"}')
         check(c.getresponse().status == 429, "the key is the client's real address 127.0.0.2")
         c.close()
+
+        # ratelimitd down: the proxy as shipped fails closed with the documented status ...
+        rl.terminate()
+        rl.wait(timeout=10)
+        status, _, body = get(ng_port)
+        check(status == DOWN_STATUS, f"ratelimitd down: {PROXY} answers {DOWN_STATUS} as documented, got {status} {body!r}")
+        # ... and the documented fail-open variant serves the backend.
+        fo_port = free_port()
+        fo = start_proxy(work, rl_port, fo_port, backend.server_address[1], "fail open")
+        procs.append(fo)
+        wait_port(fo_port, fo, PROXY + " (fail open)")
+        status, _, body = get(fo_port)
+        check(status == 200 and body == b"backend\n", f"ratelimitd down, fail-open variant: 200 from the backend, got {status} {body!r}")
+        print(f"ratelimitd down: {PROXY} as shipped {DOWN_STATUS}, fail-open variant {status}")
+        if PROXY == "haproxy":
+            loaded = re.search(r"^\s*lua-load (\S+)", open(os.path.join(SRC, EXAMPLE)).read(), re.M).group(1)
+            docs = open(os.path.join(SRC, "docs/proxies.md")).read()
+            check(f"install -m 0644 examples/haproxy/ratelimit.lua {loaded}" in docs,
+                  f"docs/proxies.md installs ratelimit.lua where haproxy.cfg loads it ({loaded})")
     finally:
         for p in reversed(procs):
             if p.poll() is None:
