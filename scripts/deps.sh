@@ -1,18 +1,27 @@
-# scripts/deps.sh — the one list of Debian packages this project needs, and an idempotent
-# installer. Sourced by scripts/test and scripts/run. Fast and silent when all are present.
-RATELIMIT_PACKAGES=(
-  g++ cmake make ccache pkg-config python3 dpkg-dev systemd
-  libgtest-dev libgmock-dev libbenchmark-dev
+# scripts/deps.sh — the one place that lists the Debian packages this project needs (to build
+# and run; to test; for the benchmarks' peers), and an idempotent installer.
+# Sourced by scripts/test and scripts/run. Fast and silent when all are present.
+# What building and running need: scripts/run installs only these (and configures without the
+# tests and benchmarks), so starting the service never waits for browsers or proxies.
+RATELIMIT_RUN_PACKAGES=(
+  g++ cmake make ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # proto/, src/grpc
+)
+# What the tests add (scripts/test installs both lists).
+RATELIMIT_TEST_PACKAGES=(
+  python3 dpkg-dev systemd
+  libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio  # tests/rls/envoy_serve_e2e.py calls ShouldRateLimit over real gRPC
   redis-server redis-tools redis-sentinel openssl
-  prometheus  # promtool checks the /metrics text (tests/rls/envoy_serve_e2e.py)
+  prometheus  # promtool: the /metrics text, and the alert rules of examples/monitoring
   nginx caddy haproxy   # tests/proxies: the reverse-proxy end-to-end tests
   clang libclang-rt-14-dev
   chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless
+  curl iproute2 python3-yaml  # tests/docs: the docs' commands (curl), a private loopback (ip), YAML blocks
 )
+RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}")
 # The peers of the benchmarks (bench/peers, docs/BENCHMARKS.md): not needed to build or test.
 # bench/peers/lib.sh installs them with `ratelimit_install_deps "${RATELIMIT_BENCH_PACKAGES[@]}"`;
 # the npm packages are pinned by bench/peers/node/package-lock.json. Node itself (Debian's
@@ -22,9 +31,17 @@ RATELIMIT_BENCH_PACKAGES=(nginx wrk curl python3-limits python3-redis redis-serv
   nghttp2-client)  # h2load: tools/bench/rls_vs_http.sh's second gRPC client
 RATELIMIT_BENCH_NODE_PACKAGES=(nodejs npm)
 
+# ratelimit_install_deps [PACKAGE...]: installs every package of both lists, plus the arguments.
+# ratelimit_install_run_deps [PACKAGE...]: only what building and running need, plus the
+# arguments (scripts/run; the Dockerfile adds dpkg-dev for its packages).
+ratelimit_install_run_deps() {
+  local RATELIMIT_TEST_PACKAGES=()  # dynamic scope: ratelimit_install_deps sees this empty list
+  ratelimit_install_deps "$@"
+}
+
 ratelimit_install_deps() {
   local missing=() p
-  for p in "${RATELIMIT_PACKAGES[@]}" "$@"; do
+  for p in "${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
