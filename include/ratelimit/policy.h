@@ -49,6 +49,41 @@ inline constexpr double kMinRate = 1e-6;                     // tokens per secon
 inline constexpr double kMaxRate = 1e9;
 inline constexpr size_t kMaxPolicyNameLength = 64;
 
+// How a policy's count is shared by the processes that use one store (the modes, which
+// algorithms each is defined for, and their bounds: include/ratelimit/consistency.h).
+enum class Consistency : uint8_t {
+  kExact,  // one atomic store call per decision (the default)
+  kLease,  // a slice of the limit reserved atomically, decided locally; never over the limit
+  kAsync,  // decided locally on the last known global count, hits pushed every sync_interval
+};
+// "exact", "lease", "async".
+const char* consistency_name(Consistency c);
+// Inverse of consistency_name; kInvalidArgument for anything else.
+Result<Consistency> parse_consistency(std::string_view text);
+
+inline constexpr Micros kMinSyncInterval{1'000};        // 1 ms
+inline constexpr Micros kMaxSyncInterval{60'000'000};   // 1 min
+inline constexpr Micros kMinLeaseTtl{1'000};            // 1 ms
+inline constexpr Micros kMaxLeaseTtl{3'600'000'000};    // 1 h
+
+// A policy's consistency settings, each with its default. Config (native policies):
+//   api: { algorithm: fixed_window, limit: 1000, window: 1s,
+//          consistency: lease, lease_max: 50, lease_ttl: 1s, sync_interval: 100ms }
+struct ConsistencyOptions {
+  Consistency mode = Consistency::kExact;
+  // async: how often each instance pushes its hits and refreshes its view of the global count;
+  // lease: how often unused slices past their lifetime are given back. 1 ms ... 1 min.
+  Micros sync_interval{100'000};
+  // lease: the most units one slice holds (a request costing more reserves exactly its cost).
+  // 0 = the default, max(1, limit / 20). 0 ... limit.
+  int64_t lease_max = 0;
+  // lease: the longest an instance holds a slice before giving back what it did not use (a
+  // slice also ends with its window). 1 ms ... 1 h.
+  Micros lease_ttl{1'000'000};
+
+  friend bool operator==(const ConsistencyOptions&, const ConsistencyOptions&) = default;
+};
+
 class Policy {
  public:
   // Window algorithms: at most `limit` units per `window`.
@@ -78,6 +113,11 @@ class Policy {
   // debt of at most one `burst` (tokens >= -burst, level <= 2 * burst).
   Policy with_count_denied(bool on = true) const;
 
+  // A copy with these consistency settings. kInvalidArgument (saying why) for a value out of
+  // range, or a mode the policy's algorithm does not define (consistency.h: lease and async
+  // for fixed_window and sliding_window_counter, not in count-denied or every-hit mode).
+  Result<Policy> with_consistency(const ConsistencyOptions& options) const;
+
   Algorithm algorithm() const { return algorithm_; }
   const std::string& name() const { return name_; }
   // A hash of name(), computed once when the name is set, so a store can place the policy's
@@ -95,6 +135,7 @@ class Policy {
   bool count_denied() const { return count_denied_; }
   // True for fixed_window_every_hit (see there).
   bool counts_every_hit() const { return every_hit_; }
+  const ConsistencyOptions& consistency() const { return consistency_; }
   bool is_bucket() const {
     return algorithm_ == Algorithm::kTokenBucket || algorithm_ == Algorithm::kLeakyBucket;
   }
@@ -108,6 +149,7 @@ class Policy {
   LeakyMode leaky_mode_ = LeakyMode::kPolice;
   bool count_denied_ = false;
   bool every_hit_ = false;
+  ConsistencyOptions consistency_;
   int64_t limit_ = 0;
   Micros window_{0};
   double rate_ = 0;

@@ -188,6 +188,61 @@ void Policy::set_name(std::string name) {
 Policy Policy::with_count_denied(bool on) const {
   Policy p = *this;
   p.count_denied_ = on;
+  // Every denied attempt must reach the store to be counted: only exact can do that.
+  if (on) p.consistency_ = {};
+  return p;
+}
+
+const char* consistency_name(Consistency c) {
+  switch (c) {
+    case Consistency::kExact: return "exact";
+    case Consistency::kLease: return "lease";
+    case Consistency::kAsync: return "async";
+  }
+  return "unknown";
+}
+
+Result<Consistency> parse_consistency(std::string_view text) {
+  for (auto c : {Consistency::kExact, Consistency::kLease, Consistency::kAsync}) {
+    if (text == consistency_name(c)) return c;
+  }
+  return Status::invalid_argument("unknown consistency '" + std::string(text) +
+                                  "' (expected exact, lease or async)");
+}
+
+Result<Policy> Policy::with_consistency(const ConsistencyOptions& o) const {
+  if (o.sync_interval < kMinSyncInterval || o.sync_interval > kMaxSyncInterval) {
+    return Status::invalid_argument("sync_interval must be between 1ms and 1m, got " +
+                                    std::to_string(o.sync_interval.count()) + "us");
+  }
+  if (o.lease_ttl < kMinLeaseTtl || o.lease_ttl > kMaxLeaseTtl) {
+    return Status::invalid_argument("lease_ttl must be between 1ms and 1h, got " +
+                                    std::to_string(o.lease_ttl.count()) + "us");
+  }
+  if (o.lease_max < 0 || o.lease_max > limit_) {
+    return Status::invalid_argument("lease_max must be between 0 (default: limit / 20) and the "
+                                    "limit (" + std::to_string(limit_) + "), got " +
+                                    std::to_string(o.lease_max));
+  }
+  if (o.mode != Consistency::kExact) {
+    const bool windowed = algorithm_ == Algorithm::kFixedWindow ||
+                          algorithm_ == Algorithm::kSlidingWindowCounter;
+    if (!windowed) {
+      return Status::invalid_argument(
+          std::string("consistency ") + consistency_name(o.mode) +
+          " is defined for fixed_window and sliding_window_counter only, not " +
+          algorithm_name(algorithm_) +
+          " (a bucket's units move in time, a log keeps one entry per request: see "
+          "docs/distributed.md)");
+    }
+    if (every_hit_ || count_denied_) {
+      return Status::invalid_argument(std::string("consistency ") + consistency_name(o.mode) +
+                                      " cannot count denied attempts (every attempt must reach "
+                                      "the store): use consistency exact");
+    }
+  }
+  Policy p = *this;
+  p.consistency_ = o;
   return p;
 }
 
