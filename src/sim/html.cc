@@ -3,10 +3,13 @@
 //
 // Why its own file: the page is the table output's pieces (summary_lines, algorithm_rows,
 // top_key_rows — the same text, so the two never disagree) set as HTML, with each run's SVG
-// chart inline. Invariant: nothing is fetched — no script, no external style, font or
-// image — so the file can be mailed or opened offline and shows the same everywhere.
+// chart inline, made to answer hover and zoom by one inline script (html_script.h).
+// Invariant: nothing is fetched — no external script, style, font or image — so the file can
+// be mailed or opened offline and shows the same everywhere; without script the charts are
+// the same static SVG as --svg writes.
 #include <sstream>
 
+#include "html_script.h"
 #include "render.h"
 #include "timestamps.h"
 
@@ -44,10 +47,14 @@ div.chart { overflow-x: auto; margin: 12px 0; }
 std::string render_html(const std::vector<Report>& reports, Micros bar_width) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-    << "<title>ratelimit-sim report</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
+    << "<title>ratelimit-sim report</title>\n<style>" << kStyle << chart_script_style()
+    << "</style>\n</head>\n<body>\n"
     << "<h1>ratelimit-sim report</h1>\n"
     << "<p>Each run replayed through the five algorithms of libratelimit, one state per key, "
-       "with the library's own decision functions.</p>\n";
+       "with the library's own decision functions.</p>\n"
+    << "<p class=\"hint\">On a chart: hover for the figures of each bar; scroll to zoom the time "
+       "axis, drag across it to zoom to a range, double-click or Reset zoom to see the whole "
+       "run.</p>\n";
   for (size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
     o << "<section id=\"run-" << i << "\">\n<h2>" << xml_escape(r.title) << "</h2>\n<p class=\"summary\">"
@@ -68,7 +75,7 @@ std::string render_html(const std::vector<Report>& reports, Micros bar_width) {
     if (svg.rfind("<?xml", 0) == 0) svg = svg.substr(svg.find('\n') + 1);
     o << "<div class=\"chart\">\n" << svg << "</div>\n</section>\n";
   }
-  o << "</body>\n</html>\n";
+  o << "<script>" << chart_script() << "</script>\n</body>\n</html>\n";
   return o.str();
 }
 

@@ -96,24 +96,30 @@ std::string describe_policy(const Policy& policy) {
 }
 
 size_t RateBins::index_for(int64_t t_us) {
-  if (admitted.empty() && denied.empty() && departed.empty()) origin_us = t_us;
+  if (!has_origin_) set_origin(t_us);
   auto index = static_cast<size_t>((t_us - origin_us) / width_us);
   while (index >= kMaxBins) {
-    // Merge neighbours: same totals, half as many intervals, twice as wide.
-    const size_t half = (admitted.size() + 1) / 2;
-    auto merge = [half](std::vector<int64_t>& v, bool maximum) {
-      for (size_t i = 0; i < half; ++i) {
-        const int64_t a = v[2 * i];
-        const int64_t b = 2 * i + 1 < v.size() ? v[2 * i + 1] : 0;
-        v[i] = maximum ? std::max(a, b) : a + b;
+    // Merge neighbours: same totals, fewer and wider intervals. 1 x 10^k grows to 2 x 10^k
+    // (pairs), 2 x 10^k to 10^(k+1) (fives), so every width stays 1 or 2 x 10^k.
+    int64_t lead = width_us;
+    while (lead % 10 == 0) lead /= 10;
+    const size_t factor = lead == 2 ? 5 : 2;
+    const size_t merged = (admitted.size() + factor - 1) / factor;
+    auto merge = [&](std::vector<int64_t>& v, bool maximum) {
+      for (size_t i = 0; i < merged; ++i) {
+        int64_t acc = 0;
+        for (size_t k = i * factor; k < std::min(v.size(), (i + 1) * factor); ++k) {
+          acc = maximum ? std::max(acc, v[k]) : acc + v[k];
+        }
+        v[i] = acc;
       }
-      v.resize(half);
+      v.resize(merged);
     };
     merge(admitted, false);
     merge(denied, false);
     merge(departed, false);
     merge(key_peak, true);
-    width_us *= 2;
+    width_us *= static_cast<int64_t>(factor);
     index = static_cast<size_t>((t_us - origin_us) / width_us);
   }
   if (index >= admitted.size()) {
@@ -258,6 +264,8 @@ Status Replay::add(int64_t t_us, std::string_view key, int64_t cost, bool marked
     m.started = true;
     rep.first_us = t_us;
     rep.start_us = std::min(m.options.start_us.value_or(t_us), t_us);
+    // Bins from the run's start, where the chart's axis and bars start too.
+    for (ChartLane& lane : rep.chart.lanes) lane.bins.set_origin(rep.start_us);
   }
   m.last_us = t_us;
   rep.last_us = t_us;

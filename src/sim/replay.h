@@ -81,12 +81,14 @@ struct ReplayOptions {
   size_t max_tracked_keys = 100'000;
 };
 
-// Per-interval figures over the whole run, in at most kMaxBins intervals whose width doubles
-// as the run grows (constant memory for any trace length): admitted and denied requests,
-// leaky-bucket departures (counts, summed when intervals merge), and the largest per-key
-// count of admissions within the peak window seen at an admission in the interval (the
-// maximum, kept when intervals merge). The first add() sets the origin; every later time
-// must be >= it.
+// Per-interval figures over the whole run, in at most kMaxBins intervals whose width grows
+// as the run does (constant memory for any trace length) through 1, 2, 10, 20, 100 ... ms —
+// always 1 or 2 x 10^k µs, so a chart can group them into bars of 1, 2 or 5 x 10^k:
+// admitted and denied requests, leaky-bucket departures (counts, summed when intervals
+// merge), and the largest per-key count of admissions within the peak window seen at an
+// admission in the interval (the maximum, kept when intervals merge). The origin is
+// set_origin()'s (the run's start), else the first add()'s time; every later time must be
+// >= it.
 struct RateBins {
   static constexpr size_t kMaxBins = 2048;
   int64_t origin_us = 0;
@@ -95,10 +97,15 @@ struct RateBins {
   std::vector<int64_t> denied;
   std::vector<int64_t> departed;
   std::vector<int64_t> key_peak;
+  void set_origin(int64_t t_us) {
+    origin_us = t_us;
+    has_origin_ = true;
+  }
   void add(int64_t t_us, bool allowed, int64_t key_window_count = 0);
   void add_departure(int64_t t_us);
 
  private:
+  bool has_origin_ = false;
   size_t index_for(int64_t t_us);  // merges until t_us fits, grows the vectors
 };
 
