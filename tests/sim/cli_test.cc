@@ -184,6 +184,11 @@ TEST(Cli, ReadmeExamplesAreWhatTheBinaryPrints) {
        "--log-format 'combined $msec' --limit 20 --top 4\n```\n"},
       {"--trace access.log --limit 20 --top 4 --spread", "--limit 20 --top 4 --spread\n```\n"},
   };
+  // The chart in docs/images is the binary's own, not a stale drawing.
+  ASSERT_EQ(sim(dir, "-p C --svg " + dir.file("c.svg")).code, 0);
+  EXPECT_EQ(read_file(dir.file("c.svg")),
+            read_file(std::string(RATELIMIT_SOURCE_DIR) + "/docs/images/pattern_c.svg"))
+      << "regenerate it: build/bin/ratelimit-sim -p C --svg docs/images/pattern_c.svg";
   for (const auto& [args, anchor] : runs) {
     const int code = run_command("cd " + dir.file("") + " && " + SIM_BINARY + " " + args + " > out.txt 2> err.txt");
     EXPECT_EQ(code, 0) << args;
