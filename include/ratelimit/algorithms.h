@@ -145,6 +145,44 @@ AlgorithmState fresh_state(const Policy& policy);
 // 0 for a state of another algorithm than the policy's (decide() would replace it).
 int64_t idle_at_us(const Policy& policy, const AlgorithmState& state);
 
+// What a store keeps of a key it had to forget before the key was idle (the memory store's
+// eviction residue): the time the state would be idle, the units it had in use, and for the
+// buckets their exact level. Compact (24 bytes with a fingerprint) and conservative:
+// state_from_residue rebuilds a state that admits no more than the forgotten one would have.
+// Residues of different keys merge (merge()) into one that restricts each of them at least as
+// much as its own, because the rebuilt state only restricts more as idle_at_us or used grows.
+struct Residue {
+  int64_t idle_at_us = 0;  // <= now: nothing to remember
+  int64_t used = 0;        // units in use when it was taken, rounded up (see residue_of)
+  int64_t level_u = 0;     // buckets only, 0 after a merge: micro-units taken (token) or queued
+                           // (leaky) at idle_at_us - time_to_drain(level_u): the exact state
+};
+
+// The residue of `state` at `now_us` (at or after the state's last decision). `used` is, per
+// algorithm: fixed window, the window's count; sliding log, the units of the live entries;
+// sliding window counter, the current estimate's units (curr + the previous window's weighted
+// part, rounded down as decide() rounds it) or, when only the previous window holds units, its
+// count; token and leaky bucket, the level now in whole units, rounded up.
+Residue residue_of(const Policy& policy, const AlgorithmState& state, int64_t now_us);
+
+// Two keys' residues as one: the larger idle time and use; the buckets' exact level is dropped
+// (their rebuilt level then follows from idle_at alone, rounded toward refusing).
+inline Residue merge(const Residue& a, const Residue& b) {
+  return {a.idle_at_us > b.idle_at_us ? a.idle_at_us : b.idle_at_us,
+          a.used > b.used ? a.used : b.used, 0};
+}
+
+// A state for `policy` at `now_us` that restricts at least as much as any state S of the policy
+// whose residue r' (taken at or before now) is covered by r (r' itself, or merged into r): at
+// every later time, a request it would admit S would admit too, so the units admitted after
+// forgetting S never exceed what S had left. Fresh when r.idle_at_us <= now. How much more it
+// restricts than S (the price of forgetting): fixed window, token and leaky bucket (own
+// residue) none; sliding log, the live entries all count as if admitted with the newest one;
+// sliding window counter, the previous window's weight stops decaying for the rest of the
+// current window; a merged residue, as much as the most restrictive key merged into it (the
+// buckets' level rounded up by one micro-unit).
+AlgorithmState state_from_residue(const Policy& policy, const Residue& r, int64_t now_us);
+
 // One policy's part in an all-or-nothing check.
 struct Limit {
   const Policy* policy;

@@ -81,6 +81,10 @@ struct MemoryStoreEvictions {
   uint64_t near_limit = 0;  // admitted, less than half of its limit left
   uint64_t denied = 0;      // its last acquire was denied
   uint64_t for_bytes = 0;   // of all the above, those the byte bound required (not the key bound)
+  // Not evictions: times the residues of two evicted live keys landed on one cell of a shard's
+  // residue table and were merged (new keys hashing there start as restricted as the merged
+  // keys until their idle time). Steady growth means max_keys is too small for the traffic.
+  uint64_t residue_merges = 0;
   uint64_t total() const { return roomy + near_limit + denied; }
 };
 
@@ -125,6 +129,14 @@ class MemoryStore final : public Store {
   MemoryStoreEvictions eviction_counts() const;
   // Bytes the entries take, as counted for max_bytes. Thread-safe, approximate like key_count.
   size_t bytes() const;
+  // Bytes of the eviction residue tables (not part of bytes() or max_bytes): 0 until a key is
+  // evicted before it was idle, then 24 bytes per cell, half a cell per key of capacity (at
+  // least 16 cells per shard, rounded up to a power of two). Thread-safe.
+  size_t residue_bytes() const;
+  // Whether (policy's name, key) has an entry now — not merely an eviction residue, which
+  // decides like the entry it stands for (for tests and diagnostics; a peek cannot tell).
+  // Thread-safe; locks one shard.
+  bool holds(const Policy& policy, std::string_view key);
   // The byte bound actually enforced: shards * (max_bytes / shards) <= max_bytes.
   size_t byte_capacity() const;
   // Drops every idle entry now (normally done incrementally). Returns how many were dropped.

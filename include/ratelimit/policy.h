@@ -41,6 +41,7 @@ enum class LeakyMode : uint8_t { kPolice, kShape };
 
 inline constexpr int64_t kMaxLimit = 1'000'000'000;          // limit and burst
 inline constexpr int64_t kMaxEveryHitLimit = 4'294'967'295;  // envoyproxy/ratelimit's uint32
+inline constexpr int64_t kMaxEveryHitCount = int64_t{1} << 52;  // a window's count stops there
 inline constexpr int64_t kMaxCost = 1'000'000'000;           // cost of one request
 inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see README
 inline constexpr Micros kMinWindow{1'000};                   // 1 ms

@@ -72,7 +72,7 @@ struct MemoryStore::Impl {
     // A new key: the policy's id, creating it for an acquire (a peek still records a
     // redefinition under a known name).
     const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
-    AlgorithmState state = algo::fresh_state(policy);
+    AlgorithmState state = shard.starting_state(policy, w.hash, now);
     const Decision d = algo::decide(policy, state, now, cost, op);
     if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {
       if (id == memory::kNoPolicy) return too_many_policies();
@@ -121,7 +121,8 @@ struct MemoryStore::Impl {
     for (size_t k = 0; k < n; ++k) {
       Shard& shard = shards[where[k].shard];
       slots[k] = ids[k] == memory::kNoPolicy ? kNil : shard.find(ids[k], ops[k].key, where[k].hash);
-      states[k] = slots[k] != kNil ? shard.take_state(slots[k]) : algo::fresh_state(*ops[k].policy);
+      states[k] = slots[k] != kNil ? shard.take_state(slots[k])
+                                   : shard.starting_state(*ops[k].policy, where[k].hash, now);
       items[k] = {ops[k].policy, &states[k], ops[k].cost,
                   ops[k].kind == StoreOp::Kind::kAcquire ? Op::kAcquire : Op::kPeek};
     }
@@ -235,6 +236,7 @@ Status MemoryStore::reset(const Policy& policy, std::string_view key) {
   const uint16_t id = shard.policy_id(policy, w.name_hash, false);
   const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
   if (i != kNil) shard.remove(i, w.hash);
+  shard.forget_residue(w.hash);
   return {};
 }
 
@@ -301,6 +303,7 @@ MemoryStoreEvictions MemoryStore::eviction_counts() const {
     e.near_limit += shard.evicted(memory::kNearLimit);
     e.denied += shard.evicted(memory::kDenied);
     e.for_bytes += shard.evicted_for_bytes();
+    e.residue_merges += shard.residue_merges();
   }
   return e;
 }
@@ -309,6 +312,21 @@ size_t MemoryStore::bytes() const {
   size_t n = 0;
   for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].bytes();
   return n;
+}
+
+size_t MemoryStore::residue_bytes() const {
+  size_t n = 0;
+  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].residue_bytes();
+  return n;
+}
+
+bool MemoryStore::holds(const Policy& policy, std::string_view key) {
+  if (!validate_key(key).is_ok()) return false;
+  const Impl::Where w = impl_->locate(policy, key);
+  Shard& shard = impl_->shards[w.shard];
+  std::lock_guard lock(shard.mu);
+  const uint16_t id = shard.policy_id(policy, w.name_hash, false);
+  return id != memory::kNoPolicy && shard.find(id, key, w.hash) != kNil;
 }
 
 size_t MemoryStore::byte_capacity() const {

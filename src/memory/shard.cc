@@ -84,6 +84,8 @@ void Shard::init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep
   if (sweep_batch_ == 0) sweep_every_ = 0;
   sweep_countdown_ = sweep_every_;
   mtf_distance_ = static_cast<uint32_t>(std::min<size_t>(capacity_ / 4, kStampMask / 2));
+  // Half a cell per key of capacity, at least 16: 12-24 bytes per key once allocated.
+  residue_.init(std::max<size_t>(capacity_ / 2, 16));
   table_mask_ = 15;
   table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
   policy_mask_ = 15;
@@ -294,6 +296,7 @@ void Shard::make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep,
       victim = pick_victim({}, now_us, idle);
     }
     if (idle > now_us) {
+      record_residue(victim, now_us);
       auto bump = [](std::atomic<uint64_t>& c) {
         c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       };
@@ -302,6 +305,18 @@ void Shard::make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep,
     }
     remove(victim, rehash(slot(victim)));
   }
+}
+
+void Shard::record_residue(uint32_t i, int64_t now_us) {
+  Slot& s = slot(i);
+  const Policy& policy = policies_[s.policy].policy;
+  if (s.tag != static_cast<uint8_t>(policy.algorithm())) return;  // as good as idle (idle_at)
+  AlgorithmState state = take_state(i);  // a copy, or the log's queue moved out
+  residue_.record(rehash(s), algo::residue_of(policy, state, now_us),
+                  standing(i) != kRoomy, now_us);
+  if (s.tag == kLogTag) put_state(i, std::move(state));
+  residue_bytes_mirror_.store(residue_.bytes(), std::memory_order_relaxed);
+  residue_merges_.store(residue_.merges(), std::memory_order_relaxed);
 }
 
 uint32_t Shard::insert(uint16_t policy, std::string_view key, uint64_t hash,
@@ -331,6 +346,7 @@ uint32_t Shard::insert(uint16_t policy, std::string_view key, uint64_t hash,
   if ((size_ + 1) * 4 > (table_mask_ + 1) * 3) grow_table();
   table_insert(hash, i);
   set_size(size_ + 1);
+  residue_.forget(hash);
   return i;
 }
 

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "key_hash.h"
+#include "residue_table.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
 #include "spin_lock.h"
@@ -168,6 +169,18 @@ class alignas(64) Shard {
     }
     return decide_unpacked(i, policy, now_us, cost, op);
   }
+  // The state a key not in the table starts from: rebuilt from its eviction residue while one
+  // applies (residue_table.h), else fresh. Inline: a store that never evicted a live key
+  // checks one pointer.
+  algo::AlgorithmState starting_state(const Policy& policy, uint64_t hash, int64_t now_us) {
+    algo::Residue r;
+    if (residue_.active() && residue_.recall(hash, now_us, r)) {
+      return algo::state_from_residue(policy, r, now_us);
+    }
+    return algo::fresh_state(policy);
+  }
+  // Forgets the key's own eviction residue (reset).
+  void forget_residue(uint64_t hash) { residue_.forget(hash); }
   // Moves the slot's state out (the slot keeps a placeholder until put_state).
   algo::AlgorithmState take_state(uint32_t i);
   // Stores a state back into the slot.
@@ -189,9 +202,10 @@ class alignas(64) Shard {
   // Forgets the slot (hash: the one it was found or inserted with).
   void remove(uint32_t i, uint64_t hash);
   // Adds a new entry standing at `standing` (precondition: find() == kNil; `policy` from
-  // policy_id(..., true)), first evicting (eviction order above) until one more key and its
-  // bytes fit; entries listed in `keep` (slots of this shard in use by the caller) stay.
-  // Returns the new slot.
+  // policy_id(..., true); `state` from starting_state() and decided), first evicting (eviction
+  // order above; an evicted entry that was not idle leaves its residue) until one more key and
+  // its bytes fit; entries listed in `keep` (slots of this shard in use by the caller) stay.
+  // The key's own residue, now folded into its state, is forgotten. Returns the new slot.
   uint32_t insert(uint16_t policy, std::string_view key, uint64_t hash,
                   algo::AlgorithmState&& state, uint32_t standing, int64_t now_us,
                   std::span<const uint32_t> keep = {});
@@ -211,6 +225,10 @@ class alignas(64) Shard {
     return evicted_[standing].load(std::memory_order_relaxed);
   }
   uint64_t evicted_for_bytes() const { return evicted_for_bytes_.load(std::memory_order_relaxed); }
+  // Bytes of the residue table (0 until the first live key is evicted) and how many times two
+  // keys' residues were merged into a shared cell.
+  size_t residue_bytes() const { return residue_bytes_mirror_.load(std::memory_order_relaxed); }
+  uint64_t residue_merges() const { return residue_merges_.load(std::memory_order_relaxed); }
   size_t capacity() const { return capacity_; }
   size_t byte_share() const { return byte_share_; }
 
@@ -293,6 +311,8 @@ class alignas(64) Shard {
   void free_state(Slot& s);
 
   // Eviction.
+  // Remembers a live entry about to be evicted (residue_table.h).
+  void record_residue(uint32_t i, int64_t now_us);
   // Evicts until size() + keys <= capacity() and bytes() + bytes <= byte_share(). `keep` is
   // spared for the byte share, and for the key bound unless nothing else is left.
   void make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep, int64_t now_us);
@@ -344,6 +364,9 @@ class alignas(64) Shard {
   std::atomic<size_t> bytes_mirror_{0};
   std::atomic<uint64_t> evicted_[kStandings] = {};
   std::atomic<uint64_t> evicted_for_bytes_{0};
+  ResidueTable residue_;
+  std::atomic<size_t> residue_bytes_mirror_{0};
+  std::atomic<uint64_t> residue_merges_{0};
 };
 
 }  // namespace ratelimit::memory
