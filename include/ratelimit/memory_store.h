@@ -28,12 +28,15 @@
 //   - peek never creates an entry and does not count as a use for eviction order or standing;
 //   - thread-safe; no global lock on the hot path. acquire_all locks the shards it involves in
 //     ascending index order, so concurrent calls cannot deadlock.
-// Residual risk of the eviction order: a client that can invent keys and choose the cost can
-// make a key denied with two requests (one of cost = limit, then one more), so filling a shard
-// with denied keys, and then evicting a denied key, takes about 2 * max_keys requests within
-// one window; a key that is not (yet) denied can still be pushed out by max_keys invented keys,
-// which gains its client at most the half of one key's limit it had left. Size max_keys above
-// the distinct keys one window sees, or use a shared store with TTLs (Redis) for such limits.
+// An evicted key comes back no richer than it left (issue 23): a key evicted before it is idle
+// leaves a residue (algo::residue_of, 24 bytes) in its shard's residue table, and a new entry for
+// it starts from algo::state_from_residue. A key near its limit or denied gets back nothing,
+// whatever the flood (its residue merges with another's when the table is full, and new keys
+// that hash there start as used as the merged keys until their idle time: such a flood is
+// refused in part); a roomy key gets back nothing while its residue is held, at most the units
+// it had used (under half its limit) when a restrictive residue took its cell. See
+// docs/design.md for the bound per algorithm and residue_bytes() for the table's size (half a
+// cell per key of capacity, allocated at the first such eviction).
 // Memory: one 64-byte slot per key (state, list links, policy id, and the key itself when it
 // is at most 23 bytes; a longer key takes one extra heap block), plus 8-byte hash table cells
 // at a load of 3/8 ... 3/4: 72-90 bytes per key in all (measured: 81 bytes per key over

@@ -31,6 +31,8 @@
 // when more than a quarter of the shard's capacity worth of operations happened since it was
 // last put there (a hot key costs no list writes), or when its standing changes. Stamps are
 // 30-bit: an entry untouched for 2^30 operations on its shard may skip one move (order only).
+// An entry evicted before it is idle leaves its residue in residue_ (residue_table.h), and a
+// key not in the table starts from it (starting_state), so eviction never hands back a limit.
 // Bytes: each entry counts kEntryBytes (its slot and its share of the table) plus the heap
 // blocks it owns (a key over 23 bytes, the sliding log's queue) as the allocator rounds them;
 // the shard keeps the total within its byte share by the same eviction order, never evicting
