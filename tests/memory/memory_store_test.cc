@@ -301,9 +301,13 @@ TEST(MemoryStoreBound, EvictsLeastRecentlyUsedFirst) {
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(store.holds(p, "k" + std::to_string(i))) << i;
   for (int i = 4; i < 8; ++i) EXPECT_FALSE(store.holds(p, "k" + std::to_string(i))) << i;
   for (int i = 8; i < 12; ++i) EXPECT_TRUE(store.holds(p, "k" + std::to_string(i))) << i;
-  // An evicted key decides from its residue like the entry it was (peek: 10 - used - 1).
+  // peek: 10 - used - 1. An evicted roomy key decides from its residue like the entry it was,
+  // unless another residue held its cell (16 cells, hashes seeded per store): then fresh.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(store.peek(p, "k" + std::to_string(i))->remaining, 7) << i;
-  for (int i = 4; i < 8; ++i) EXPECT_EQ(store.peek(p, "k" + std::to_string(i))->remaining, 8) << i;
+  for (int i = 4; i < 8; ++i) {
+    const int64_t remaining = store.peek(p, "k" + std::to_string(i))->remaining;
+    EXPECT_TRUE(remaining == 8 || remaining == 9) << i << ": " << remaining;
+  }
 }
 
 TEST(MemoryStoreBound, KeysUsedRecentlySurviveTheOldestGo) {
