@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "decision_service.h"
+#include "handler.h"
 #include "metrics.h"
 #include "ratelimit/http.h"
 #include "request.h"
@@ -32,8 +33,6 @@
 #include "snapshot.h"
 
 namespace ratelimit::server {
-
-enum class Method : uint8_t { kGet, kHead, kPost, kOther };
 
 // What the endpoints need from one HTTP request (views into the connection's buffers).
 struct RequestView {
