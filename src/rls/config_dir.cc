@@ -53,6 +53,12 @@ Status collect(const fs::path& dir, bool ignore_dotfiles, std::vector<fs::path>&
   return {};
 }
 
+bool same_files(const std::vector<SourceFile>& a, const std::vector<SourceFile>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const SourceFile& x, const SourceFile& y) {
+           return x.name == y.name && x.text == y.text;
+         });
+}
+
 }  // namespace
 
 Result<std::vector<SourceFile>> read_config_directory(const std::string& directory,
@@ -99,20 +105,25 @@ ReloadResult RuleSource::reload(bool only_if_changed) {
   auto files = read_config_directory(directory_, ignore_dotfiles_);
   if (!files) {
     r.status = files.status();
+    r.unchanged = only_if_changed && !refused_files_ && refused_read_ == r.status.message();
+    refused_files_.reset();
+    refused_read_ = r.status.message();
     return r;
   }
-  if (only_if_changed && generation() > 0 && files->size() == serving_files_.size() &&
-      std::equal(files->begin(), files->end(), serving_files_.begin(),
-                 [](const SourceFile& a, const SourceFile& b) {
-                   return a.name == b.name && a.text == b.text;
-                 })) {
+  if (only_if_changed && ((generation() > 0 && same_files(*files, serving_files_)) ||
+                          (refused_files_ && same_files(*files, *refused_files_)))) {
+    r.unchanged = true;
     return r;
   }
   auto set = RuleSet::load(*files, options_);
   if (!set) {
     r.status = set.status();
+    refused_files_ = std::move(*files);
+    refused_read_.clear();
     return r;
   }
+  refused_files_.reset();
+  refused_read_.clear();
   {
     std::lock_guard swap(current_mu_);
     current_ = std::move(*set);
@@ -130,6 +141,8 @@ uint64_t RuleSource::replace(std::shared_ptr<const RuleSet> rules) {
     current_ = std::move(rules);
   }
   serving_files_.clear();  // the next reload(only_if_changed) reads the directory anew
+  refused_files_.reset();
+  refused_read_.clear();
   return generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
 }
 
@@ -232,11 +245,18 @@ void DirectoryWatcher::run() {
     if (n < 0 && errno != EINTR) return;
     if (fds[1].revents & POLLIN) return;
     if (n > 0 && (fds[0].revents & POLLIN)) {
+      // IN_IGNORED is the kernel confirming a watch was removed — arm() removes every watch
+      // before re-adding them, so counting it as a change made each call schedule the next,
+      // and a refused set was reloaded (and logged, and counted) every `quiet_` for ever.
       bool any = false;
       for (;;) {
         const ssize_t got = ::read(inotify_fd_, buf, sizeof buf);
         if (got <= 0) break;
-        any = true;
+        for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= got;) {
+          const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+          if ((ev->mask & IN_IGNORED) == 0) any = true;
+          at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+        }
       }
       if (any) {
         const auto now = Clock::now();

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,9 @@ Result<std::vector<SourceFile>> read_config_directory(const std::string& directo
 struct ReloadResult {
   Status status;            // ok, or why the new set was refused (the old one still serves)
   bool changed = false;     // a new RuleSet was swapped in
+  // only_if_changed, and the directory holds what serves or what was refused last (the same
+  // bytes, or the same read error): nothing was loaded, nothing is to be logged or counted.
+  bool unchanged = false;
   uint64_t generation = 0;  // of the RuleSet serving after this reload
 };
 
@@ -51,8 +55,9 @@ class RuleSource {
   RuleSource(std::string directory, bool ignore_dotfiles, LoadOptions options);
 
   // Reads and loads the directory. On success swaps the new RuleSet in (generation + 1) —
-  // unless `only_if_changed` and the files are byte-for-byte what is serving. On failure
-  // nothing changes.
+  // unless `only_if_changed` and the files are byte-for-byte what is serving, or what was
+  // refused last (ReloadResult::unchanged): a bad file is refused once per change, not once
+  // per look. On failure nothing changes.
   ReloadResult reload(bool only_if_changed = false);
 
   // Serves `rules` (not null), loaded elsewhere — ratelimitd's own YAML holds its domains
@@ -75,6 +80,9 @@ class RuleSource {
   const LoadOptions options_;
   std::mutex reload_mu_;  // one reload at a time
   std::vector<SourceFile> serving_files_;  // guarded by reload_mu_
+  // The last refusal (guarded by reload_mu_): the files that failed to load, or the read error.
+  std::optional<std::vector<SourceFile>> refused_files_;
+  std::string refused_read_;
   mutable std::mutex current_mu_;  // guards current_ (a libstdc++ 12 atomic<shared_ptr> is
                                    // opaque to ThreadSanitizer)
   std::shared_ptr<const RuleSet> current_;

@@ -222,6 +222,67 @@ TEST(ConfigDir, RuntimeRootSymlinkSwapReloads) {
   EXPECT_EQ(load.misses.load(), 0u);
 }
 
+// Issue 23 item 4: a bad file in the watched directory was reloaded, refused, logged and
+// counted every 100 ms until fixed. Refused once per change: looking again at the same bytes
+// (the watcher, only_if_changed) is "unchanged"; an explicit reload (SIGHUP) still tries.
+TEST(ConfigDir, ARefusedSetIsRefusedOncePerChange) {
+  TempDir t;
+  write(t.path() / "a.yaml", rule("a", 5));
+  RuleSource src(t.path().string(), true, {});
+  ASSERT_TRUE(src.reload().status.is_ok());
+  write(t.path() / "b.yaml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n");
+  ReloadResult r = src.reload(true);
+  EXPECT_FALSE(r.status.is_ok());
+  EXPECT_FALSE(r.unchanged);
+  r = src.reload(true);
+  EXPECT_TRUE(r.unchanged) << "the same refused bytes are not refused (logged, counted) again";
+  EXPECT_FALSE(r.changed);
+  r = src.reload(false);
+  EXPECT_FALSE(r.status.is_ok()) << "SIGHUP asks again";
+  EXPECT_FALSE(r.unchanged);
+  // Another broken content is another change: refused once more.
+  write(t.path() / "b.yaml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: eon}\n");
+  r = src.reload(true);
+  EXPECT_FALSE(r.status.is_ok());
+  EXPECT_FALSE(r.unchanged);
+  EXPECT_TRUE(src.reload(true).unchanged);
+  // A read error is remembered the same way.
+  const fs::path moved = t.path().string() + ".gone";
+  fs::rename(t.path(), moved);
+  r = src.reload(true);
+  EXPECT_FALSE(r.status.is_ok());
+  EXPECT_FALSE(r.unchanged);
+  EXPECT_TRUE(src.reload(true).unchanged);
+  fs::rename(moved, t.path());
+  // Fixed (and a.yaml changed meanwhile): loaded at once.
+  fs::remove(t.path() / "b.yaml");
+  write(t.path() / "a.yaml", rule("a", 6));
+  r = src.reload(true);
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(src.generation(), 2u);
+  EXPECT_EQ(rpu_of(*src.current(), "a"), 6u);
+}
+
+// The root cause of the loop: the watcher took the kernel's IN_IGNORED (sent for every watch
+// it removes while re-arming) for a change, so each call scheduled the next one.
+TEST(ConfigDir, TheWatcherCallsOncePerChangeNotForEver) {
+  TempDir t;
+  write(t.path() / "a.yaml", rule("a", 1));
+  std::atomic<int> calls{0};
+  auto watcher = DirectoryWatcher::start({t.path().string()}, [&] { ++calls; });
+  ASSERT_TRUE(watcher.ok());
+  write(t.path() / "a.yaml", rule("a", 2));
+  ASSERT_TRUE(wait_for([&] { return calls.load() >= 1; }));
+  // Ten quiet periods later, still one call (it was about one per 100 ms before the fix).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_EQ(calls.load(), 1);
+  write(t.path() / "a.yaml", rule("a", 3));
+  ASSERT_TRUE(wait_for([&] { return calls.load() >= 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(calls.load(), 2);
+}
+
 TEST(ConfigDir, ExampleEnvoyConfigLoads) {
   RuleSource src(std::string(RATELIMIT_SOURCE_DIR) + "/examples/envoy/config", true, {});
   ReloadResult r = src.reload();

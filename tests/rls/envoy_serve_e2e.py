@@ -15,11 +15,14 @@ Scenarios (one per ctest test, each well under 20 s):
   reload  under load: a `..data` symlink swap that changes a limit (no request fails; the new limit
           takes effect), a swap to a broken set (refused whole, the last good rules keep serving,
           the failure metric grows), SIGHUP (generation + 1), SIGTERM (exit 0).
+  refused a bad file in the watched directory is refused once per change (issue 23 item 4): one
+          log line and reloads_total{result="error"} 1 however long it stays; a second bad
+          version is one more; the fix is loaded.
   env     bad environment values: exit 2 with a message naming the variable, nothing listening;
           --log-level/--log-format for the native daemon (JSON lines, level filter).
 Every process listens on 127.0.0.1 only (PORT=0 etc.: the bound ports are read from the log),
 every wait is bounded, every process is stopped by pid.
-usage: envoy_serve_e2e.py memory|redis|reload|env BIN_DIR
+usage: envoy_serve_e2e.py memory|redis|reload|refused|env BIN_DIR
 """
 import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -472,6 +475,41 @@ def scenario_reload(work):
     check(rc == 0, f"exit {rc}")
 
 
+def scenario_refused(work):
+    cm = ConfigMap(work)
+    cm.publish(CONFIG.format(user_limit=5))
+    d = Daemon(work, base_env(work))
+    port, debug = d.ports["HTTP"], d.ports["debug"]
+    bad = CONFIG.format(user_limit=5) + "  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n"
+
+    def refusals():
+        return d.text().count("configuration refused")
+
+    def errors():
+        return metric(request(debug, "GET", "/metrics")[2], "ratelimitd_config_reloads_total", 'result="error"')
+
+    try:
+        cm.publish(bad)
+        check(d.wait_log("configuration refused, generation 1 keeps serving"), "no refusal:\n" + d.text())
+        # Before the fix the watcher reloaded (refused, logged, counted) every 100 ms: 30 lines in 3 s.
+        time.sleep(2.0)
+        check(refusals() == 1 and errors() == 1, f"one change, {refusals()} refusals logged, {errors()} counted:\n" + d.text())
+        check(ask(port, [("user", "u")])[1]["statuses"][0]["currentLimit"]["requestsPerUnit"] == 5, "last good rules")
+        # Another broken version is another change: refused once more, once.
+        cm.publish(bad.replace("requests_per_unit: 1 }", "requests_per_unit: 2 }"))
+        end = time.monotonic() + 5
+        while time.monotonic() < end and refusals() < 2:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        check(refusals() == 2 and errors() == 2, f"two changes, {refusals()} refusals, {errors()} counted:\n" + d.text())
+        cm.publish(CONFIG.format(user_limit=7))
+        check(d.wait_log("configuration reloaded, generation 2"), "the fix was not loaded:\n" + d.text())
+        check(errors() == 2, "the fix counted as an error")
+    finally:
+        rc = d.stop()
+    check(rc == 0, f"exit {rc}")
+
+
 def scenario_env(work):
     cm = ConfigMap(work)
     cm.publish(CONFIG.format(user_limit=10))
@@ -526,7 +564,7 @@ def main():
     work = tempfile.mkdtemp(prefix=f"envoy-serve-{SCENARIO}-")
     try:
         {"memory": scenario_memory, "redis": scenario_redis, "reload": scenario_reload,
-         "env": scenario_env}[SCENARIO](work)
+         "refused": scenario_refused, "env": scenario_env}[SCENARIO](work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"envoy_serve_e2e {SCENARIO}: ok")
