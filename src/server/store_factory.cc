@@ -172,4 +172,13 @@ Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
   return add_denial_cache(*std::move(opened), config.denial_cache, metrics);
 }
 
+std::string store_description(const StoreConfig& s) {
+  if (s.type == StoreType::kMemory) return "memory (max_keys " + std::to_string(s.max_keys) + ")";
+  // The URL may carry a password: show only what follows '@'.
+  const size_t at = s.url.rfind('@');
+  const size_t scheme_end = s.url.find("://");
+  const std::string scheme = scheme_end == std::string::npos ? "" : s.url.substr(0, scheme_end + 3);
+  return "redis " + (at == std::string::npos ? s.url : scheme + "…@" + s.url.substr(at + 1));
+}
+
 }  // namespace ratelimit::server

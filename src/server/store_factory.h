@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "config.h"
 #include "metrics.h"
@@ -31,5 +32,9 @@ Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics);
 // it. Returns what was found ("connected in 3 ms, functions loaded (FCALL), ..."); errors as
 // open_store's, with the time waited in the message. The memory store is trivially reachable.
 Result<std::string> probe_store(const StoreConfig& config, std::chrono::milliseconds bound);
+
+// "memory (max_keys N)", or "redis <url>" with everything before '@' (a password) masked: for
+// log lines.
+std::string store_description(const StoreConfig& config);
 
 }  // namespace ratelimit::server

@@ -59,9 +59,9 @@ def field(number, payload):  # a length-delimited field (wire type 2), payload <
 msg = field(1, b"bench") + field(2, field(1, field(1, b"user") + field(2, b"hot")))
 open(sys.argv[1], "wb").write(b"\0" + len(msg).to_bytes(4, "big") + msg)
 PY
-decisions() {  # the gRPC decisions ratelimitd made so far (policy envoy_rls, every outcome)
+decisions() {  # the gRPC decisions ratelimitd made so far (policy envoy: every Envoy rule, every outcome)
   curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
-    awk '/^ratelimitd_decisions_total\{policy="envoy_rls"/ {n += $2} END {printf "%d\n", n}'
+    awk '/^ratelimitd_decisions_total\{policy="envoy"/ {n += $2} END {printf "%d\n", n}'
 }
 with_cpu() {  # JSON line on stdin + the last measure's CPU figures -> stdout
   "$PY" -c '

@@ -1,0 +1,181 @@
+// app.cc — building ratelimitd from a Plan, and reloading it (see app.h). The serving loop
+// (signals, drain, the outage log) is app_run.cc.
+#include "app.h"
+
+#include <ctime>
+#include <thread>
+
+#include "answers.h"
+#include "envoy_http.h"
+#include "log.h"
+#include "native_api.h"
+
+namespace ratelimit::server {
+
+std::string bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+App::App(ConfigSource& source, Plan plan)
+    : source_(source), plan_(std::move(plan)), cell_(make_published(plan_.config, metrics_)) {
+  metrics_.set_config_generation(cell_.generation());
+}
+
+App::~App() {
+  // Stop what can still call in (reloads, gRPC, accepts), then the store, then the workers:
+  // destroying a worker destroys the handlers still queued on it (after a second signal,
+  // connections mid-request), whose connections count themselves out of caps_ and metrics_ and
+  // hold their listener's routes — all of which must still be alive then.
+  watcher_.reset();
+  grpc_.reset();
+  listeners_.clear();
+  rls_.reset();
+  decisions_.reset();
+  store_.reset();
+  workers_.clear();
+}
+
+namespace {
+
+// The handlers of one process, created once and shared by every listener that routes to them.
+template <typename T, typename... Args>
+T& keep(std::vector<std::unique_ptr<Handler>>& handlers, Args&&... args) {
+  auto h = std::make_unique<T>(std::forward<Args>(args)...);
+  T& ref = *h;
+  handlers.push_back(std::move(h));
+  return ref;
+}
+
+constexpr const char* kNativeNotFound =
+    "no such endpoint (POST /v1/acquire, /v1/peek, /v1/reset; GET /v1/forward-auth[/...], /healthz, /readyz, /metrics)";
+constexpr const char* kAdminNotFound = "the admin listener serves /healthz, /readyz, /metrics and /v1/reset only";
+constexpr const char* kEnvoyNotFound = "no such endpoint (POST /json, GET /healthcheck)";
+constexpr const char* kEnvoyDebugIndex =
+    "/metrics: Prometheus metrics\n/rlconfig: print out the currently loaded configuration for debugging\n";
+
+}  // namespace
+
+// One Served per listener: its identity and its routes over the shared handlers.
+const Served& App::serve(const ListenerPlan& l) {
+  auto s = std::make_unique<Served>();
+  s->info = ListenerInfo{l.name, l.admin};
+  RouteTable& r = s->routes;
+  const NativeApi native{*decisions_, cell_};
+  auto& healthz = keep<HealthzHandler>(handlers_);
+  auto& readyz = keep<ReadyzHandler>(handlers_, state_);
+  switch (l.routes) {
+    case RouteSet::kNative:
+      r.exact("/v1/acquire", keep<DecisionHandler>(handlers_, native, false), Endpoint::kAcquire)
+          .exact("/v1/peek", keep<DecisionHandler>(handlers_, native, true), Endpoint::kPeek)
+          .subtree("/v1/forward-auth", keep<ForwardAuthHandler>(handlers_, native), Endpoint::kForwardAuth)
+          .exact("/v1/reset", keep<ResetHandler>(handlers_, native), Endpoint::kReset)
+          .exact("/healthz", healthz, Endpoint::kHealthz)
+          .exact("/readyz", readyz, Endpoint::kReadyz)
+          .exact("/metrics", keep<MetricsHandler>(handlers_, metrics_), Endpoint::kMetrics)
+          .fallback(keep<NotFoundHandler>(handlers_, kNativeNotFound));
+      break;
+    case RouteSet::kAdmin:
+      r.exact("/healthz", healthz, Endpoint::kHealthz)
+          .exact("/readyz", readyz, Endpoint::kReadyz)
+          .exact("/metrics", keep<MetricsHandler>(handlers_, metrics_), Endpoint::kMetrics)
+          .exact("/v1/reset", keep<ResetHandler>(handlers_, native), Endpoint::kReset)
+          .fallback(keep<NotFoundHandler>(handlers_, kAdminNotFound));
+      break;
+    case RouteSet::kEnvoyMain:
+      r.exact("/json", keep<JsonHandler>(handlers_, *rls_), Endpoint::kJson)
+          .exact("/healthcheck", keep<HealthcheckHandler>(handlers_, state_), Endpoint::kHealthcheck)
+          .fallback(keep<NotFoundHandler>(handlers_, kEnvoyNotFound));
+      break;
+    case RouteSet::kEnvoyDebug: {
+      auto& not_found = keep<TextHandler>(handlers_, 404, "404 page not found\n");
+      r.exact("/rlconfig", keep<RlconfigHandler>(handlers_, *rls_), Endpoint::kRlconfig)
+          .exact("/metrics", keep<MetricsHandler>(handlers_, metrics_, &not_found), Endpoint::kMetrics)
+          .exact("/", keep<TextHandler>(handlers_, 200, kEnvoyDebugIndex), Endpoint::kOther)
+          .fallback(not_found);
+      break;
+    }
+    case RouteSet::kEnvoyPrometheus: {
+      auto& not_found = keep<TextHandler>(handlers_, 404, "404 page not found\n");
+      r.exact(plan_.rls->prometheus_path, keep<MetricsHandler>(handlers_, metrics_, &not_found), Endpoint::kMetrics)
+          .fallback(not_found);
+      break;
+    }
+  }
+  served_.push_back(std::move(s));
+  return *served_.back();
+}
+
+int App::open() {
+  const Config& config = *plan_.config;
+  auto opened = open_store(config.store, metrics_);
+  if (!opened) {
+    log_line("error", "cannot open the store: " + opened.status().message());
+    return opened.status().code() == StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;
+  }
+  store_ = std::move(*opened);
+  state_.store_ready = store_->ready;
+  decisions_ = std::make_unique<service::DecisionService>(store_->store, &metrics_);
+
+  // Envoy's rate-limit API: one RateLimitService for gRPC and /json, its per-rule statistics on
+  // /metrics, every rule's outcomes under policy="envoy".
+  if (plan_.rls) {
+    metrics_.add_extra([this](std::string& out) { rule_stats_.render(out); });
+    rls_ = std::make_unique<rls::RateLimitService>(*decisions_, *plan_.rls->rules, plan_.rls->options, rule_stats_,
+                                                   metrics_.policy("envoy"));
+    // A configuration directory is what reloads (the Config never changes): its generation is
+    // the one reported; with a YAML file the file's is.
+    if (!plan_.config->domains) metrics_.set_config_generation(plan_.rls->rules->generation());
+  }
+
+  unsigned threads = config.threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(cell_, metrics_));
+
+  for (const ListenerPlan& l : plan_.listeners) {
+    auto listener = std::make_unique<Listener>(control_, workers_, caps_, serve(l));
+    if (Status s = listener->open(l.address); !s.is_ok()) {
+      log_line("error", l.admin ? "admin_listen: " + s.message() : s.message());
+      return kExitRuntime;
+    }
+    listeners_.push_back(std::move(listener));
+  }
+  if (plan_.rls && plan_.rls->grpc) {
+    grpc_api::GrpcServerOptions go;
+    go.address = bracketed(plan_.rls->grpc->host) + ":" + std::to_string(plan_.rls->grpc->port);
+    go.threads = threads;
+    auto started = grpc_api::GrpcServer::start(go, *rls_);
+    if (!started) {
+      log_line("error", plan_.rls->grpc_setting + ": " + started.status().message());
+      return kExitRuntime;
+    }
+    grpc_ = std::move(*started);
+    grpc_where_ = bracketed(plan_.rls->grpc->host) + ":" + std::to_string(grpc_->port());
+  }
+  if (!plan_.watch_paths.empty()) {
+    auto w = rls::DirectoryWatcher::start(plan_.watch_paths,
+                                          [this] { reload("configuration directory changed", true); });
+    if (!w) {
+      log_line("error", "cannot watch " + plan_.watched + ": " + w.status().message());
+      return kExitRuntime;
+    }
+    watcher_ = std::move(*w);
+  }
+  return kExitOk;
+}
+
+void App::reload(const std::string& why, bool only_if_changed) {
+  std::lock_guard serial(reload_mu_);
+  SourceUpdate u = source_.read(why, *cell_.get()->config, only_if_changed);
+  if (u.unchanged) return;  // the same bytes: nothing to publish, count or log
+  metrics_.record_reload(u.status.is_ok(), static_cast<int64_t>(std::time(nullptr)));
+  if (u.status.is_ok()) {
+    // One publication for every API and transport; Envoy's API follows its RuleSource, which
+    // the source has already swapped (for a YAML file: the file's domains).
+    u.generation = u.config ? cell_.publish(make_published(u.config, metrics_)) : plan_.rls->rules->generation();
+    if (rls_) rls_->refresh();
+    metrics_.set_config_generation(u.generation);
+  }
+  source_.log_reload(why, u);
+}
+
+}  // namespace ratelimit::server

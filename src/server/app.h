@@ -1,0 +1,151 @@
+// app.h — ratelimitd's composition root: the one place that builds
+//
+//   store ─> DecisionService ─┬─> native handlers (/v1/*) ──────┐
+//                             └─> RateLimitService ─> /json ────┼─> route tables ─> listeners (HTTP/1.1)
+//                                        └──────────> ShouldRateLimit (gRPC)
+//   health / readiness / metrics handlers ──────────────────────┘
+//
+// and owns reload: one fan-out, one publication of the daemon's configuration (published.h)
+// for every API and transport, followed by the descriptor rules of Envoy's API.
+//
+// Why: the server used to be one 242-line serve() with a branch per mode. Here a mode is a
+// ConfigSource — the YAML file, or envoyproxy/ratelimit's environment and configuration
+// directory — that describes what to serve (a Plan: listeners and their route sets, Envoy's API
+// or not) and how to re-read itself; App builds the same objects whichever source it is given.
+// What it does not know: HTTP framing (http1_*), an API's answers (the handlers), a source's
+// file formats.
+// Invariants: a reload either publishes a whole new configuration or changes nothing (a refused
+// one is logged and counted once); teardown goes from the edges in: reload sources, gRPC and
+// listeners, then the store (its last completions may still post to the workers), then the
+// workers (their queued connections still reach the caps, metrics and routes).
+// Thread-safety: open() and run() on the main thread; reload() from any thread (serialised).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "config_dir.h"
+#include "decision_service.h"
+#include "grpc_server.h"
+#include "listener.h"
+#include "ops_api.h"
+#include "rls_service.h"
+#include "rls_stats.h"
+#include "server.h"
+#include "store_factory.h"
+
+namespace ratelimit::server {
+
+// Which handlers a listener serves.
+enum class RouteSet : uint8_t {
+  kNative,           // /v1/acquire, /v1/peek, /v1/forward-auth[/...], /v1/reset, /healthz, /readyz, /metrics
+  kAdmin,            // admin_listen: /healthz, /readyz, /metrics, /v1/reset
+  kEnvoyMain,        // envoyproxy/ratelimit's HOST:PORT: /json, /healthcheck
+  kEnvoyDebug,       // DEBUG_HOST:DEBUG_PORT: /rlconfig, /metrics, /
+  kEnvoyPrometheus,  // PROMETHEUS_ADDR: PROMETHEUS_PATH
+};
+
+struct ListenerPlan {
+  std::string name;  // ListenerInfo::name: "HTTP", "admin", "debug", "Prometheus"
+  ListenAddress address;
+  RouteSet routes = RouteSet::kNative;
+  bool admin = false;  // counted apart from the API's connections (caps.h)
+};
+
+// Envoy's rate-limit API, when a source serves it.
+struct RlsPlan {
+  std::unique_ptr<rls::RuleSource> rules;  // loaded (generation >= 1)
+  rls::ServiceOptions options;
+  std::optional<ListenAddress> grpc;       // where ShouldRateLimit listens
+  std::string grpc_setting;                // names the setting in a bind error ("grpc_listen")
+  std::string prometheus_path = "/metrics";  // kEnvoyPrometheus's path
+};
+
+// What a source asks the root to build.
+struct Plan {
+  std::shared_ptr<const Config> config;  // store, threads, limits, ... (validated)
+  std::vector<ListenerPlan> listeners;   // the first is "the" listener (readiness line)
+  std::optional<RlsPlan> rls;
+  std::vector<std::string> watch_paths;  // reloaded when they change (empty: SIGHUP only)
+  std::string watched;                   // what they are, for a log line (the directory)
+};
+
+// What a reload read.
+struct SourceUpdate {
+  Status status;         // not ok: refused, nothing changed
+  bool unchanged = false;  // the same bytes as serving (or as last refused): nothing to do or log
+  std::shared_ptr<const Config> config;  // a new daemon configuration to publish (null: same)
+  // The generation serving afterwards: set by the source when refused, by App when published.
+  uint64_t generation = 0;
+};
+
+// What is running, for the start-up lines.
+struct Started {
+  std::vector<std::pair<std::string, std::string>> listeners;  // name, where ("127.0.0.1:8080")
+  std::string grpc;                                            // where gRPC listens ("" none)
+  unsigned threads = 0;
+  std::string store;  // store_description()
+};
+
+// A source of configuration: the YAML file or the Envoy environment (config_source.h).
+class ConfigSource {
+ public:
+  virtual ~ConfigSource() = default;
+  // Reads the source again (SIGHUP, or a watched change when only_if_changed). Must not
+  // publish anything itself, except into the RuleSource of its Plan (whose swap App follows).
+  virtual SourceUpdate read(const std::string& why, const Config& running, bool only_if_changed) = 0;
+  // Logs a reload's outcome, in the source's words (`why`: "SIGHUP", ...).
+  virtual void log_reload(const std::string& why, const SourceUpdate& update) = 0;
+  // Logs what is being served, once everything listens.
+  virtual void log_started(const Started& started) = 0;
+};
+
+class App {
+ public:
+  App(ConfigSource& source, Plan plan);
+  ~App();
+
+  // Opens the store and binds every listener (and gRPC); logs why not. Returns kExitOk, or the
+  // exit code to leave with.
+  int open();
+  // Serves until SIGTERM/SIGINT and the drain (app_run.cc); returns the exit code.
+  int run();
+  // Reloads from the source; `why` names the trigger in the log. Any thread; serialised.
+  void reload(const std::string& why, bool only_if_changed);
+
+ private:
+  void build_handlers();
+  const Served& serve(const ListenerPlan& l);
+  void drain();
+
+  ConfigSource& source_;
+  Plan plan_;
+  std::vector<std::unique_ptr<Worker>> workers_;  // destroyed explicitly (~App, see top)
+  Metrics metrics_;
+  ServerState state_;
+  std::optional<OpenedStore> store_;
+  std::unique_ptr<service::DecisionService> decisions_;
+  ConfigCell cell_;
+  ConnectionCaps caps_{cell_, metrics_};
+  rls::RuleStats rule_stats_;
+  std::unique_ptr<rls::RateLimitService> rls_;
+  std::vector<std::unique_ptr<Handler>> handlers_;
+  std::vector<std::unique_ptr<Served>> served_;
+  boost::asio::io_context control_{1};
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::unique_ptr<grpc_api::GrpcServer> grpc_;
+  std::string grpc_where_;
+  std::mutex reload_mu_;
+  // Declared last so it stops (joins its thread) first: its callback reloads.
+  std::unique_ptr<rls::DirectoryWatcher> watcher_;
+};
+
+// "[v6]" or "v4", for "host:port" texts.
+std::string bracketed(const std::string& host);
+
+}  // namespace ratelimit::server

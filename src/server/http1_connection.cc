@@ -1,0 +1,268 @@
+// http1_connection.cc — the HTTP/1.1 connection (see http1_connection.h).
+#include "http1_connection.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+
+#include "http1_parser.h"
+#include "http1_writer.h"
+#include "request.h"
+
+namespace ratelimit::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+class Connection final : public std::enable_shared_from_this<Connection>,
+                         public Exchange,
+                         public TrackedConnection {
+ public:
+  Connection(Worker& worker, tcp::socket socket, ConnectionSlot slot, const Served& served)
+      : w_(worker), sock_(std::move(socket)), slot_(std::move(slot)), served_(served) {
+    w_.track(*this);
+    request.headers = &req_.headers;
+    request.peer = slot_.address();
+    request.listener = &served_.info;
+  }
+  ~Connection() override { w_.untrack(*this); }
+
+  void start() {
+    error_code ec;
+    sock_.set_option(tcp::no_delay(true), ec);
+    wait_for_request();
+  }
+
+  void check_deadline(SteadyClock::time_point now) override {
+    if (state_ == State::kHandling || state_ == State::kClosed) return;
+    if (now < deadline_) return;
+    if (!got_byte_) w_.metrics().connection_first_byte_timeout();
+    close();
+  }
+  void on_drain() override {
+    if (state_ == State::kIdle) close();
+  }
+
+  // The handler's answer is ready (a store thread): render and send on the worker's thread.
+  // `keepalive_` was set before dispatch() and is not touched by the worker until this runs.
+  void resume() override {
+    asio::post(w_.io_context(), [self = keepalive_] {
+      self->keepalive_.reset();
+      complete(*self);
+      self->send_response();
+    });
+  }
+
+ private:
+  enum class State : uint8_t { kIdle, kReading, kHandling, kWriting, kClosed };
+
+  const LimitsConfig& limits() { return w_.config().limits; }
+
+  void close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    error_code ec;
+    sock_.shutdown(tcp::socket::shutdown_both, ec);
+    sock_.close(ec);
+  }
+
+  void wait_for_request() {
+    if (state_ == State::kClosed) return;
+    if (w_.draining()) {
+      close();
+      return;
+    }
+    if (buf_.size() > 0) {  // a pipelined request is already buffered
+      read_request();
+      return;
+    }
+    state_ = State::kIdle;
+    // Until its first byte a connection gets the short first_byte_timeout: idle sockets that
+    // never speak cannot hold the connection caps for idle_timeout.
+    const LimitsConfig& l = limits();
+    deadline_ = SteadyClock::now() + (got_byte_ ? l.idle_timeout : std::min(l.first_byte_timeout, l.idle_timeout));
+    sock_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+      if (ec || self->state_ == State::kClosed) {
+        self->close();
+        return;
+      }
+      self->got_byte_ = true;
+      self->buf_.commit(n);
+      self->read_request();
+    });
+  }
+
+  void read_request() {
+    const LimitsConfig& l = limits();
+    state_ = State::kReading;
+    deadline_ = SteadyClock::now() + l.request_timeout;
+    req_.clear();
+    parser_.emplace(req_, l.max_header_bytes);
+    parser_->header_limit(static_cast<std::uint32_t>(l.max_header_bytes));
+    parser_->body_limit(l.max_body_bytes);
+    read_head();
+  }
+
+  // Another transport's connection preface (h2c prior knowledge) on a fresh connection: the
+  // listener's takeover gets the socket. True when the bytes are (or may still become) the
+  // preface: then either the connection was handed over or more bytes are being read.
+  bool take_over(std::string_view have) {
+    if (served_.h2c == nullptr || !first_request_) return false;
+    const size_t n = std::min(have.size(), kH2Preface.size());
+    if (std::memcmp(have.data(), kH2Preface.data(), n) != 0) return false;
+    if (n == kH2Preface.size()) {
+      state_ = State::kClosed;  // the socket is no longer ours
+      served_.h2c->adopt(w_, std::move(sock_), have, std::move(slot_), served_);
+      return true;
+    }
+    read_more();
+    return true;
+  }
+
+  // The head is screened (scan_request_head) before Beast parses it, so a bare LF, obs-fold or
+  // control character is refused even where Beast would accept it; Beast then parses the whole
+  // head in one put().
+  void read_head() {
+    const std::string_view have(static_cast<const char*>(buf_.data().data()), buf_.size());
+    if (take_over(have)) return;
+    const HeadScan scan = scan_request_head(have);
+    if (scan.state == HeadScan::State::kMalformed) {
+      req_.refusal = scan.reason;
+      return on_read_error(bhttp::error::bad_field);
+    }
+    if (scan.state == HeadScan::State::kNeedMore) {
+      if (have.size() >= limits().max_header_bytes || buf_.size() == buf_.max_size()) {
+        return on_read_error(bhttp::error::header_limit);
+      }
+      read_more();
+      return;
+    }
+    first_request_ = false;
+    error_code ec;
+    const size_t used = parser_->put(asio::buffer(have.data(), scan.length), ec);
+    buf_.consume(used);
+    if (!ec && !parser_->is_header_done()) ec = bhttp::error::bad_field;  // cannot happen: the head was whole
+    on_header(ec);
+  }
+
+  void read_more() {
+    const size_t room = std::min<size_t>(4096, buf_.max_size() - buf_.size());
+    sock_.async_read_some(buf_.prepare(room), [self = shared_from_this()](error_code ec, size_t n) {
+      if (ec) return self->on_read_error(ec == asio::error::eof && self->buf_.size() > 0 ? bhttp::error::partial_message : ec);
+      self->buf_.commit(n);
+      self->read_head();
+    });
+  }
+
+  void on_header(error_code ec) {
+    if (ec) return on_read_error(ec);
+    if (parser_->is_done()) return on_request();
+    if (req_.expect_continue) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(sock_, asio::buffer(kContinue.data(), kContinue.size()),
+                        [self = shared_from_this()](error_code wec, size_t) {
+                          if (wec) return self->close();
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+      if (ec) return self->on_read_error(ec);
+      self->on_request();
+    });
+  }
+
+  void on_read_error(error_code ec) {
+    if (state_ == State::kClosed) return;
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted || ec == bhttp::error::partial_message) {
+      close();
+      return;
+    }
+    // The request cannot be understood: answer and close (the stream position is lost).
+    framing_.version = req_.version;
+    framing_.keep_alive = false;
+    framing_.head_only = false;
+    endpoint = Endpoint::kOther;
+    if (ec == bhttp::error::body_limit) {
+      http::render_error(413, "body_too_large",
+                         "the request body exceeds limits.max_body_bytes (" + std::to_string(limits().max_body_bytes) + ")",
+                         response);
+    } else if (ec == bhttp::error::header_limit) {
+      http::render_error(431, "headers_too_large",
+                         std::string(req_.refusal.empty() ? "the request header exceeds limits.max_header_bytes" : req_.refusal) +
+                             " (" + std::to_string(limits().max_header_bytes) + ")",
+                         response);
+    } else {
+      http::render_error(400, "bad_http",
+                         "malformed HTTP request: " + (req_.refusal.empty() ? ec.message() : std::string(req_.refusal)),
+                         response);
+    }
+    send_response();
+  }
+
+  void on_request() {
+    state_ = State::kHandling;
+    framing_.version = req_.version;
+    framing_.keep_alive = parser_->keep_alive();
+    framing_.head_only = req_.method == Method::kHead;
+    request.method = req_.method;
+    request.target = req_.target;
+    request.body = req_.body;
+    keepalive_ = shared_from_this();  // until the answer is rendered (see resume())
+    if (dispatch(served_.routes, *this)) {
+      keepalive_.reset();
+      send_response();
+    }
+  }
+
+  void send_response() {
+    if (state_ == State::kClosed) return;
+    w_.metrics().count_request(endpoint, response.status);
+    if (w_.draining()) framing_.keep_alive = false;
+    write_http1_response(response, framing_, out_);
+    state_ = State::kWriting;
+    deadline_ = SteadyClock::now() + limits().request_timeout;
+    asio::async_write(sock_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
+      if (ec || !self->framing_.keep_alive) return self->close();
+      self->wait_for_request();
+    });
+  }
+
+  Worker& w_;
+  tcp::socket sock_;
+  ConnectionSlot slot_;
+  const Served& served_;
+  boost::beast::flat_buffer buf_{64 * 1024};
+  Http1Request req_;
+  std::optional<Http1Parser> parser_;
+  Http1Framing framing_;
+  std::string out_;
+  bool got_byte_ = false;
+  bool first_request_ = true;  // nothing parsed yet: the bytes may be another transport's preface
+  State state_ = State::kIdle;
+  SteadyClock::time_point deadline_{};
+  std::shared_ptr<Connection> keepalive_;  // set while an answer is pending
+};
+
+}  // namespace
+
+void serve_http1(Worker& worker, boost::asio::ip::tcp::socket socket, ConnectionSlot slot, const Served& served) {
+  std::make_shared<Connection>(worker, std::move(socket), std::move(slot), served)->start();
+}
+
+}  // namespace ratelimit::server

@@ -1,0 +1,69 @@
+// native_api.h — ratelimitd's own decision endpoints as Handlers: POST /v1/acquire and
+// /v1/peek (JSON body), /v1/forward-auth[/...] (key from a header or the client address, for
+// Traefik, Caddy, nginx auth_request, Envoy ext_authz) and POST /v1/reset (admin). The contract —
+// statuses, headers, bodies, what counts as bad input — is README.md (ratelimitd); every
+// decision is the decision service's (src/service); this file parses (request.h) and renders
+// (ratelimit/http.h) only.
+//
+// Invariants:
+//   - a request is decided against one published configuration (published.h) from start to
+//     end, even if a reload lands meanwhile: the exchange's state keeps the snapshot it used;
+//   - bad input is refused before the store is touched, so it never consumes a unit;
+//   - the admin token is compared in constant time and never written anywhere.
+// Thread-safety: the handlers are shared by every worker; per-request state lives in the
+// Exchange (NativeState), so handle() may run concurrently on distinct exchanges.
+#pragma once
+
+#include <string_view>
+
+#include "decision_service.h"
+#include "handler.h"
+#include "published.h"
+
+namespace ratelimit::server {
+
+// What the native handlers share: the decision service and the published configuration.
+struct NativeApi {
+  service::DecisionService& decisions;
+  const ConfigCell& config;
+};
+
+// POST /v1/acquire, or POST /v1/peek (decides without consuming; with peek_requires_admin_token
+// only for the admin).
+class DecisionHandler final : public Handler {
+ public:
+  DecisionHandler(NativeApi api, bool peek) : api_(api), peek_(peek) {}
+  bool handle(Exchange& x) override;
+  void complete(Exchange& x) override;
+
+ private:
+  NativeApi api_;
+  const bool peek_;
+};
+
+// /v1/forward-auth[/...], any method (proxies differ in what they send); no body is read.
+class ForwardAuthHandler final : public Handler {
+ public:
+  explicit ForwardAuthHandler(NativeApi api) : api_(api) {}
+  bool handle(Exchange& x) override;
+  void complete(Exchange& x) override;
+
+ private:
+  NativeApi api_;
+};
+
+// POST /v1/reset {"key", "policy"}: forgets the key (admin token required).
+class ResetHandler final : public Handler {
+ public:
+  explicit ResetHandler(NativeApi api) : api_(api) {}
+  bool handle(Exchange& x) override;
+  void complete(Exchange& x) override;
+
+ private:
+  NativeApi api_;
+};
+
+// Constant-time comparison of a presented bearer credential with the configured token.
+bool token_matches(std::string_view presented, std::string_view expected);
+
+}  // namespace ratelimit::server

@@ -1,0 +1,19 @@
+// published.cc — building a publishable configuration (see published.h).
+#include "published.h"
+
+namespace ratelimit::server {
+
+std::shared_ptr<const service::Snapshot> build_rules(const Config& config, Metrics& metrics) {
+  auto rules = std::make_shared<service::Snapshot>();
+  for (const auto& [name, pc] : config.policies) {
+    rules->rules.emplace(name, service::Rule{pc.policy, pc.shadow, metrics.policy(name)});
+  }
+  return rules;
+}
+
+std::shared_ptr<const Published> make_published(std::shared_ptr<const Config> config, Metrics& metrics) {
+  auto rules = build_rules(*config, metrics);
+  return std::make_shared<const Published>(Published{std::move(config), std::move(rules)});
+}
+
+}  // namespace ratelimit::server

@@ -1,0 +1,76 @@
+// worker.h — one I/O thread of ratelimitd: an io_context run by exactly one thread, the
+// connections it serves, their timeouts and the drain at shutdown.
+//
+// Why one thread per io_context: a connection's handlers never race and need no strand; a
+// request served by a store that answers inline (memory) is parsed, decided and answered on
+// this thread with no hand-off. Timeouts: each connection keeps a deadline, and a sweep every
+// 250 ms asks every tracked connection to check it — one integer store per request instead
+// of a timer, so a slow or silent client (slowloris) cannot hold a connection.
+// What it does not know: any protocol or API. A transport's connection registers itself
+// (TrackedConnection) and is told when to check its deadline and when the server drains.
+// Thread-safety: start/drain/stop/join from the control thread; everything else only on the
+// worker's own thread.
+#pragma once
+
+#include <chrono>
+#include <thread>
+#include <unordered_set>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "published.h"
+
+namespace ratelimit::server {
+
+// A connection the worker supervises (implemented by each transport's connection).
+class TrackedConnection {
+ public:
+  // Close if a deadline passed (idle, first byte, request). Worker thread.
+  virtual void check_deadline(std::chrono::steady_clock::time_point now) = 0;
+  // The server drains: close when idle, else after the answers in flight. Worker thread.
+  virtual void on_drain() = 0;
+
+ protected:
+  ~TrackedConnection() = default;
+};
+
+class Worker {
+ public:
+  // `config` and `metrics` must outlive the worker.
+  Worker(const ConfigCell& config, Metrics& metrics) : config_(config), metrics_(metrics) {}
+
+  void start();
+  // Drain: every tracked connection's on_drain(); run() returns once none is left.
+  void drain();
+  void stop() { ioc_.stop(); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  boost::asio::io_context& io_context() { return ioc_; }
+  // Worker thread only:
+  bool draining() const { return draining_; }
+  // The published configuration as of now (re-read only when a reload was published); valid
+  // until the next call on this thread.
+  const Config& config() { return *config_.get(cache_).config; }
+  Metrics& metrics() { return metrics_; }
+  void track(TrackedConnection& c) { connections_.insert(&c); }
+  void untrack(TrackedConnection& c) { connections_.erase(&c); }
+
+ private:
+  void arm_sweep();
+
+  const ConfigCell& config_;
+  ConfigCell::Cache cache_;
+  Metrics& metrics_;
+  bool draining_ = false;
+  // Declared before ioc_ so it outlives the handlers (and connections) the io_context destroys
+  // when it is torn down.
+  std::unordered_set<TrackedConnection*> connections_;
+  boost::asio::io_context ioc_{1};
+  boost::asio::steady_timer sweep_{ioc_};
+  std::thread thread_;
+};
+
+}  // namespace ratelimit::server
