@@ -71,6 +71,10 @@ std::string render_html(const std::vector<Report>& reports, Micros bar_width) {
       o << "<p class=\"summary\">" << xml_escape(top_keys_heading(r)) << "</p>\n";
       table(o, top_key_rows(r), 1, "keys");
     }
+    if (r.throttle) {
+      o << "<p class=\"summary\">" << xml_escape(throttle_heading(r)) << "</p>\n";
+      table(o, throttle_rows(r), 2, "throttling");
+    }
     std::string svg = render_svg(r, bar_width);
     if (svg.rfind("<?xml", 0) == 0) svg = svg.substr(svg.find('\n') + 1);
     o << "<div class=\"chart\">\n" << svg << "</div>\n</section>\n";

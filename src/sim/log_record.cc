@@ -170,7 +170,7 @@ Result<RecordBuilder> RecordBuilder::create(const FieldOptions& options,
   if (b.json_) {
     b.time_kind_ = TimeKind::kAny;
     b.time_source_ = "JSON member";
-    if (options.request_start) {
+    if (options.request_start || options.durations) {
       b.duration_kind_ = DurationKind::kSecDecimal;
       b.duration_field_ = "request_time";
     }
@@ -212,7 +212,7 @@ Result<RecordBuilder> RecordBuilder::create(const FieldOptions& options,
       b.time_source_ = "%t + %{msec_frac}t";
     }
   }
-  if (options.request_start) {
+  if (options.request_start || options.durations) {
     struct Dur {
       const char* field;
       DurationKind kind;
@@ -227,7 +227,7 @@ Result<RecordBuilder> RecordBuilder::create(const FieldOptions& options,
         break;
       }
     }
-    if (b.duration_kind_ == DurationKind::kNone) {
+    if (b.duration_kind_ == DurationKind::kNone && options.request_start) {
       return Status::invalid_argument("--request-start needs the request's duration in the format "
                                       "($request_time, or Apache's %D or %T)");
     }
@@ -321,12 +321,14 @@ Status RecordBuilder::build(FieldSource& fields, TraceRecord& out) {
   auto t = read_time(fields);
   if (!t) return t.status();
   int64_t t_us = *t;
-  if (duration_kind_ != DurationKind::kNone) {
-    const auto text = fields.get(duration_field_);
-    if (!text && json_) {
-      return Status::invalid_argument("--request-start: no request_time member (map yours with "
-                                      "--json-fields request_time=MEMBER)");
-    }
+  out.duration_us = -1;
+  const auto text = duration_kind_ == DurationKind::kNone ? std::nullopt : fields.get(duration_field_);
+  if (duration_kind_ != DurationKind::kNone && !text && json_ && options_.request_start) {
+    return Status::invalid_argument("--request-start: no request_time member (map yours with "
+                                    "--json-fields request_time=MEMBER)");
+  }
+  // A JSON line without the member has no duration (--concurrency then uses --hold).
+  if (duration_kind_ != DurationKind::kNone && (text || !json_)) {
     const std::string_view d = text.value_or(std::string_view{});
     const int shift = duration_kind_ == DurationKind::kSecDecimal ? 6
                       : duration_kind_ == DurationKind::kMs       ? 3
@@ -336,8 +338,11 @@ Status RecordBuilder::build(FieldSource& fields, TraceRecord& out) {
                    ? parse_decimal_scaled(d, shift, "a request duration in seconds")
                    : whole(d, shift, "a request duration in whole units");
     if (!dur) return dur.status();
-    if (*dur > t_us) return Status::invalid_argument("request duration exceeds its time");
-    t_us -= *dur;
+    if (options_.request_start) {
+      if (*dur > t_us) return Status::invalid_argument("request duration exceeds its time");
+      t_us -= *dur;
+    }
+    out.duration_us = *dur;
   }
   out.t_us = t_us;
   out.cost = 1;

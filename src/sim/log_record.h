@@ -40,6 +40,9 @@ struct TraceRecord {
   int64_t t_us = 0;
   std::string_view key;
   int64_t cost = 1;
+  // How long the request took, when FieldOptions::durations is set and the line says
+  // ($request_time, %D, %T, a JSON request_time in seconds); else -1.
+  int64_t duration_us = -1;
 };
 
 // A request's cost as text: a whole number 1 ... kMaxCost (validate_cost).
@@ -53,6 +56,7 @@ struct FieldOptions {
   std::vector<std::string> key = {"client"};  // --key
   std::optional<std::string> cost_field;      // --cost-field
   bool request_start = false;                 // --request-start
+  bool durations = false;  // read each request's duration when the format has one (--concurrency)
   // --json-fields: a name the rules above use (time, remote_addr, ...) -> a JSON member path
   // ("client.ip": member ip of member client; a member whose own name holds the dot is
   // found first).

@@ -2,6 +2,7 @@
 #include "render.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -179,6 +180,51 @@ std::vector<std::vector<std::string>> top_key_rows(const Report& r) {
   return keys;
 }
 
+std::string throttle_heading(const Report& r) {
+  if (!r.throttle) return "";
+  const ThrottleOptions& o = r.throttle->options;
+  std::string s = "throttling: each request holds " + format_duration(o.hold);
+  if (r.throttle->durations_from_trace > 0) {
+    s += " unless the trace gives its duration (" + std::to_string(r.throttle->durations_from_trace) +
+         " did)";
+  }
+  if (o.concurrency) {
+    s += "; concurrency " + std::to_string(*o.concurrency) + " in flight per key (lease_ttl " +
+         format_duration(o.lease_ttl) + ")";
+  }
+  s += o.max_wait.count() > 0 ? "; a denied request waits up to " + format_duration(o.max_wait) +
+                                    ", at most " + std::to_string(o.max_queue) + " waiting per key"
+                              : "; no waiting (a denied request is refused at once)";
+  return s;
+}
+
+std::vector<std::vector<std::string>> throttle_rows(const Report& r) {
+  std::vector<std::vector<std::string>> rows = {
+      {"algorithm", "policy", "offered", "at once", "after wait", "refused", "queue full",
+       "timed out", "wait p50", "wait p99", "wait max", "mean wait", "in flight", "per key",
+       "queue"}};
+  if (!r.throttle) return rows;
+  // Waits in milliseconds to 0.1 ms: comparable down a column.
+  auto ms = [](int64_t us) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1fms", static_cast<double>(us) / 1e3);
+    return std::string(buf);
+  };
+  auto wait = [&](const ThrottleResult& t, int64_t us) {
+    return t.admitted_after_wait > 0 ? ms(us) : std::string("-");
+  };
+  for (const ThrottleResult& t : r.throttle->results) {
+    rows.push_back({t.algorithm, t.policy, std::to_string(t.offered),
+                    std::to_string(t.admitted_at_once), std::to_string(t.admitted_after_wait),
+                    std::to_string(t.refused), std::to_string(t.refused_queue_full),
+                    std::to_string(t.refused_timed_out), wait(t, t.wait_p50_us),
+                    wait(t, t.wait_p99_us), wait(t, t.wait_max_us),
+                    ms(t.wait_mean_us), std::to_string(t.peak_in_flight),
+                    std::to_string(t.peak_in_flight_per_key), std::to_string(t.peak_queue)});
+  }
+  return rows;
+}
+
 std::string render_table(const std::vector<Report>& reports) {
   std::ostringstream out;
   bool first = true;
@@ -190,6 +236,7 @@ std::string render_table(const std::vector<Report>& reports) {
     out << columns(algorithm_rows(r), 2);
     if (const std::string d = departures_line(r); !d.empty()) out << d << "\n";
     if (r.top_keys.size() > 1) out << top_keys_heading(r) << "\n" << columns(top_key_rows(r), 1);
+    if (r.throttle) out << throttle_heading(r) << "\n" << columns(throttle_rows(r), 2);
   }
   return out.str();
 }
@@ -259,6 +306,29 @@ std::string render_json(const std::vector<Report>& reports) {
     }
     run["top_keys"] = std::move(keys);
     run["top_keys_error"] = r.top_keys_error;
+    if (r.throttle) {
+      const ThrottleOptions& o = r.throttle->options;
+      nlohmann::ordered_json t;
+      t["hold_us"] = o.hold.count();
+      t["durations_from_trace"] = r.throttle->durations_from_trace;
+      if (o.concurrency) t["concurrency"] = *o.concurrency;
+      t["lease_ttl_us"] = o.lease_ttl.count();
+      t["max_wait_us"] = o.max_wait.count();
+      t["max_queue"] = o.max_queue;
+      for (const ThrottleResult& x : r.throttle->results) {
+        t["algorithms"].push_back({{"algorithm", x.algorithm}, {"policy", x.policy},
+                                   {"offered", x.offered}, {"admitted_at_once", x.admitted_at_once},
+                                   {"admitted_after_wait", x.admitted_after_wait},
+                                   {"refused", x.refused}, {"refused_queue_full", x.refused_queue_full},
+                                   {"refused_timed_out", x.refused_timed_out},
+                                   {"wait_p50_us", x.wait_p50_us}, {"wait_p99_us", x.wait_p99_us},
+                                   {"wait_max_us", x.wait_max_us}, {"wait_mean_us", x.wait_mean_us},
+                                   {"peak_in_flight", x.peak_in_flight},
+                                   {"peak_in_flight_per_key", x.peak_in_flight_per_key},
+                                   {"peak_queue", x.peak_queue}});
+      }
+      run["throttling"] = std::move(t);
+    }
     runs.push_back(std::move(run));
   }
   nlohmann::ordered_json doc;

@@ -38,6 +38,12 @@ std::vector<std::vector<std::string>> algorithm_rows(const Report& report);
 std::string departures_line(const Report& report);
 std::string top_keys_heading(const Report& report);
 std::vector<std::vector<std::string>> top_key_rows(const Report& report);
+// With throttling (--concurrency / --max-wait): its settings in one line, and a row per
+// algorithm (the first is the header): offered, admitted at once and after waiting, refused
+// (at once, queue full, timed out), waits (p50, p99, max of those who waited; mean of all
+// admitted), the peak in flight (all keys; the busiest key) and the longest queue.
+std::string throttle_heading(const Report& report);
+std::vector<std::vector<std::string>> throttle_rows(const Report& report);
 
 // One table per report, with a title line, then one row per algorithm; leaky-bucket
 // departures listed one by one when there are at most kMaxListedDepartures.
@@ -51,7 +57,12 @@ std::string render_table(const std::vector<Report>& reports);
 //   "clients_limited", "peak_admitted", "peak_admitted_per_key", "peak_window_us",
 //   "attack_requests", "attack_admitted", "departures": {"count", "first_us", "last_us",
 //   "span_us", "times_us"} (leaky only)}], "top_keys": [{"key", "offered", "algorithms":
-//   {NAME: {"admitted", "peak"}}}], "top_keys_error"}]}
+//   {NAME: {"admitted", "peak"}}}], "top_keys_error", "throttling" (with --concurrency or
+//   --max-wait: {"hold_us", "durations_from_trace", "concurrency", "lease_ttl_us",
+//   "max_wait_us", "max_queue", "algorithms": [{"algorithm", "policy", "offered",
+//   "admitted_at_once", "admitted_after_wait", "refused", "refused_queue_full",
+//   "refused_timed_out", "wait_p50_us", "wait_p99_us", "wait_max_us", "wait_mean_us",
+//   "peak_in_flight", "peak_in_flight_per_key", "peak_queue"}]})}]}
 std::string render_json(const std::vector<Report>& reports);
 
 // A header, then one row per run and algorithm: run, algorithm, policy, requests, admitted,

@@ -39,6 +39,7 @@
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/status.h"
+#include "throttle_types.h"
 
 namespace ratelimit::sim {
 
@@ -176,6 +177,7 @@ struct Report {
   int64_t top_keys_error = 0;    // 0: exact; else counts may miss up to this many requests
   std::vector<AlgorithmResult> algorithms;  // report order (see make_policies)
   ChartData chart;
+  std::optional<ThrottleReport> throttle;   // --concurrency / --max-wait (throttle.h)
 };
 
 class Replay {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "throttle.h"
 #include "timestamps.h"
 
 namespace ratelimit::sim {
@@ -44,6 +45,14 @@ ReplayOptions replay_options(const RunOptions& o, const std::array<Policy, kAlgo
   return r;
 }
 
+ThrottleOptions throttle_options(const RunOptions& o, std::optional<double> fill,
+                                 std::optional<int64_t> start) {
+  ThrottleOptions t = o.throttle;
+  t.token_fill = fill;
+  t.start_us = start;
+  return t;
+}
+
 Status at_line(const LineReader& reader, const Status& s) {
   return Status::invalid_argument(reader.path() + ":" + std::to_string(reader.line_number()) +
                                   ": " + s.message());
@@ -67,9 +76,9 @@ struct SortedRequest {
 // the next stamp.
 class Spreader {
  public:
-  using Sink = std::function<Status(int64_t, std::string_view, int64_t)>;
+  using Sink = std::function<Status(int64_t, std::string_view, int64_t, int64_t)>;
   Spreader(int64_t spread_us, Sink sink) : spread_us_(spread_us), sink_(std::move(sink)) {}
-  Status push(int64_t t_us, std::string_view key, int64_t cost) {
+  Status push(int64_t t_us, std::string_view key, int64_t cost, int64_t duration_us) {
     if (n_ > 0 && t_us != stamp_) {
       if (auto s = flush(t_us - stamp_); !s.is_ok()) return s;
     }
@@ -77,6 +86,7 @@ class Spreader {
     if (n_ == group_.size()) group_.emplace_back();
     group_[n_].key.assign(key);
     group_[n_].cost = cost;
+    group_[n_].duration_us = duration_us;
     ++n_;
     return {};
   }
@@ -86,6 +96,7 @@ class Spreader {
   struct Pending {
     std::string key;
     int64_t cost = 1;
+    int64_t duration_us = -1;
   };
   Status flush(int64_t gap_us) {
     const int64_t span = std::min(spread_us_, gap_us);
@@ -94,7 +105,7 @@ class Spreader {
       const Pending& p = group_[static_cast<size_t>(i)];
       // floor(i * span / n) without overflowing i * span: (span % n) * i < n * n.
       const int64_t offset = span / n * i + span % n * i / n;
-      if (auto s = sink_(stamp_ + offset, p.key, p.cost); !s.is_ok()) return s;
+      if (auto s = sink_(stamp_ + offset, p.key, p.cost, p.duration_us); !s.is_ok()) return s;
     }
     n_ = 0;
     return {};
@@ -123,11 +134,13 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
   if (!replay_or) return replay_or.status();
   Replay replay = std::move(*replay_or);
 
-  TraceFormat format = o.trace.format;
-  if (!o.trace.log_format.empty()) format = TraceFormat::kLog;
+  TraceSpec spec = o.trace;
+  spec.fields.durations = o.throttle.enabled();  // requests hold for their logged duration
+  TraceFormat format = spec.format;
+  if (!spec.log_format.empty()) format = TraceFormat::kLog;
   std::optional<LineParser> parser;
   if (format != TraceFormat::kAuto) {
-    auto p = LineParser::create(format, o.trace);
+    auto p = LineParser::create(format, spec);
     if (!p) return p.status();
     parser.emplace(std::move(*p));
   }
@@ -142,17 +155,26 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
   std::vector<std::string> warnings;
   // Sort mode only: every request, with keys interned.
   std::vector<SortedRequest> buffered;
+  std::vector<int64_t> buffered_durations;  // --concurrency / --max-wait only
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> key_ids;
   std::vector<const std::string*> key_names;
 
   // Requests go to the replay directly, or through the spreader.
-  Spreader::Sink to_replay = [&replay](int64_t t, std::string_view key, int64_t cost) {
-    return replay.add(t, key, cost);
+  std::optional<Throttle> throttle;
+  if (o.throttle.enabled()) {
+    auto t = Throttle::create(policies, throttle_options(o, fill_for(o.token_fill, false), std::nullopt));
+    if (!t) return t.status();
+    throttle.emplace(std::move(*t));
+  }
+  Spreader::Sink to_replay = [&](int64_t t, std::string_view key, int64_t cost, int64_t duration) {
+    if (auto s = replay.add(t, key, cost); !s.is_ok()) return s;
+    if (throttle) throttle->add(t, key, cost, duration);
+    return Status{};
   };
   std::optional<Spreader> spreader;
   if (o.spread) spreader.emplace(o.spread->count(), to_replay);
-  auto deliver = [&](int64_t t, std::string_view key, int64_t cost) {
-    return spreader ? spreader->push(t, key, cost) : to_replay(t, key, cost);
+  auto deliver = [&](int64_t t, std::string_view key, int64_t cost, int64_t duration) {
+    return spreader ? spreader->push(t, key, cost, duration) : to_replay(t, key, cost, duration);
   };
 
   std::string_view line;
@@ -166,7 +188,7 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
     if (is_blank_or_comment(line)) continue;
     if (!parser) {
       format = detect_trace_format(line);
-      auto p = LineParser::create(format, o.trace);
+      auto p = LineParser::create(format, spec);
       if (!p) return p.status();
       parser.emplace(std::move(*p));
     }
@@ -210,19 +232,39 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
         key_names.push_back(&it->first);
       }
       buffered.push_back({rec.t_us, it->second, static_cast<uint32_t>(rec.cost)});
+      if (throttle) buffered_durations.push_back(rec.duration_us);
       continue;
     }
     if (have_prev && rec.t_us < prev) return backwards(reader, rec.t_us, prev);
     have_prev = true;
     prev = rec.t_us;
-    if (auto s = deliver(rec.t_us, rec.key, rec.cost); !s.is_ok()) return at_line(reader, s);
+    if (auto s = deliver(rec.t_us, rec.key, rec.cost, rec.duration_us); !s.is_ok()) {
+      return at_line(reader, s);
+    }
   }
   if (o.unsorted == Unsorted::kSort) {
-    std::stable_sort(buffered.begin(), buffered.end(),
-                     [](const SortedRequest& a, const SortedRequest& b) { return a.t_us < b.t_us; });
+    if (throttle) {  // carry each duration along: sort positions, then read both
+      std::vector<uint32_t> order(buffered.size());
+      for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return buffered[a].t_us < buffered[b].t_us; });
+      std::vector<SortedRequest> sorted(buffered.size());
+      std::vector<int64_t> durations(buffered.size());
+      for (size_t i = 0; i < order.size(); ++i) {
+        sorted[i] = buffered[order[i]];
+        durations[i] = buffered_durations[order[i]];
+      }
+      buffered = std::move(sorted);
+      buffered_durations = std::move(durations);
+    } else {
+      std::stable_sort(buffered.begin(), buffered.end(),
+                       [](const SortedRequest& a, const SortedRequest& b) { return a.t_us < b.t_us; });
+    }
     int64_t n = 0;
-    for (const SortedRequest& r : buffered) {
-      if (auto s = deliver(r.t_us, *key_names[r.key], r.cost); !s.is_ok()) return s;
+    for (size_t i = 0; i < buffered.size(); ++i) {
+      const SortedRequest& r = buffered[i];
+      const int64_t duration = throttle ? buffered_durations[i] : -1;
+      if (auto s = deliver(r.t_us, *key_names[r.key], r.cost, duration); !s.is_ok()) return s;
       if (progress && ++n % kProgressEveryLines == 0) {
         progress(reader.line_number(), reader.bytes_read(), reader.size_bytes());
       }
@@ -239,6 +281,7 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
         first_bad->message() + " (pass --skip-bad to skip any number of bad lines)");
   }
   Report report = replay.report();
+  if (throttle) report.throttle = throttle->finish();
   if (report.requests == 0) {
     return Status::invalid_argument("trace '" + path + "' holds no requests" +
                                     (skipped > 0 ? " (every line was malformed)" : ""));
@@ -361,6 +404,7 @@ Result<Unsorted> parse_unsorted(std::string_view text) {
 
 Result<std::vector<Report>> simulate(const RunOptions& o, const ProgressFn& progress) {
   if (auto s = validate(o); !s.is_ok()) return s;
+  if (auto s = validate(o.throttle); !s.is_ok()) return s;
   auto policies = make_policies(o.policy);
   if (!policies) return policies.status();
   std::vector<Report> reports;
@@ -376,10 +420,19 @@ Result<std::vector<Report>> simulate(const RunOptions& o, const ProgressFn& prog
     auto replay = Replay::create(
         replay_options(o, *policies, fill_for(o.token_fill, pattern->token_starts_empty), 0));
     if (!replay) return replay.status();
+    std::optional<Throttle> throttle;
+    if (o.throttle.enabled()) {
+      auto t = Throttle::create(
+          *policies, throttle_options(o, fill_for(o.token_fill, pattern->token_starts_empty), 0));
+      if (!t) return t.status();
+      throttle.emplace(std::move(*t));
+    }
     for (const PatternRequest& req : pattern->requests) {
       if (auto s = replay->add(req.t_us, "client", 1, req.marked); !s.is_ok()) return s;
+      if (throttle) throttle->add(req.t_us, "client", 1, -1);
     }
     Report report = replay->report();
+    if (throttle) report.throttle = throttle->finish();
     report.title = std::string("pattern ") + pattern->name;
     report.description = pattern->description;
     reports.push_back(std::move(report));

@@ -70,6 +70,7 @@ struct RunOptions {
   PolicyParams policy;
   PatternParams pattern;
   TokenFill token_fill;
+  ThrottleOptions throttle;  // --concurrency, --hold, --lease-ttl, --max-wait, --max-queue
   std::optional<Micros> peak_window;  // nullopt: each policy's window()
   size_t top_keys = 10;               // rows of the top-keys table (--top)
   OutputFormat format = OutputFormat::kTable;

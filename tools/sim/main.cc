@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include "ratelimit/version.h"
 #include "run.h"
@@ -150,6 +151,24 @@ int main(int argc, char** argv) {
                  "Pattern B: request i arrives at start + i * span / size (seconds)")
       ->capture_default_str();
 
+  int64_t concurrency = 0;
+  auto* concurrency_opt = app.add_option(
+      "--concurrency", concurrency,
+      "Also run a concurrency policy: at most this many requests of a key in flight (each holds "
+      "for its duration: the trace's $request_time/%D/%T, else --hold)");
+  std::string hold = "100ms", lease_ttl = "30s", max_wait;
+  app.add_option("--hold", hold, "Throttling: how long a request lasts when the trace does not say")
+      ->capture_default_str();
+  app.add_option("--lease-ttl", lease_ttl,
+                 "Throttling: a concurrency lease's lifetime (a holder lasting longer loses it)")
+      ->capture_default_str();
+  app.add_option("--max-wait", max_wait,
+                 "Throttling: a request that would be denied waits up to this long in a FIFO per "
+                 "key (a rate policy until its retry_after, a concurrency policy until a lease "
+                 "frees), then is decided again; default: no waiting");
+  app.add_option("--max-queue", o.throttle.max_queue,
+                 "Throttling: requests waiting per key at most (more are refused at once)")
+      ->capture_default_str();
   app.add_option("--peak-window", peak_window,
                  "Window for 'peak admitted' for every algorithm (default: each policy's own; "
                  "for buckets burst/rate)");
@@ -253,6 +272,19 @@ int main(int argc, char** argv) {
     auto p = parse_duration_flag("--peak-window", peak_window);
     if (!p) return fail(p.status().message());
     o.peak_window = *p;
+  }
+  if (concurrency_opt->count() > 0) o.throttle.concurrency = concurrency;
+  for (auto [flag, text, out] : {std::tuple{"--hold", &hold, &o.throttle.hold},
+                                 std::tuple{"--lease-ttl", &lease_ttl, &o.throttle.lease_ttl},
+                                 std::tuple{"--max-wait", &max_wait, &o.throttle.max_wait}}) {
+    if (text->empty()) continue;
+    if (*text == "0" || *text == "0s" || *text == "0ms") {
+      *out = Micros{0};
+      continue;
+    }
+    auto d = parse_duration_flag(flag, *text);
+    if (!d) return fail(d.status().message());
+    *out = *d;
   }
   if (bar_width != "auto") {
     auto bw = parse_duration_flag("--bar-width", bar_width);
