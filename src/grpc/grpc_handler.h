@@ -1,0 +1,65 @@
+// grpc_handler.h — ratelimitd's gRPC methods as an h2::Handler: one per HTTP/2 connection,
+// serving
+//   envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit  (rls::RateLimitService)
+//   grpc.health.v1.Health/Check and /Watch
+//   grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo (reflection.cc)
+// on whatever connection it is given (the gRPC listener's, or an HTTP/1.1 port's h2c one).
+//
+// The wire (gRPC over HTTP/2): a request is a POST with content-type application/grpc*, its
+// body 5-byte-prefixed messages (grpc_wire.h); the answer is `:status 200`, the message, and
+// trailers grpc-status/grpc-message — or, when refused before any message, one HEADERS frame
+// with both (trailers-only). Codes: an unknown method UNIMPLEMENTED; a request message larger
+// than max_message_bytes RESOURCE_EXHAUSTED as soon as its prefix arrives (nothing counted);
+// an unparsable message, or none, or two on a unary method INTERNAL (as grpc-go); a bad request
+// INVALID_ARGUMENT (RateLimitService says why); a store error UNAVAILABLE (DEADLINE_EXCEEDED
+// when the store timed out); a malformed grpc-timeout INTERNAL; a call whose grpc-timeout has
+// passed before it is decided DEADLINE_EXCEEDED and nothing is counted; one whose deadline
+// passes while the store decides is counted (the store did) and answered DEADLINE_EXCEEDED.
+// Request heads larger than the transport's limit: RESOURCE_EXHAUSTED. A non-gRPC request:
+// HTTP 415 (the gRPC spec's answer), unless `fallback` takes it.
+// Health: Check answers SERVING for "", "ratelimit" (envoyproxy/ratelimit's name) and
+// "envoy.service.ratelimit.v3.RateLimitService", NOT_SERVING once the context stops serving,
+// NOT_FOUND for any other name. Watch sends the current status, then every change, and stays
+// open (SERVICE_UNKNOWN for an unknown name, as the protocol asks) until the server stops.
+//
+// Threading: the handler runs on its connection's thread. A ShouldRateLimit the store answers
+// on its own thread (Redis) is posted back to the connection's executor, holding the
+// connection, and answered there; answers completing in one turn share a write.
+// Messages are parsed into and rendered from a per-call protobuf Arena whose first block is in
+// the reused call object, so a call allocates nothing for them in the steady state.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "connection.h"
+#include "rls_service.h"
+
+namespace ratelimit::grpc_api {
+
+// What every connection of one gRPC service shares. Must outlive the connections.
+struct GrpcContext {
+  rls::RateLimitService* service = nullptr;
+  size_t max_message_bytes = 64 * 1024;  // largest request accepted (and response sent)
+  std::atomic<bool> serving{true};        // health: SERVING / NOT_SERVING
+  // Calls the store holds (answered on its thread later): shutdown waits for them.
+  std::atomic<int> awaiting_store{0};
+  std::atomic<int> connections{0};        // handlers alive
+};
+
+class GrpcHandler : public h2::Handler {
+ public:
+  // Health changed (GrpcContext::serving): watchers are sent the new status.
+  virtual void on_serving_changed() = 0;
+  // The server stops: watches end with UNAVAILABLE (other calls are answered as usual).
+  virtual void end_watches() = 0;
+};
+
+// The handler of one connection; pass it to connection.start(). `fallback` (may be null) gets
+// every stream that is not gRPC (content-type not application/grpc*): the native HTTP API over
+// h2c. It must outlive the handler.
+std::unique_ptr<GrpcHandler> make_grpc_handler(GrpcContext& context, h2::Connection& connection,
+                                               h2::Handler* fallback = nullptr);
+
+}  // namespace ratelimit::grpc_api

@@ -1,0 +1,88 @@
+// reflection.cc — server reflection from the generated descriptor pool (see reflection.h).
+#include "reflection.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+
+#include <set>
+#include <vector>
+
+#include "grpc/reflection/v1alpha/reflection.pb.h"
+
+namespace ratelimit::grpc_api {
+namespace {
+
+namespace pb = ::google::protobuf;
+using ::grpc::reflection::v1alpha::ServerReflectionRequest;
+using ::grpc::reflection::v1alpha::ServerReflectionResponse;
+
+constexpr const char* kServices[] = {"envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health",
+                                     "grpc.reflection.v1alpha.ServerReflection"};
+constexpr int kNotFound = 5;
+
+// `file` and its imports, each once, the file itself first.
+void add_with_imports(const pb::FileDescriptor* file, std::set<const pb::FileDescriptor*>& seen,
+                      ServerReflectionResponse& out) {
+  if (!seen.insert(file).second) return;
+  pb::FileDescriptorProto proto;
+  file->CopyTo(&proto);
+  proto.SerializeToString(out.mutable_file_descriptor_response()->add_file_descriptor_proto());
+  for (int i = 0; i < file->dependency_count(); ++i) add_with_imports(file->dependency(i), seen, out);
+}
+
+void not_found(ServerReflectionResponse& out, const std::string& what) {
+  auto* e = out.mutable_error_response();
+  e->set_error_code(kNotFound);
+  e->set_error_message(what + " not found");
+}
+
+}  // namespace
+
+Status reflect(std::string_view request, std::string& reply) {
+  ServerReflectionRequest req;
+  if (!req.ParseFromArray(request.data(), static_cast<int>(request.size()))) {
+    return Status::internal("the request is not a ServerReflectionRequest message");
+  }
+  ServerReflectionResponse out;
+  out.set_valid_host(req.host());
+  *out.mutable_original_request() = req;
+  const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
+  std::set<const pb::FileDescriptor*> seen;
+  switch (req.message_request_case()) {
+    case ServerReflectionRequest::kListServices:
+      for (const char* name : kServices) out.mutable_list_services_response()->add_service()->set_name(name);
+      break;
+    case ServerReflectionRequest::kFileByFilename:
+      if (const pb::FileDescriptor* f = pool->FindFileByName(req.file_by_filename())) {
+        add_with_imports(f, seen, out);
+      } else {
+        not_found(out, "file " + req.file_by_filename());
+      }
+      break;
+    case ServerReflectionRequest::kFileContainingSymbol:
+      if (const pb::FileDescriptor* f = pool->FindFileContainingSymbol(req.file_containing_symbol())) {
+        add_with_imports(f, seen, out);
+      } else {
+        not_found(out, "symbol " + req.file_containing_symbol());
+      }
+      break;
+    case ServerReflectionRequest::kFileContainingExtension:
+      not_found(out, "extension " + std::to_string(req.file_containing_extension().extension_number()) + " of " +
+                         req.file_containing_extension().containing_type());
+      break;
+    case ServerReflectionRequest::kAllExtensionNumbersOfType:
+      if (pool->FindMessageTypeByName(req.all_extension_numbers_of_type()) != nullptr) {
+        out.mutable_all_extension_numbers_response()->set_base_type_name(req.all_extension_numbers_of_type());
+      } else {
+        not_found(out, "type " + req.all_extension_numbers_of_type());
+      }
+      break;
+    default:
+      not_found(out, "the request");
+      break;
+  }
+  out.SerializeToString(&reply);
+  return Status::ok();
+}
+
+}  // namespace ratelimit::grpc_api
