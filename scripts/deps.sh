@@ -7,7 +7,9 @@ RATELIMIT_RUN_PACKAGES=(
   g++ cmake make ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # proto/, src/grpc
+  libprotobuf-dev protobuf-compiler  # proto/ (the messages src/grpc serves)
+  libnghttp2-dev  # src/h2: ratelimitd's HTTP/2 (gRPC, h2c)
+  libgrpc++-dev protobuf-compiler-grpc  # proto/'s client stubs (the tests, ratelimit-bench); ratelimitd does not link it
 )
 # What the tests add (scripts/test installs both lists).
 RATELIMIT_TEST_PACKAGES=(
@@ -28,7 +30,8 @@ RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]
 # nodejs + npm) is installed only when no `npm` command exists, because a Node from elsewhere
 # (e.g. one that bundles npm) conflicts with Debian's npm package.
 RATELIMIT_BENCH_PACKAGES=(nginx wrk curl python3-limits python3-redis redis-server redis-tools
-  nghttp2-client)  # h2load: tools/bench/rls_vs_http.sh's second gRPC client
+  nghttp2-client  # h2load: tools/bench/rls_vs_http.sh's gRPC and h2c client
+  golang-go golang-google-grpc-dev)  # bench/peers/grpcgo: the grpc-go floor peer (GOPATH mode)
 RATELIMIT_BENCH_NODE_PACKAGES=(nodejs npm)
 
 # ratelimit_install_deps [PACKAGE...]: installs every package of both lists, plus the arguments.
