@@ -11,7 +11,11 @@
 # enum ScriptId in lua_scripts.h. The library is `#!lua name=ratelimit_<version>` + common + all
 # five + entry + multi + library.lua, with @V@ replaced by the version: the first 12 hex digits
 # of the SHA1 of that text before the replacement.
-# Inputs: -DLUA_DIR=<dir> -DOUT=<file>.
+# The library is also written on its own, as the contract every client loads (docs/
+# redis-functions.md): <LIBRARY_DIR>/ratelimit_<version>.lua (FUNCTION LOAD-able as is) and
+# <LIBRARY_DIR>/VERSION (the version, one line); older ratelimit_*.lua files there are removed,
+# so the directory always holds exactly the library of this build.
+# Inputs: -DLUA_DIR=<dir> -DOUT=<file> -DLIBRARY_DIR=<dir>.
 set(algorithms fixed_window sliding_window_log sliding_window_counter token_bucket leaky_bucket)
 
 file(READ ${LUA_DIR}/common.lua common)
@@ -49,6 +53,28 @@ if(NOT clash EQUAL -1)
   message(FATAL_ERROR "library: text contains the raw-string delimiter )lua\"")
 endif()
 
+# Writes `text` to `path` only when it differs, so an unchanged library keeps its timestamp.
+function(write_if_changed path text)
+  if(EXISTS ${path})
+    file(READ ${path} old)
+    if(old STREQUAL text)
+      return()
+    endif()
+  endif()
+  file(WRITE ${path} "${text}")
+endfunction()
+
+if(LIBRARY_DIR)
+  file(MAKE_DIRECTORY ${LIBRARY_DIR})
+  file(GLOB stale ${LIBRARY_DIR}/ratelimit_*.lua)
+  list(REMOVE_ITEM stale ${LIBRARY_DIR}/ratelimit_${library_version}.lua)
+  if(stale)
+    file(REMOVE ${stale})
+  endif()
+  write_if_changed(${LIBRARY_DIR}/ratelimit_${library_version}.lua "${library_text}")
+  write_if_changed(${LIBRARY_DIR}/VERSION "${library_version}\n")
+endif()
+
 set(body "")
 foreach(name IN LISTS scripts)
   set(text "${script_${name}}")
@@ -74,10 +100,4 @@ const LuaLibrary kLuaLibrary = {\"ratelimit_${library_version}\", \"${library_ve
 }  // namespace ratelimit::redis_detail
 ")
 # Rewrite only on change, so an unchanged script does not recompile the store.
-if(EXISTS ${OUT})
-  file(READ ${OUT} old)
-  if(old STREQUAL out)
-    return()
-  endif()
-endif()
-file(WRITE ${OUT} "${out}")
+write_if_changed(${OUT} "${out}")

@@ -1,0 +1,48 @@
+// decision.ts — the Decision every back-end answers (the same fields as ratelimitd's and the C++
+// library's), the library's reply decoding, and the failure-policy decision.
+// Invariants: allowed === (reason is 'within_limit' or 'failed_open'); a denial has delayUs 0,
+// an admission retryAfterUs 0; durations are integer µs.
+
+import { RateLimitError } from './errors';
+
+export type Reason = 'within_limit' | 'over_limit' | 'exceeds_capacity' | 'failed_open' | 'failed_closed';
+const REASONS: readonly Reason[] = ['within_limit', 'over_limit', 'exceeds_capacity'];
+
+export interface Decision {
+  allowed: boolean;
+  reason: Reason;
+  /** Capacity of the policy (limit or burst). */
+  limit: number;
+  remaining: number;
+  /** Until the limit is fully available again. */
+  resetAfterUs: number;
+  /** 0 when allowed; else the shortest wait after which the same request would be admitted. */
+  retryAfterUs: number;
+  /** Shaping leaky bucket: how long to hold an admitted request. */
+  delayUs: number;
+}
+
+/** What the store cannot decide is answered by the failure policy (as the C++ RedisStore). */
+export type FailurePolicy = 'open' | 'closed';
+export const FAILED_CLOSED_RETRY_AFTER_US = 1_000_000;
+
+export function failureDecision(policy: FailurePolicy, limit: number): Decision {
+  return policy === 'open'
+    ? { allowed: true, reason: 'failed_open', limit, remaining: 0, resetAfterUs: 0, retryAfterUs: 0, delayUs: 0 }
+    : { allowed: false, reason: 'failed_closed', limit, remaining: 0, resetAfterUs: 0, retryAfterUs: FAILED_CLOSED_RETRY_AFTER_US, delayUs: 0 };
+}
+
+/** Decision `i` of a library reply: four integers per decision (reason, remaining,
+ *  reset_after_us, delay_us when allowed else retry_after_us). */
+export function decodeAt(reply: unknown, i: number, limit: number): Decision {
+  if (!Array.isArray(reply) || reply.length < 4 * (i + 1)) {
+    throw new RateLimitError('protocol', `unexpected reply from the function library: ${JSON.stringify(reply)}`);
+  }
+  const [r, remaining, reset, last] = reply.slice(4 * i, 4 * i + 4) as number[];
+  const reason = REASONS[r];
+  if (reason === undefined || ![remaining, reset, last].every(Number.isInteger)) {
+    throw new RateLimitError('protocol', `unexpected decision in the library's reply: ${JSON.stringify(reply.slice(4 * i, 4 * i + 4))}`);
+  }
+  const allowed = reason === 'within_limit';
+  return { allowed, reason, limit, remaining, resetAfterUs: reset, retryAfterUs: allowed ? 0 : last, delayUs: allowed ? last : 0 };
+}

@@ -1,0 +1,16 @@
+// express.ts — Express (4 and 5) middleware: app.use(expressRateLimit({...})). Admitted requests
+// go on with RateLimit-Policy and RateLimit set; denied ones end here with ratelimitd's 429 (or
+// 400 for a cost over the capacity). Errors go to next(err).
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { MiddlewareOptions, decideRequest } from './middleware';
+
+export function expressRateLimit(opts: MiddlewareOptions<Request>): RequestHandler {
+  return (req: Request, res: Response, next: NextFunction) => {
+    decideRequest(opts, req).then((answer) => {
+      if (answer === null) return next();
+      for (const [name, value] of answer.headers) res.setHeader(name, value);
+      if (answer.status === 200) return next();
+      res.status(answer.status).type('application/json').send(answer.body);
+    }, next);
+  };
+}

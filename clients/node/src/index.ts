@@ -1,0 +1,11 @@
+// index.ts — the package's public surface.
+export { RedisLimiter, RedisLimiterOptions, DecideOptions, escapeKey } from './redis';
+export { RatelimitdLimiter, RatelimitdLimiterOptions } from './ratelimitd';
+export { Decision, Reason, FailurePolicy } from './decision';
+export { RateLimitError } from './errors';
+export { Policy, PolicySpec, Algorithm, makePolicy, parseDuration } from './policy';
+export { PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
+export { Limiter, MiddlewareOptions, decideRequest } from './middleware';
+export { expressRateLimit } from './express';
+export { fastifyRateLimit } from './fastify';
+export { FunctionLibrary, findLibrary } from './library';

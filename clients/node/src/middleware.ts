@@ -1,0 +1,40 @@
+// middleware.ts — what the Express and Fastify middleware share: one decision per request
+// (key, cost and skip from the caller's functions) and its rendering by headers.ts, so both
+// answer exactly what ratelimitd answers. The adapters (express.ts, fastify.ts) only copy the
+// answer into their framework's response.
+// Failure policy: the limiter's own (onFailure): a store that cannot decide admits or denies;
+// an exception from a key/cost function or bad input is the application's bug and is passed on.
+
+import { Decision } from './decision';
+import { RateLimitError } from './errors';
+import { PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
+
+/** Either back-end (RedisLimiter, RatelimitdLimiter) or anything that decides alike. */
+export interface Limiter {
+  acquire(policy: string, key: string, options?: { cost?: number }): Promise<Decision>;
+  describe(policy: string): PolicyInfo | undefined;
+}
+
+export interface MiddlewareOptions<Req> {
+  limiter: Limiter;
+  /** The policy's name, or a function choosing it per request. */
+  policy: string | ((req: Req) => string);
+  /** The key a request counts against (e.g. the client's address, a user id, an API key). */
+  key: (req: Req) => string | Promise<string>;
+  /** Units the request takes (default 1). */
+  cost?: number | ((req: Req) => number);
+  /** Requests to let through without a decision or headers (health checks, internal calls). */
+  skip?: (req: Req) => boolean;
+}
+
+/** The decision for `req` rendered, or null when skipped. */
+export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req): Promise<RenderedAnswer | null> {
+  if (opts.skip?.(req)) return null;
+  const policy = typeof opts.policy === 'function' ? opts.policy(req) : opts.policy;
+  const key = await opts.key(req);
+  const cost = typeof opts.cost === 'function' ? opts.cost(req) : opts.cost ?? 1;
+  const decision = await opts.limiter.acquire(policy, key, { cost });
+  const info = opts.limiter.describe(policy);
+  if (info === undefined) throw new RateLimitError('protocol', `no quota or window known for policy '${policy}'`);
+  return renderDecisions([decision], [{ ...info, quota: decision.limit || info.quota }]);
+}

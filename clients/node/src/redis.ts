@@ -1,0 +1,257 @@
+// redis.ts — the Redis back-end: decisions by the ratelimit function library (FCALL), the same
+// keys, arguments and code as ratelimitd's Redis store, so both can share one count.
+//
+// How: every decision goes through rl<version>_batch (docs/redis-functions.md). Calls are sent
+// at once while fewer than `maxInFlight` are outstanding; the ones that arrive meanwhile queue and
+// leave together as one batch when a reply comes back (at most 1024 per batch). Redis then runs
+// one function call for many decisions and reads the policy's arguments once: at low load a
+// decision waits for nothing, at high load Redis stays busy with few, large calls.
+// The clock is Redis' own TIME, read once per batch; `nowUs` (conformance tests only) overrides.
+// Failures: a connection that is down, a command timeout or an error reply decide by
+// `onFailure` ('open' admits, 'closed' denies for 1 s), counted in `failures`; a flushed library
+// ("Function not found") is loaded again and the batch retried once. Bad input throws
+// RateLimitError before anything is sent; a library that Redis lacks and this client cannot
+// load rejects with RateLimitError('library_missing') naming the versions Redis has.
+// Thread-safety: Node is single-threaded; one limiter may serve every request of a process.
+
+import Redis from 'ioredis';
+import { Decision, FailurePolicy, decodeAt, failureDecision } from './decision';
+import { RateLimitError } from './errors';
+import { PolicyInfo } from './headers';
+import { FunctionLibrary, ensureLibrary, findLibrary } from './library';
+import { Policy, PolicySpec, makePolicy, validateRequest } from './policy';
+
+export interface RedisLimiterOptions {
+  /** A redis:// URL, or an ioredis client the caller owns. */
+  redis: string | Redis;
+  /** Policies by name, as in ratelimitd's config (same name, prefix and Redis = shared counts). */
+  policies: Record<string, PolicySpec>;
+  /** Prepended to every key; ratelimitd's default is "rl:". */
+  keyPrefix?: string;
+  /** What a decision answers when Redis cannot: 'open' (default) admits, 'closed' denies. */
+  onFailure?: FailurePolicy;
+  /** Bound on one call, ms (default 250). Applies to the URL form only. */
+  commandTimeoutMs?: number;
+  /** The library: its text, a path, or {version} of one already loaded (see library.ts). */
+  library?: string | { version: string };
+  /** Calls outstanding before decisions queue into a batch (default 2). */
+  maxInFlight?: number;
+  /** Told about every failure the failure policy answered (for logs and metrics). */
+  onError?: (err: Error) => void;
+}
+
+export interface DecideOptions {
+  cost?: number;
+  /** Only check; consume nothing. */
+  peek?: boolean;
+  /** Conformance tests only: decide at this time (µs) instead of Redis' clock. */
+  nowUs?: number;
+}
+
+interface Item {
+  policy: Policy;
+  keys: string[];
+  cost: number;
+  peek: boolean;
+  nowUs?: number;
+  resolve: (d: Decision) => void;
+  reject: (e: Error) => void;
+}
+
+const MAX_BATCH = 1024;
+
+// '%' -> %25, '{' -> %7B, '}' -> %7D: no user key can leave its hash tag (script_codec.cc).
+export function escapeKey(key: string): string {
+  return key.replace(/[%{}]/g, (c) => (c === '%' ? '%25' : c === '{' ? '%7B' : '%7D'));
+}
+
+export class RedisLimiter {
+  readonly library: FunctionLibrary;
+  readonly policies: ReadonlyMap<string, Policy>;
+  /** Decisions answered by the failure policy. */
+  failures = 0;
+  private readonly redis: Redis;
+  private readonly owned: boolean;
+  private readonly prefix: string;
+  private readonly onFailure: FailurePolicy;
+  private readonly maxInFlight: number;
+  private readonly onError?: (err: Error) => void;
+  private readonly fn: string;
+  private queue: Item[] = [];
+  private inFlight = 0;
+  private loaded: Promise<void> | null = null;
+
+  constructor(options: RedisLimiterOptions) {
+    const policies = new Map<string, Policy>();
+    for (const [name, spec] of Object.entries(options.policies ?? {})) policies.set(name, makePolicy(name, spec));
+    if (policies.size === 0) throw new RateLimitError('invalid_policy', 'at least one policy is required');
+    this.policies = policies;
+    this.prefix = options.keyPrefix ?? 'rl:';
+    if (/[{}]/.test(this.prefix) || Buffer.byteLength(this.prefix) > 128) {
+      throw new RateLimitError('invalid_policy', 'keyPrefix must be at most 128 bytes, without { or }');
+    }
+    this.onFailure = options.onFailure ?? 'open';
+    if (this.onFailure !== 'open' && this.onFailure !== 'closed') throw new RateLimitError('invalid_policy', "onFailure must be 'open' or 'closed'");
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? 2);
+    this.onError = options.onError;
+    this.library = findLibrary(options.library);
+    this.fn = `rl${this.library.version}_batch`;
+    if (typeof options.redis === 'string') {
+      this.redis = new Redis(options.redis, {
+        commandTimeout: options.commandTimeoutMs ?? 250,
+        maxRetriesPerRequest: 0,
+        enableOfflineQueue: false,
+        lazyConnect: true,
+      });
+      this.redis.on('error', () => {}); // reported per decision through onError
+      this.owned = true;
+    } else {
+      this.redis = options.redis;
+      this.owned = false;
+    }
+  }
+
+  /** Consumes `cost` (default 1) of `key`'s allowance under `policy` unless it would exceed it. */
+  acquire(policy: string, key: string, options: DecideOptions = {}): Promise<Decision> {
+    return this.decide(policy, key, options);
+  }
+
+  /** What acquire would answer, consuming nothing. */
+  peek(policy: string, key: string, options: DecideOptions = {}): Promise<Decision> {
+    return this.decide(policy, key, { ...options, peek: true });
+  }
+
+  /** Forgets `key`'s state under `policy` (its next request starts fresh). */
+  async reset(policy: string, key: string): Promise<void> {
+    const p = this.policy(policy);
+    validateRequest(p, key, 1);
+    const state = this.stateKey(p, key);
+    await this.ready();
+    await this.redis.del(state, `${state}#log`);
+  }
+
+  /** The policy named `name`; throws RateLimitError('unknown_policy') for any other name. */
+  policy(name: string): Policy {
+    const p = this.policies.get(name);
+    if (p === undefined) {
+      throw new RateLimitError('unknown_policy', `unknown policy '${name}' (configured: ${[...this.policies.keys()].join(', ')})`);
+    }
+    return p;
+  }
+
+  /** The quota and window RateLimit-Policy shows for `policy`. */
+  describe(policy: string): PolicyInfo | undefined {
+    const p = this.policies.get(policy);
+    return p && { name: p.name, quota: p.limit, windowUs: p.windowUs };
+  }
+
+  /** Closes the connection if the limiter opened it. */
+  async close(): Promise<void> {
+    if (this.owned) this.redis.disconnect();
+  }
+
+  private stateKey(p: Policy, key: string): string {
+    return `${this.prefix}{${escapeKey(key)}}:${p.name}`;
+  }
+
+  // Bad input rejects the promise (never a synchronous throw), like every other failure.
+  private decide(policyName: string, key: string, options: DecideOptions): Promise<Decision> {
+    let policy: Policy;
+    let cost: number;
+    try {
+      policy = this.policy(policyName);
+      cost = options.cost ?? 1;
+      validateRequest(policy, key, cost);
+      if (options.nowUs !== undefined && (!Number.isSafeInteger(options.nowUs) || options.nowUs < 0)) {
+        throw new RateLimitError('invalid_cost', `nowUs must be a non-negative integer, got ${options.nowUs}`);
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const state = this.stateKey(policy, key);
+    const keys = policy.algorithm === 'sliding_window_log' ? [state, `${state}#log`] : [state];
+    return new Promise<Decision>((resolve, reject) => {
+      this.queue.push({ policy, keys, cost, peek: options.peek === true, nowUs: options.nowUs, resolve, reject });
+      if (this.inFlight < this.maxInFlight) this.flush();
+    });
+  }
+
+  /** Connects and makes sure Redis has the library (loading it if this client has its text).
+   *  Optional: the first decision does it too. Rejects with RateLimitError('library_missing')
+   *  when the library is missing and cannot be loaded, or with the connection's error. */
+  connect(): Promise<void> {
+    return this.ready();
+  }
+
+  private ready(): Promise<void> {
+    if (this.loaded === null) {
+      this.loaded = (async () => {
+        if (this.owned && this.redis.status === 'wait') await this.redis.connect();
+        await ensureLibrary((cmd, ...args) => this.redis.call(cmd, ...args), this.library);
+      })();
+      this.loaded.catch(() => { this.loaded = null; }); // try again on the next call
+    }
+    return this.loaded;
+  }
+
+  private flush(): void {
+    if (this.queue.length === 0) return;
+    const items = this.queue.splice(0, MAX_BATCH);
+    this.inFlight++;
+    this.send(items).finally(() => {
+      this.inFlight--;
+      this.flush();
+    });
+  }
+
+  private async send(items: Item[]): Promise<void> {
+    let reply: unknown;
+    try {
+      await this.ready();
+      const [keys, args] = encodeBatch(items);
+      try {
+        reply = await this.redis.call('FCALL', this.fn, keys.length, ...keys, ...args);
+      } catch (e) {
+        if (!/Function not found/i.test((e as Error).message)) throw e;
+        this.loaded = null; // flushed (restart, FUNCTION FLUSH, failover): load and retry once
+        await this.ready();
+        reply = await this.redis.call('FCALL', this.fn, keys.length, ...keys, ...args);
+      }
+      const decisions = items.map((it, i) => decodeAt(reply, i, it.policy.limit));
+      items.forEach((it, i) => it.resolve(decisions[i]));
+    } catch (e) {
+      if (e instanceof RateLimitError && e.code === 'library_missing') {
+        // A deployment error, not an outage: no failure policy hides it.
+        for (const it of items) it.reject(e);
+        return;
+      }
+      this.failures += items.length;
+      if (this.onError) this.onError(e as Error);
+      for (const it of items) it.resolve(failureDecision(this.onFailure, it.policy.limit));
+    }
+  }
+}
+
+// rl<version>_batch's keys and arguments (run_batch in src/redis/lua/multi.lua): the number of
+// distinct policies, the clock ('-' once, or 't' and a time per item), six arguments per policy,
+// then per item its policy's index, with ':<cost>:<op>' unless an acquire of 1.
+function encodeBatch(items: Item[]): [string[], string[]] {
+  const index = new Map<Policy, number>();
+  const policyArgs: string[] = [];
+  for (const it of items) {
+    if (!index.has(it.policy)) {
+      index.set(it.policy, index.size + 1);
+      policyArgs.push(...it.policy.args);
+    }
+  }
+  const timed = items.some((it) => it.nowUs !== undefined);
+  const keys: string[] = [];
+  const args: string[] = [String(index.size), timed ? 't' : '-', ...policyArgs];
+  for (const it of items) {
+    keys.push(...it.keys);
+    const p = String(index.get(it.policy));
+    args.push(it.cost === 1 && !it.peek ? p : `${p}:${it.cost}:${it.peek ? 1 : 0}`);
+    if (timed) args.push(it.nowUs === undefined ? '-' : String(it.nowUs));
+  }
+  return [keys, args];
+}

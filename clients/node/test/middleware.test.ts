@@ -1,0 +1,222 @@
+// middleware.test.ts — the Node client as users run it: an Express app and a Fastify app, each
+// on the Redis back-end and on a real ratelimitd (the project's build) sharing the same Redis,
+// limited at 10 per minute under 200 requests 50 at a time; the answers' header text equal to
+// ratelimitd's own; counts shared with ratelimitd; bad input; Redis or ratelimitd down.
+import { test, before, after } from 'node:test';
+import * as assert from 'node:assert/strict';
+import * as http from 'http';
+import express from 'express';
+import Fastify from 'fastify';
+import { Limiter, RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit, fastifyRateLimit } from '../src';
+import { RUN_ID, Started, inFlight, startRatelimitd, startRedis, testRedis } from './support';
+
+const PREFIX = `rl:node-${RUN_ID}:`;
+const POLICIES = { api: { algorithm: 'sliding_window_log', limit: 10, window: '60s' }, bucket: { algorithm: 'token_bucket', rate: 1, burst: 5 } } as const;
+const YAML = (redisUrl: string, prefix = PREFIX) => `store: { type: redis, url: "${redisUrl}", key_prefix: "${prefix}", on_failure: closed, command_timeout: 5s }
+policies:
+  api:    { algorithm: sliding_window_log, limit: 10, window: 60s }
+  bucket: { algorithm: token_bucket, rate: 1, burst: 5 }
+`;
+
+let redis: Started;
+let daemon: Started;
+let viaRedis: RedisLimiter;
+let viaDaemon: RatelimitdLimiter;
+const servers: http.Server[] = [];
+const fastifies: { close: () => Promise<unknown> }[] = [];
+before(async () => {
+  redis = await testRedis();
+  daemon = await startRatelimitd(YAML(redis.url));
+  // Generous timeouts: a loaded CI machine must not turn into failure-policy answers here.
+  viaRedis = new RedisLimiter({ redis: redis.url, keyPrefix: PREFIX, policies: POLICIES, commandTimeoutMs: 5000, onFailure: 'closed' });
+  viaDaemon = new RatelimitdLimiter({ url: daemon.url, timeoutMs: 5000, onFailure: 'closed' });
+});
+after(async () => {
+  // Every handle closed, so the test process exits by itself (keep-alive sockets included).
+  for (const s of servers) { s.closeAllConnections(); s.close(); }
+  for (const f of fastifies) await f.close();
+  await viaRedis.close();
+  await daemon.stop();
+  await redis.stop();
+});
+
+interface Answer { status: number; headers: http.IncomingHttpHeaders; body: string }
+function get(port: number, path: string, client: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path, headers: { 'x-client': client }, timeout: 5000 }, (res) => {
+      let body = '';
+      res.on('data', (c) => { body += c; });
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+function listen(server: http.Server): Promise<number> {
+  servers.push(server);
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+}
+
+async function expressApp(limiter: Limiter): Promise<number> {
+  const app = express();
+  app.use(expressRateLimit({ limiter, policy: 'api', key: (req) => String(req.headers['x-client']), skip: (req) => req.path === '/healthz' }));
+  app.get('/items', (_req, res) => { res.json({ items: [] }); });
+  app.get('/healthz', (_req, res) => { res.send('ok'); });
+  return listen(http.createServer(app));
+}
+
+async function fastifyApp(limiter: Limiter): Promise<number> {
+  const app = Fastify();
+  app.addHook('onRequest', fastifyRateLimit({ limiter, policy: 'api', key: (req) => String(req.headers['x-client']) }));
+  app.get('/items', async () => ({ items: [] }));
+  fastifies.push(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return (app.server.address() as { port: number }).port;
+}
+
+// 200 requests, 50 at a time, one client: exactly 10 pass; every denial is ratelimitd's 429.
+async function race(port: number, client: string): Promise<void> {
+  const answers = await inFlight(Array.from({ length: 200 }, (_, i) => i), 50, () => get(port, '/items', client));
+  const ok = answers.filter((a) => a.status === 200);
+  const denied = answers.filter((a) => a.status === 429);
+  assert.equal(ok.length, 10);
+  assert.equal(denied.length, 190);
+  for (const a of ok) {
+    assert.equal(a.headers['ratelimit-policy'], '"api";q=10;w=60');
+    assert.match(String(a.headers.ratelimit), /^"api";r=[0-9];t=60$/);
+    assert.equal(a.body, '{"items":[]}');
+  }
+  for (const a of denied) {
+    const retry = Number(a.headers['retry-after']);
+    assert.ok(retry >= 1 && retry <= 60, `Retry-After ${a.headers['retry-after']}`);
+    assert.equal(a.headers['ratelimit-policy'], '"api";q=10;w=60');
+    assert.equal(a.headers.ratelimit, `"api";r=0;t=${retry}`);
+    assert.equal(a.headers['cache-control'], 'no-store');
+    assert.match(String(a.headers['content-type']), /^application\/json/);
+    const body = JSON.parse(a.body);
+    assert.equal(body.allowed, false);
+    assert.equal(body.policy, 'api');
+    assert.equal(body.limit, 10);
+    assert.equal(body.remaining, 0);
+    assert.ok(body.retry_after_ms > 0 && Math.ceil(body.retry_after_ms / 1000) === retry);
+  }
+}
+
+test('Express on Redis: 200 requests, 50 in flight, 10 per minute → exactly 10, the rest 429 as ratelimitd', async () => {
+  const port = await expressApp(viaRedis);
+  await race(port, `ex-redis-${RUN_ID}`);
+  const skipped = await get(port, '/healthz', `ex-redis-${RUN_ID}`);
+  assert.equal(skipped.status, 200);
+  assert.equal(skipped.headers.ratelimit, undefined);
+});
+
+test('Express on ratelimitd: the same', async () => {
+  await race(await expressApp(viaDaemon), `ex-d-${RUN_ID}`);
+});
+
+test('Fastify on Redis: the same', async () => {
+  await race(await fastifyApp(viaRedis), `fy-redis-${RUN_ID}`);
+});
+
+test('Fastify on ratelimitd: the same', async () => {
+  await race(await fastifyApp(viaDaemon), `fy-d-${RUN_ID}`);
+});
+
+test("header text: what the middleware sends is byte for byte what ratelimitd sent for the decision", async () => {
+  const port = await expressApp(viaDaemon);
+  const realFetch = globalThis.fetch;
+  let seen: Response | null = null;
+  globalThis.fetch = async (...a: Parameters<typeof fetch>) => { const r = await realFetch(...a); seen = r.clone(); return r; };
+  try {
+    for (let i = 0; i < 12; i++) {
+      const mine = await get(port, '/items', `hdr-${RUN_ID}`);
+      const theirs = seen as unknown as Response;
+      for (const h of ['ratelimit-policy', 'ratelimit', 'retry-after', 'cache-control']) {
+        assert.equal(mine.headers[h] ?? null, theirs.headers.get(h), `${h} of request ${i}`);
+      }
+      if (mine.status === 429) assert.equal(mine.body, await theirs.text());
+      assert.equal(mine.status, theirs.status);
+    }
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+});
+
+test('counts are shared with ratelimitd: same Redis, prefix and policy name', async () => {
+  const key = `shared-${RUN_ID}`;
+  for (let i = 0; i < 3; i++) assert.equal((await viaRedis.acquire('bucket', key)).remaining, 4 - i);
+  const d = await viaDaemon.acquire('bucket', key);
+  assert.equal(d.remaining, 1);
+  assert.equal((await viaRedis.acquire('bucket', key, { cost: 2 })).allowed, false);
+  assert.equal((await viaRedis.acquire('bucket', key)).remaining, 0);
+  assert.equal((await viaDaemon.acquire('bucket', key)).allowed, false);
+});
+
+test('bad input gets a RateLimitError naming the problem, and consumes nothing', async () => {
+  const key = `bad-${RUN_ID}`;
+  const rejects = (p: Promise<unknown>, code: string) => assert.rejects(p, (e: unknown) => e instanceof RateLimitError && e.code === code);
+  await rejects(viaRedis.acquire('nope', key), 'unknown_policy');
+  await rejects(viaDaemon.acquire('nope', key), 'unknown_policy');
+  await rejects(viaRedis.acquire('api', key, { cost: 0 }), 'invalid_cost');
+  await rejects(viaRedis.acquire('api', key, { cost: -1 }), 'invalid_cost');
+  await rejects(viaRedis.acquire('api', key, { cost: 1.5 }), 'invalid_cost');
+  await rejects(viaDaemon.acquire('api', key, { cost: 0 }), 'invalid_cost');
+  await rejects(viaRedis.acquire('api', 'k'.repeat(513)), 'invalid_key');
+  await rejects(viaRedis.acquire('api', ''), 'invalid_key');
+  await rejects(viaDaemon.acquire('api', 'k'.repeat(513)), 'invalid_key');
+  assert.throws(() => new RedisLimiter({ redis: redis.url, policies: { x: { algorithm: 'fixed_window', limit: 0, window: '1s' } } }), /limit must be an integer between 1/);
+  assert.throws(() => new RedisLimiter({ redis: redis.url, policies: { x: { algorithm: 'token_bucket', rate: NaN, burst: 1 } } }), /rate must be a finite number/);
+  assert.throws(() => new RedisLimiter({ redis: redis.url, policies: { x: { algorithm: 'fixed_window', limit: 1, window: '1 minute' } } }), /bad duration/);
+  assert.throws(() => new RedisLimiter({ redis: redis.url, policies: { 'bad name': { algorithm: 'fixed_window', limit: 1, window: '1s' } } }), /policy name/);
+  // A cost over the capacity can never pass: 400 as ratelimitd, not 429.
+  const d = await viaRedis.acquire('api', key, { cost: 11 });
+  assert.equal(d.reason, 'exceeds_capacity');
+  assert.equal((await viaRedis.acquire('api', key)).remaining, 9);
+});
+
+test('a library version Redis lacks and the client cannot load: a clear error, not a silent failure policy', async () => {
+  const l = new RedisLimiter({ redis: redis.url, policies: POLICIES, library: { version: '000000000000' } });
+  try {
+    await assert.rejects(l.acquire('api', `v-${RUN_ID}`), (e: unknown) => e instanceof RateLimitError && e.code === 'library_missing' &&
+      /does not have the ratelimit function library version 000000000000/.test(e.message) && /it has ratelimit_[0-9a-f]{12}/.test(e.message));
+  } finally { await l.close(); }
+});
+
+test('Redis down: the failure policy answers within the command timeout', async () => {
+  const own = await startRedis();
+  const closed = new RedisLimiter({ redis: own.url, policies: POLICIES, onFailure: 'closed', commandTimeoutMs: 200 });
+  const open = new RedisLimiter({ redis: own.url, policies: POLICIES, onFailure: 'open', commandTimeoutMs: 200 });
+  try {
+    assert.equal((await closed.acquire('api', 'k')).reason, 'within_limit');
+    assert.equal((await open.acquire('api', 'k')).reason, 'within_limit');
+    await own.stop();
+    const t0 = Date.now();
+    const dc = await closed.acquire('api', 'k');
+    const dopen = await open.acquire('api', 'k');
+    assert.ok(Date.now() - t0 < 2000, `took ${Date.now() - t0} ms`);
+    assert.equal(dc.reason, 'failed_closed');
+    assert.equal(dc.allowed, false);
+    assert.equal(dc.retryAfterUs, 1_000_000);
+    assert.equal(dopen.reason, 'failed_open');
+    assert.equal(dopen.allowed, true);
+    assert.ok(closed.failures >= 1 && open.failures >= 1);
+    // An Express app on the closed limiter answers 429 with Retry-After: 1.
+    const port = await expressApp(closed);
+    const a = await get(port, '/items', 'x');
+    assert.equal(a.status, 429);
+    assert.equal(a.headers['retry-after'], '1');
+  } finally {
+    await closed.close();
+    await open.close();
+  }
+});
+
+test('ratelimitd down: the failure policy answers', async () => {
+  const gone = new RatelimitdLimiter({ url: 'http://127.0.0.1:9', onFailure: 'closed', timeoutMs: 500 });
+  const d = await gone.acquire('api', 'k');
+  assert.equal(d.reason, 'failed_closed');
+  assert.equal(gone.failures, 1);
+  const open = new RatelimitdLimiter({ url: 'http://127.0.0.1:9', onFailure: 'open', timeoutMs: 500 });
+  assert.equal((await open.acquire('api', 'k')).allowed, true);
+});

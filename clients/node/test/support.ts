@@ -1,0 +1,100 @@
+// support.ts — what the tests start: a throwaway redis-server and a real ratelimitd (the
+// project's build), on free loopback ports, each stopped by pid; every wait bounded.
+// Environment: RATELIMIT_TEST_REDIS_URL (a Redis to share; else one is started),
+// RATELIMIT_BIN_DIR (ratelimitd), RATELIMIT_REDIS_LIBRARY (the library file or its directory),
+// RATELIMIT_VECTORS_DIR (tests/vectors).
+import { ChildProcess, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as net from 'net';
+import * as os from 'os';
+import * as path from 'path';
+
+const SOURCE = path.resolve(__dirname, '..', '..', '..', '..');
+export const VECTORS_DIR = process.env.RATELIMIT_VECTORS_DIR ?? path.join(SOURCE, 'tests', 'vectors');
+export const CONFORMANCE_DIR = process.env.RATELIMIT_CONFORMANCE_DIR ?? path.join(SOURCE, 'clients', 'conformance');
+export const BIN_DIR = process.env.RATELIMIT_BIN_DIR ?? path.join(SOURCE, 'build', 'bin');
+export const RUN_ID = `${process.pid}-${Date.now()}`;
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export async function waitPort(port: number, proc: ChildProcess, what: string, ms = 10000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (proc.exitCode !== null) throw new Error(`${what} exited with ${proc.exitCode}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what} did not listen on ${port} within ${ms} ms`);
+}
+
+export interface Started { url: string; port: number; stop: () => Promise<void>; proc: ChildProcess }
+
+async function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  proc.kill('SIGTERM');
+  const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(t);
+}
+
+/** A redis-server of our own (for tests that stop it). */
+export async function startRedis(): Promise<Started> {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-redis-'));
+  const proc = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  await waitPort(port, proc, 'redis-server');
+  return { url: `redis://127.0.0.1:${port}/0`, port, proc, stop: async () => { await stop(proc); fs.rmSync(dir, { recursive: true, force: true }); } };
+}
+
+/** The shared test Redis, or one of our own. */
+export async function testRedis(): Promise<Started> {
+  const url = process.env.RATELIMIT_TEST_REDIS_URL;
+  if (url) return { url, port: Number(new URL(url).port), proc: null as unknown as ChildProcess, stop: async () => {} };
+  return startRedis();
+}
+
+/** ratelimitd with `yaml` (its `listen:` line is added), stopped by pid. */
+export async function startRatelimitd(yaml: string): Promise<Started> {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-d-'));
+  const config = path.join(dir, 'ratelimit.yaml');
+  fs.writeFileSync(config, `listen: 127.0.0.1:${port}\n${yaml}`);
+  const bin = path.join(BIN_DIR, 'ratelimitd');
+  const proc = spawn(bin, ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr!.on('data', (b) => { log += b; });
+  try {
+    await waitPort(port, proc, 'ratelimitd');
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${log}`);
+  }
+  return { url: `http://127.0.0.1:${port}`, port, proc, stop: async () => { await stop(proc); fs.rmSync(dir, { recursive: true, force: true }); } };
+}
+
+/** Runs `fn` over `items` with at most `width` in flight. */
+export async function inFlight<T, R>(items: T[], width: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return out;
+}
