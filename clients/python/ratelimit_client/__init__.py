@@ -1,0 +1,18 @@
+"""ratelimit_client — ratelimit's decisions from Python: the Redis function library called
+directly (redis-py, sync and asyncio; the same code, keys and counts as ratelimitd's Redis store)
+or a running ratelimitd over HTTP, with FastAPI/Starlette middleware and a Flask decorator that
+answer exactly as ratelimitd does (docs/redis-functions.md, clients/python/README.md).
+The framework adapters are imported from their modules (ratelimit_client.starlette,
+ratelimit_client.flask) so neither framework is needed to use the rest."""
+from .decision import Decision, failure_decision
+from .errors import RateLimitError
+from .headers import Answer, PolicyInfo, render_decisions
+from .library import Library, find_library
+from .policy import Policy, make_policy, parse_duration
+from .ratelimitd import AsyncRatelimitdLimiter, RatelimitdLimiter
+from .redis_limiter import AsyncRedisLimiter, RedisLimiter
+from ._core import escape_key
+
+__all__ = ["Decision", "failure_decision", "RateLimitError", "Answer", "PolicyInfo", "render_decisions",
+           "Library", "find_library", "Policy", "make_policy", "parse_duration", "AsyncRatelimitdLimiter",
+           "RatelimitdLimiter", "AsyncRedisLimiter", "RedisLimiter", "escape_key"]

@@ -1,0 +1,91 @@
+"""_core.py — what the sync and asyncio Redis limiters share: policies, keys, and the
+rl<version>_batch call's encoding (run_batch in src/redis/lua/multi.lua; docs/redis-functions.md).
+Pure: no I/O."""
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .errors import RateLimitError
+from .headers import PolicyInfo
+from .library import find_library
+from .policy import Policy, policy_from_dict, validate_request
+
+_ESCAPE = re.compile(r"[%{}]")
+
+
+def escape_key(key: str) -> str:
+    """'%' -> %25, '{' -> %7B, '}' -> %7D: no user key can leave its hash tag."""
+    return _ESCAPE.sub(lambda m: {"%": "%25", "{": "%7B", "}": "%7D"}[m.group(0)], key)
+
+
+@dataclass
+class Item:
+    policy: Policy
+    keys: List[str]
+    cost: int
+    peek: bool
+    now_us: Optional[int]
+
+
+class LimiterCore:
+    def __init__(self, policies: Dict[str, object], key_prefix: str, on_failure: str, library):
+        if not policies:
+            raise RateLimitError("invalid_policy", "at least one policy is required")
+        self.policies: Dict[str, Policy] = {
+            name: spec if isinstance(spec, Policy) else policy_from_dict(name, spec) for name, spec in policies.items()}
+        if "{" in key_prefix or "}" in key_prefix or len(key_prefix.encode()) > 128:
+            raise RateLimitError("invalid_policy", "key_prefix must be at most 128 bytes, without { or }")
+        if on_failure not in ("open", "closed"):
+            raise RateLimitError("invalid_policy", f"on_failure must be 'open' or 'closed', got {on_failure!r}")
+        self.prefix = key_prefix
+        self.on_failure = on_failure
+        self.library = find_library(library)
+        self.function = f"rl{self.library.version}_batch"
+        self.failures = 0
+
+    def policy(self, name: str) -> Policy:
+        p = self.policies.get(name)
+        if p is None:
+            raise RateLimitError("unknown_policy", f"unknown policy {name!r} (configured: {', '.join(self.policies)})")
+        return p
+
+    def describe(self, name: str) -> Optional[PolicyInfo]:
+        p = self.policies.get(name)
+        return PolicyInfo(p.name, p.limit, p.window_us) if p else None
+
+    def state_key(self, p: Policy, key: str) -> str:
+        return f"{self.prefix}{{{escape_key(key)}}}:{p.name}"
+
+    def item(self, policy: str, key: str, cost: int, peek: bool, now_us: Optional[int]) -> Item:
+        p = self.policy(policy)
+        validate_request(p, key, cost)
+        if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
+            raise RateLimitError("invalid_cost", f"now_us must be a non-negative integer, got {now_us!r}")
+        state = self.state_key(p, key)
+        keys = [state, state + "#log"] if p.algorithm == "sliding_window_log" else [state]
+        return Item(p, keys, cost, peek, now_us)
+
+    def reset_keys(self, policy: str, key: str) -> Tuple[str, str]:
+        p = self.policy(policy)
+        validate_request(p, key, 1)
+        state = self.state_key(p, key)
+        return state, state + "#log"
+
+    def encode(self, items: Sequence[Item]) -> list:
+        """FCALL's arguments after the function name: numkeys, keys, then the batch's args."""
+        index: Dict[int, int] = {}
+        policy_args: List[str] = []
+        for it in items:
+            if id(it.policy) not in index:
+                index[id(it.policy)] = len(index) + 1
+                policy_args.extend(it.policy.args)
+        timed = any(it.now_us is not None for it in items)
+        keys: List[str] = []
+        args: List[str] = [str(len(index)), "t" if timed else "-", *policy_args]
+        for it in items:
+            keys.extend(it.keys)
+            p = str(index[id(it.policy)])
+            args.append(p if it.cost == 1 and not it.peek else f"{p}:{it.cost}:{1 if it.peek else 0}")
+            if timed:
+                args.append("-" if it.now_us is None else str(it.now_us))
+        return [len(keys), *keys, *args]

@@ -1,0 +1,189 @@
+"""redis_limiter.py — the Redis back-ends on redis-py: RedisLimiter (blocking) and
+AsyncRedisLimiter (asyncio). Decisions by the ratelimit function library (FCALL
+rl<version>_batch), the same keys, arguments and code as ratelimitd's Redis store, so both share
+one count. The clock is Redis' TIME; now_us (conformance tests only) overrides it.
+
+AsyncRedisLimiter batches: a call is sent at once while fewer than max_in_flight are
+outstanding; the ones that arrive meanwhile leave together as one batch (at most 1024) when a
+reply comes back — one Redis call for many decisions. RedisLimiter sends one decision per call
+(a blocking caller has one at a time); acquire_many() batches explicitly.
+
+Failures: a refused or lost connection, a timeout (socket_timeout, default 0.25 s) or an error
+reply decide by on_failure ('open' admits, 'closed' denies for 1 s), counted in `failures`; a
+flushed library is loaded again and the call retried once. Bad input raises RateLimitError
+before anything is sent; a library Redis lacks and this client cannot load raises
+RateLimitError('library_missing') naming the versions Redis has.
+Thread-safety: RedisLimiter may be shared by threads (redis-py's pool); AsyncRedisLimiter
+belongs to one event loop."""
+import asyncio
+from typing import Dict, List, Optional
+
+import redis
+import redis.asyncio as aioredis
+
+from ._core import Item, LimiterCore
+from .decision import Decision, decode_at, failure_decision
+from .errors import RateLimitError
+from .library import ensure_library, ensure_library_async
+
+MAX_BATCH = 1024
+
+
+def _not_found(e: Exception) -> bool:
+    return "function not found" in str(e).lower()
+
+
+class RedisLimiter(LimiterCore):
+    def __init__(self, redis_url_or_client, policies: Dict[str, object], *, key_prefix: str = "rl:",
+                 on_failure: str = "open", timeout: float = 0.25, library=None, on_error=None):
+        super().__init__(policies, key_prefix, on_failure, library)
+        if isinstance(redis_url_or_client, str):
+            self.redis = redis.Redis.from_url(redis_url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout)
+        else:
+            self.redis = redis_url_or_client
+        self.on_error = on_error
+        self._loaded = False
+
+    def connect(self) -> None:
+        """Makes sure Redis has the library (loads it when this client has the text). Optional."""
+        ensure_library(self.redis.execute_command, self.library)
+        self._loaded = True
+
+    def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
+        return self._decide([self.item(policy, key, cost, False, now_us)])[0]
+
+    def peek(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
+        return self._decide([self.item(policy, key, cost, True, now_us)])[0]
+
+    def acquire_many(self, requests) -> List[Decision]:
+        """[(policy, key, cost), ...] as one call: independent decisions, in order."""
+        items = [self.item(p, k, c, False, None) for p, k, c in requests]
+        out: List[Decision] = []
+        for i in range(0, len(items), MAX_BATCH):
+            out += self._decide(items[i:i + MAX_BATCH])
+        return out
+
+    def reset(self, policy: str, key: str) -> None:
+        self.redis.delete(*self.reset_keys(policy, key))
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def _call(self, items: List[Item]):
+        if not self._loaded:
+            self.connect()
+        args = self.encode(items)
+        try:
+            return self.redis.execute_command("FCALL", self.function, *args)
+        except redis.ResponseError as e:
+            if not _not_found(e):
+                raise
+            self.connect()
+            return self.redis.execute_command("FCALL", self.function, *args)
+
+    def _decide(self, items: List[Item]) -> List[Decision]:
+        try:
+            reply = self._call(items)
+            return [decode_at(reply, i, it.policy.limit) for i, it in enumerate(items)]
+        except RateLimitError as e:
+            if e.code == "library_missing":
+                raise
+            return self._failed(items, e)
+        except (redis.RedisError, OSError) as e:
+            return self._failed(items, e)
+
+    def _failed(self, items, e) -> List[Decision]:
+        self._loaded = False
+        self.failures += len(items)
+        if self.on_error:
+            self.on_error(e)
+        return [failure_decision(self.on_failure, it.policy.limit) for it in items]
+
+
+class AsyncRedisLimiter(LimiterCore):
+    def __init__(self, redis_url_or_client, policies: Dict[str, object], *, key_prefix: str = "rl:",
+                 on_failure: str = "open", timeout: float = 0.25, library=None, max_in_flight: int = 2,
+                 on_error=None):
+        super().__init__(policies, key_prefix, on_failure, library)
+        if isinstance(redis_url_or_client, str):
+            self.redis = aioredis.Redis.from_url(redis_url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout)
+        else:
+            self.redis = redis_url_or_client
+        self.max_in_flight = max(1, max_in_flight)
+        self.on_error = on_error
+        self._queue: List[tuple] = []
+        self._in_flight = 0
+        self._loaded = False
+
+    async def connect(self) -> None:
+        await ensure_library_async(self.redis.execute_command, self.library)
+        self._loaded = True
+
+    async def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
+        return await self._decide(self.item(policy, key, cost, False, now_us))
+
+    async def peek(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
+        return await self._decide(self.item(policy, key, cost, True, now_us))
+
+    async def reset(self, policy: str, key: str) -> None:
+        await self.redis.delete(*self.reset_keys(policy, key))
+
+    async def close(self) -> None:
+        await self.redis.close()
+        await self.redis.connection_pool.disconnect()
+
+    def _decide(self, item: Item) -> "asyncio.Future[Decision]":
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((item, fut))
+        if self._in_flight < self.max_in_flight:
+            self._flush()
+        return fut
+
+    def _flush(self) -> None:
+        if not self._queue:
+            return
+        batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+        self._in_flight += 1
+        task = asyncio.ensure_future(self._send(batch))
+        task.add_done_callback(self._sent)
+
+    def _sent(self, _task) -> None:
+        self._in_flight -= 1
+        self._flush()
+
+    async def _call(self, items: List[Item]):
+        if not self._loaded:
+            await self.connect()
+        args = self.encode(items)
+        try:
+            return await self.redis.execute_command("FCALL", self.function, *args)
+        except redis.ResponseError as e:
+            if not _not_found(e):
+                raise
+            await self.connect()
+            return await self.redis.execute_command("FCALL", self.function, *args)
+
+    async def _send(self, batch) -> None:
+        items = [it for it, _ in batch]
+        try:
+            reply = await self._call(items)
+            results = [decode_at(reply, i, it.policy.limit) for i, it in enumerate(items)]
+        except RateLimitError as e:
+            if e.code == "library_missing":
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                return
+            results = self._failed(items, e)
+        except (redis.RedisError, OSError, asyncio.TimeoutError) as e:
+            results = self._failed(items, e)
+        for (_, fut), d in zip(batch, results):
+            if not fut.done():
+                fut.set_result(d)
+
+    def _failed(self, items, e) -> List[Decision]:
+        self._loaded = False
+        self.failures += len(items)
+        if self.on_error:
+            self.on_error(e)
+        return [failure_decision(self.on_failure, it.policy.limit) for it in items]

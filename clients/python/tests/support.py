@@ -1,0 +1,91 @@
+"""support.py — what the tests start: a throwaway redis-server and a real ratelimitd (the
+project's build) on free loopback ports, each stopped by pid, every wait bounded.
+Environment: RATELIMIT_TEST_REDIS_URL (shared Redis; else one is started), RATELIMIT_BIN_DIR,
+RATELIMIT_REDIS_LIBRARY, RATELIMIT_VECTORS_DIR, RATELIMIT_CONFORMANCE_DIR."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+VECTORS_DIR = os.environ.get("RATELIMIT_VECTORS_DIR", os.path.join(SOURCE, "tests", "vectors"))
+CONFORMANCE_DIR = os.environ.get("RATELIMIT_CONFORMANCE_DIR", os.path.join(SOURCE, "clients", "conformance"))
+BIN_DIR = os.environ.get("RATELIMIT_BIN_DIR", os.path.join(SOURCE, "build", "bin"))
+os.environ.setdefault("RATELIMIT_REDIS_LIBRARY", os.path.join(SOURCE, "build", "share", "ratelimit", "redis"))
+RUN_ID = f"{os.getpid()}-{int(time.time() * 1000)}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc, what: str, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port} within {seconds}s")
+
+
+class Process:
+    def __init__(self, proc, url, port, tmpdir):
+        self.proc, self.url, self.port, self.tmpdir = proc, url, port, tmpdir
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def start_redis() -> Process:
+    port = free_port()
+    d = tempfile.mkdtemp(prefix="rl-py-redis-")
+    proc = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                             "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc, "redis-server")
+    return Process(proc, f"redis://127.0.0.1:{port}/0", port, d)
+
+
+def test_redis() -> Process:
+    url = os.environ.get("RATELIMIT_TEST_REDIS_URL")
+    if url:
+        return Process(None, url, int(url.rsplit(":", 1)[1].split("/")[0]), None)
+    return start_redis()
+
+
+def start_ratelimitd(yaml: str) -> Process:
+    port = free_port()
+    d = tempfile.mkdtemp(prefix="rl-py-d-")
+    config = os.path.join(d, "ratelimit.yaml")
+    with open(config, "w") as f:
+        f.write(f"listen: 127.0.0.1:{port}\n{yaml}")
+    log = open(os.path.join(d, "log"), "w")
+    proc = subprocess.Popen([os.path.join(BIN_DIR, "ratelimitd"), "--config", config], stdout=log, stderr=log)
+    try:
+        wait_port(port, proc, "ratelimitd")
+    except RuntimeError as e:
+        raise RuntimeError(f"{e}\n{open(os.path.join(d, 'log')).read()}") from None
+    return Process(proc, f"http://127.0.0.1:{port}", port, d)
+
+
+def in_flight(n: int, width: int, fn):
+    """fn(i) for i in range(n), at most `width` at once (threads)."""
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        return list(pool.map(fn, range(n)))

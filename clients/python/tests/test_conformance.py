@@ -1,0 +1,116 @@
+"""test_conformance.py — clients/conformance/README.md's runner contract for the Python client:
+every case of tests/vectors/*.json against real Redis (test time, every field of every decision
+equal), through RedisLimiter step by step and through AsyncRedisLimiter with all cases at once
+(batched calls); race.json through AsyncRedisLimiter (asyncio, batching) and RedisLimiter (50
+threads)."""
+import asyncio
+import json
+import os
+import unittest
+
+from ratelimit_client import AsyncRedisLimiter, RedisLimiter, make_policy
+from support import CONFORMANCE_DIR, RUN_ID, VECTORS_DIR, in_flight, test_redis
+
+# The five stores' files (tests/vectors also holds distributed.json: consistency math, no store).
+ALGORITHMS = ("fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket")
+FILES = [json.load(open(os.path.join(VECTORS_DIR, f"{a}.json"))) for a in ALGORITHMS]
+RACE = json.load(open(os.path.join(CONFORMANCE_DIR, "race.json")))
+
+
+def policy_of(algorithm, case):
+    p = case["policy"]
+    if algorithm in ("token_bucket", "leaky_bucket"):
+        return make_policy("p", algorithm, rate=p["rate"], burst=p["burst"], mode=p.get("mode", "police"),
+                           count_denied=case.get("count_denied", False))
+    return make_policy("p", algorithm, limit=p["limit"], window=p["window_us"],
+                       count_denied=case.get("count_denied", False), every_hit=case.get("every_hit", False))
+
+
+def compare(algorithm, case, i, step, d, failures):
+    got = {"allowed": d.allowed, "reason": d.reason, "remaining": d.remaining, "reset_after_us": d.reset_after_us,
+           "retry_after_us": d.retry_after_us, "delay_us": d.delay_us}
+    capacity = case["policy"].get("limit", case["policy"].get("burst"))
+    if got != step["expect"] or d.limit != capacity:
+        failures.append(f"{algorithm}/{case['name']} step {i}: expected {step['expect']} limit {capacity}, got {got} limit {d.limit}")
+
+
+class Conformance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = test_redis()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.stop()
+
+    def test_vectors_step_by_step(self):
+        failures, cases = [], 0
+        for f in FILES:
+            for case in f["cases"]:
+                cases += 1
+                lim = RedisLimiter(self.redis.url, {"p": policy_of(f["algorithm"], case)}, on_failure="closed", timeout=5,
+                                   key_prefix=f"conf:{RUN_ID}:py-seq:{f['algorithm']}:{case['name']}:")
+                for i, step in enumerate(case["steps"]):
+                    key = step.get("key", "k")
+                    if step.get("op") == "reset":
+                        lim.reset("p", key)
+                        continue
+                    fn = lim.peek if step.get("op") == "peek" else lim.acquire
+                    compare(f["algorithm"], case, i, step, fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
+                self.assertEqual(lim.failures, 0)
+                lim.close()
+        self.assertGreaterEqual(cases, 40)
+        self.assertEqual(failures, [])
+
+    def test_vectors_all_cases_at_once_async(self):
+        async def run_case(algorithm, case, failures):
+            lim = AsyncRedisLimiter(self.redis.url, {"p": policy_of(algorithm, case)}, on_failure="closed", timeout=5,
+                                    key_prefix=f"conf:{RUN_ID}:py-par:{algorithm}:{case['name']}:")
+            for i, step in enumerate(case["steps"]):
+                key = step.get("key", "k")
+                if step.get("op") == "reset":
+                    await lim.reset("p", key)
+                    continue
+                fn = lim.peek if step.get("op") == "peek" else lim.acquire
+                compare(algorithm, case, i, step, await fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
+            self.assertEqual(lim.failures, 0)
+            await lim.close()
+
+        async def main():
+            failures = []
+            await asyncio.wait_for(asyncio.gather(*(run_case(f["algorithm"], c, failures) for f in FILES for c in f["cases"])), 60)
+            return failures
+        self.assertEqual(asyncio.run(main()), [])
+
+    def test_race_async(self):
+        async def race(rc):
+            lim = AsyncRedisLimiter(self.redis.url, {"p": policy_of(rc["algorithm"], rc | {"name": "race"})},
+                                    key_prefix=f"conf:{RUN_ID}:py-race-async:", timeout=5)
+            sem = asyncio.Semaphore(RACE["concurrency"])
+
+            async def one(_):
+                async with sem:
+                    return await lim.acquire("p", rc["algorithm"])
+            ds = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(RACE["requests"]))), 30)
+            await lim.close()
+            return lim, ds
+        for rc in RACE["cases"]:
+            with self.subTest(rc["algorithm"]):
+                lim, ds = asyncio.run(race(rc))
+                self.assertEqual(lim.failures, 0)
+                self.assertEqual(sum(d.allowed for d in ds), rc["expect_admitted"])
+                self.assertTrue(all(d.reason == "over_limit" for d in ds if not d.allowed))
+
+    def test_race_threads(self):
+        for rc in RACE["cases"]:
+            with self.subTest(rc["algorithm"]):
+                lim = RedisLimiter(self.redis.url, {"p": policy_of(rc["algorithm"], rc | {"name": "race"})},
+                                   key_prefix=f"conf:{RUN_ID}:py-race-threads:", timeout=5)
+                ds = in_flight(RACE["requests"], RACE["concurrency"], lambda _: lim.acquire("p", rc["algorithm"]))
+                self.assertEqual(lim.failures, 0)
+                self.assertEqual(sum(d.allowed for d in ds), rc["expect_admitted"])
+                lim.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
