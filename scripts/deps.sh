@@ -22,9 +22,11 @@ RATELIMIT_TEST_PACKAGES=(
   clang libclang-rt-14-dev
   chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless
   curl iproute2 python3-yaml  # tests/docs: the docs' commands (curl), a private loopback (ip), YAML blocks
-  # clients/ (ctest label clients): clients/python's redis-py and frameworks (Node comes from
-  # scripts/test when no npm exists; clients/node's npm packages from its package-lock.json)
+  # clients/ (ctest label clients): clients/python's redis-py and frameworks, clients/go's Go
+  # and Debian's redigo (GOPATH mode) (Node comes from scripts/test when no npm exists;
+  # clients/node's npm packages from its package-lock.json)
   python3-redis python3-fastapi python3-starlette python3-uvicorn python3-flask python3-httpx
+  golang-go golang-github-gomodule-redigo-dev
 )
 RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}")
 # The peers of the benchmarks (bench/peers, docs/BENCHMARKS.md): not needed to build or test.

@@ -1,0 +1,75 @@
+// middleware.go — net/http middleware: Middleware(limiter, opts)(handler). Admitted requests go
+// on with RateLimit-Policy and RateLimit set; denied ones are answered here with ratelimitd's
+// 429 (400 for a cost over the capacity), rendered by headers.go. The failure policy is the
+// limiter's own; an *Error (bad input from a key or cost function) answers 500 and is passed to
+// OnError, since it is the application's bug.
+package ratelimit
+
+import (
+	"context"
+	"net/http"
+)
+
+// Limiter is either back-end (RedisLimiter, RatelimitdLimiter).
+type Limiter interface {
+	Record(ctx context.Context, policy, key string, cost int64) (Decision, error)
+	Check(ctx context.Context, policy, key string, cost int64) (Decision, error)
+	Clear(ctx context.Context, policy, key string) error
+	Describe(policy string) (PolicyInfo, bool)
+}
+
+// MiddlewareOptions: Policy (or PolicyFunc), Key (required), Cost (default 1), Skip.
+type MiddlewareOptions struct {
+	Policy     string
+	PolicyFunc func(*http.Request) string
+	Key        func(*http.Request) string
+	Cost       func(*http.Request) int64
+	Skip       func(*http.Request) bool
+	OnError    func(*http.Request, error)
+}
+
+// Middleware limits every request the handler sees.
+func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if o.Skip != nil && o.Skip(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			policy := o.Policy
+			if o.PolicyFunc != nil {
+				policy = o.PolicyFunc(r)
+			}
+			cost := int64(1)
+			if o.Cost != nil {
+				cost = o.Cost(r)
+			}
+			d, err := l.Record(r.Context(), policy, o.Key(r), cost)
+			info, ok := l.Describe(policy)
+			if err != nil || !ok {
+				if err == nil {
+					err = &Error{Code: "protocol", Message: "no quota or window known for policy " + policy}
+				}
+				if o.OnError != nil {
+					o.OnError(r, err)
+				}
+				http.Error(w, "rate limiter: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			if d.Limit != 0 {
+				info.Quota = d.Limit
+			}
+			a := RenderDecisions([]Decision{d}, []PolicyInfo{info})
+			for _, h := range a.Headers {
+				w.Header().Set(h[0], h[1])
+			}
+			if a.Status != http.StatusOK {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(a.Status)
+				_, _ = w.Write([]byte(a.Body))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

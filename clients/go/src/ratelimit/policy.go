@@ -1,0 +1,159 @@
+// policy.go — what a limit is, validated as ratelimitd validates its config (src/core/policy.cc),
+// and the five policy arguments the Redis function library takes (docs/redis-functions.md).
+// The arguments are the very numbers ratelimitd sends for the same policy: a bucket's window is
+// time_to_drain_us of a full bucket in the same float64 arithmetic, and the rate is formatted
+// so it parses back to the same double. A Policy is immutable once made.
+package ratelimit
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Algorithms, in the library's order (their index is the algorithm argument).
+var Algorithms = []string{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"}
+
+const (
+	MaxLimit           = 1_000_000_000
+	MaxEveryHitLimit   = 4_294_967_295
+	MaxCost            = 1_000_000_000
+	MaxSlidingLogLimit = 100_000
+	MaxKeyBytes        = 512
+	minWindowUs        = 1_000
+	maxWindowUs        = 366 * 24 * 3600 * 1_000_000
+	minRate, maxRate   = 1e-6, 1e9
+	unit               = 1_000_000
+	twoPow53           = 9007199254740992.0
+)
+
+var policyName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// PolicySpec is a policy as configured: window algorithms take Limit and Window, buckets Rate
+// and Burst (and Mode "police" or "shape" for the leaky bucket).
+type PolicySpec struct {
+	Algorithm   string
+	Limit       int64
+	Window      time.Duration
+	Rate        float64
+	Burst       int64
+	Mode        string
+	CountDenied bool
+	EveryHit    bool // fixed_window only: envoyproxy/ratelimit's every-hit counter
+}
+
+// Policy is a validated policy.
+type Policy struct {
+	Name      string
+	Algorithm string
+	Limit     int64 // capacity: the limit, or a bucket's burst (q of RateLimit-Policy)
+	WindowUs  int64 // the window, or the time to drain a full bucket (w of RateLimit-Policy)
+	EveryHit  bool
+	args      [6]string // algorithm index, limit, window_us, rate, shape, counting
+}
+
+func drainedU(elapsedUs int64, rate float64) int64 { return int64(float64(elapsedUs) * rate) }
+
+// units.h time_to_drain_us.
+func timeToDrainUs(needU int64, rate float64) int64 {
+	if needU <= 0 {
+		return 0
+	}
+	t := int64(math.Ceil(float64(needU) / rate))
+	for t > 0 && drainedU(t-1, rate) >= needU {
+		t--
+	}
+	for drainedU(t, rate) < needU {
+		t++
+	}
+	return t
+}
+
+func invalid(format string, a ...any) error {
+	return &Error{Code: "invalid_policy", Message: fmt.Sprintf(format, a...)}
+}
+
+// NewPolicy validates spec under name; the error is an *Error with Code "invalid_policy".
+func NewPolicy(name string, s PolicySpec) (Policy, error) {
+	if !policyName.MatchString(name) {
+		return Policy{}, invalid("policy name must be 1-64 characters of [A-Za-z0-9_.:-], got %q", name)
+	}
+	index := -1
+	for i, a := range Algorithms {
+		if a == s.Algorithm {
+			index = i
+		}
+	}
+	if index < 0 {
+		return Policy{}, invalid("policy %q: unknown algorithm %q (expected fixed_window, sliding_window_log, sliding_window_counter, token_bucket or leaky_bucket)", name, s.Algorithm)
+	}
+	counting := "0"
+	if s.CountDenied {
+		counting = "1"
+	}
+	if s.Algorithm == "token_bucket" || s.Algorithm == "leaky_bucket" {
+		if s.Burst < 1 || s.Burst > MaxLimit {
+			return Policy{}, invalid("burst must be an integer between 1 and %d, got %d", MaxLimit, s.Burst)
+		}
+		if math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) || s.Rate < minRate || s.Rate > maxRate {
+			return Policy{}, invalid("policy %q: rate must be a finite number of units per second between 1e-06 and 1e9, got %v", name, s.Rate)
+		}
+		if 2*float64(s.Burst)*unit/s.Rate > twoPow53 {
+			return Policy{}, invalid("policy %q: burst / rate is too long (over 140 years to refill)", name)
+		}
+		shape := "0"
+		switch s.Mode {
+		case "", "police":
+		case "shape":
+			if s.Algorithm == "leaky_bucket" {
+				shape = "1"
+			}
+		default:
+			return Policy{}, invalid("policy %q: mode must be police or shape, got %q", name, s.Mode)
+		}
+		w := timeToDrainUs(s.Burst*unit, s.Rate)
+		return Policy{Name: name, Algorithm: s.Algorithm, Limit: s.Burst, WindowUs: w,
+			args: [6]string{strconv.Itoa(index), strconv.FormatInt(s.Burst, 10), strconv.FormatInt(w, 10),
+				strconv.FormatFloat(s.Rate, 'g', -1, 64), shape, counting}}, nil
+	}
+	everyHit := s.EveryHit && s.Algorithm == "fixed_window"
+	lo, hi := int64(1), int64(MaxLimit)
+	if everyHit {
+		lo, hi, counting = 0, MaxEveryHitLimit, "2"
+	}
+	if s.Limit < lo || s.Limit > hi {
+		return Policy{}, invalid("limit must be an integer between %d and %d, got %d", lo, hi, s.Limit)
+	}
+	w := s.Window.Microseconds()
+	if s.Window%time.Microsecond != 0 || w < minWindowUs || w > maxWindowUs {
+		return Policy{}, invalid("window must be between 1ms and 366d in whole microseconds, got %v", s.Window)
+	}
+	if s.Algorithm == "sliding_window_log" && s.Limit > MaxSlidingLogLimit {
+		return Policy{}, invalid("policy %q: sliding_window_log keeps one entry per admitted request, so its limit is capped at %d (got %d); use sliding_window_counter for larger limits", name, MaxSlidingLogLimit, s.Limit)
+	}
+	if s.Algorithm == "sliding_window_counter" && float64(s.Limit+1)*float64(w) > twoPow53 {
+		return Policy{}, invalid("policy %q: limit x window overflows exact arithmetic ((limit + 1) * window_us must be <= 2^53)", name)
+	}
+	return Policy{Name: name, Algorithm: s.Algorithm, Limit: s.Limit, WindowUs: w, EveryHit: everyHit,
+		args: [6]string{strconv.Itoa(index), strconv.FormatInt(s.Limit, 10), strconv.FormatInt(w, 10), "0", "0", counting}}, nil
+}
+
+// validateRequest: a key of 1 ... 512 bytes and a cost of 1 ... 1e9 (0 too when every hit counts).
+func validateRequest(p *Policy, key string, cost int64) error {
+	if key == "" {
+		return &Error{Code: "invalid_key", Message: "key must not be empty"}
+	}
+	if len(key) > MaxKeyBytes {
+		return &Error{Code: "invalid_key", Message: fmt.Sprintf("key is %d bytes; the maximum is %d", len(key), MaxKeyBytes)}
+	}
+	lo := int64(1)
+	if p.EveryHit {
+		lo = 0
+	}
+	if cost < lo || cost > MaxCost {
+		return &Error{Code: "invalid_cost", Message: fmt.Sprintf("cost must be between %d and %d, got %d", lo, MaxCost, cost)}
+	}
+	return nil
+}
