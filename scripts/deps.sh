@@ -27,6 +27,7 @@ RATELIMIT_TEST_PACKAGES=(
   # clients/node's npm packages from its package-lock.json)
   python3-redis python3-fastapi python3-starlette python3-uvicorn python3-flask python3-httpx
   golang-go golang-github-gomodule-redigo-dev
+  default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
 )
 RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}")
 # The peers of the benchmarks (bench/peers, docs/BENCHMARKS.md): not needed to build or test.

@@ -1,0 +1,100 @@
+// RateLimitFilter.java — a Servlet filter (javax.servlet, Servlet 3.1+: Jetty 9, Tomcat 8.5/9):
+// every request it sees is decided by ratelimitd; admitted ones go on with RateLimit-Policy and
+// RateLimit set, denied ones are answered here with ratelimitd's 429 (400 for a cost over the
+// capacity), rendered by Headers. Built in code (the constructor) or from web.xml init-params:
+//   ratelimitd-url (required), policy (required), key-header (default: the client address),
+//   on-failure (open|closed, default open), timeout-ms (default 250), cost (default 1).
+// The failure policy is the client's; a RateLimitException (bad input from the key function) is
+// the application's bug and propagates as a ServletException.
+// Thread-safety: one instance serves concurrent requests (it holds only immutable state).
+package dev.ratelimit.client;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.function.Function;
+import java.util.function.Predicate;
+import java.util.function.ToLongFunction;
+import javax.servlet.Filter;
+import javax.servlet.FilterChain;
+import javax.servlet.FilterConfig;
+import javax.servlet.ServletException;
+import javax.servlet.ServletRequest;
+import javax.servlet.ServletResponse;
+import javax.servlet.http.HttpServletRequest;
+import javax.servlet.http.HttpServletResponse;
+
+public final class RateLimitFilter implements Filter {
+  private RatelimitdClient client;
+  private String policy;
+  private Function<HttpServletRequest, String> key;
+  private ToLongFunction<HttpServletRequest> cost;
+  private Predicate<HttpServletRequest> skip;
+
+  /** For web.xml: configured by init(). */
+  public RateLimitFilter() {}
+
+  public RateLimitFilter(RatelimitdClient client, String policy, Function<HttpServletRequest, String> key,
+                         ToLongFunction<HttpServletRequest> cost, Predicate<HttpServletRequest> skip) {
+    this.client = client;
+    this.policy = policy;
+    this.key = key;
+    this.cost = cost == null ? r -> 1 : cost;
+    this.skip = skip == null ? r -> false : skip;
+  }
+
+  @Override
+  public void init(FilterConfig config) throws ServletException {
+    if (client != null) return;
+    String url = config.getInitParameter("ratelimitd-url");
+    policy = config.getInitParameter("policy");
+    if (url == null || policy == null) throw new ServletException("RateLimitFilter needs init-params ratelimitd-url and policy");
+    FailurePolicy onFailure = "closed".equals(config.getInitParameter("on-failure")) ? FailurePolicy.CLOSED : FailurePolicy.OPEN;
+    String t = config.getInitParameter("timeout-ms");
+    client = new RatelimitdClient(url, onFailure, Duration.ofMillis(t == null ? 250 : Long.parseLong(t)), null);
+    String header = config.getInitParameter("key-header");
+    key = header == null ? HttpServletRequest::getRemoteAddr : r -> r.getHeader(header);
+    String c = config.getInitParameter("cost");
+    long fixed = c == null ? 1 : Long.parseLong(c);
+    cost = r -> fixed;
+    skip = r -> false;
+  }
+
+  @Override
+  public void doFilter(ServletRequest request, ServletResponse response, FilterChain chain) throws IOException, ServletException {
+    HttpServletRequest req = (HttpServletRequest) request;
+    HttpServletResponse res = (HttpServletResponse) response;
+    if (skip.test(req)) {
+      chain.doFilter(request, response);
+      return;
+    }
+    Headers.Answer answer;
+    try {
+      answer = answer(client, policy, client.acquire(policy, key.apply(req), cost.applyAsLong(req)));
+    } catch (RateLimitException e) {
+      throw new ServletException("rate limiter: " + e.getMessage(), e);
+    }
+    for (String[] h : answer.headers()) res.setHeader(h[0], h[1]);
+    if (answer.status() == 200) {
+      chain.doFilter(request, response);
+      return;
+    }
+    byte[] body = answer.body().getBytes(StandardCharsets.UTF_8);
+    res.setStatus(answer.status());
+    res.setContentType("application/json");
+    res.setContentLength(body.length);
+    res.getOutputStream().write(body);
+  }
+
+  /** The rendered answer for one decision of `policy` (shared with the Spring adapter). */
+  public static Headers.Answer answer(RatelimitdClient client, String policy, Decision d) {
+    PolicyInfo info = client.describe(policy).orElseThrow(
+        () -> new RateLimitException("protocol", "no quota or window known for policy " + policy));
+    if (d.limit() != 0) info = new PolicyInfo(info.name(), d.limit(), info.windowUs());
+    return Headers.render(List.of(d), List.of(info));
+  }
+
+  @Override
+  public void destroy() {}
+}

@@ -1,0 +1,207 @@
+// RateLimitFilterTest.java — the Java client as users run it: a Servlet app in Debian's Jetty 9
+// behind RateLimitFilter, decided by a real ratelimitd (the project's build) on real Redis,
+// limited at 10 per minute under 200 requests 50 at a time; the header text equal to
+// ratelimitd's own for the same decision; bad input; ratelimitd down. A plain main (no test
+// framework is packaged with this JDK setup): every check failing is counted, exit 1 if any.
+// Arguments: none; environment RATELIMIT_BIN_DIR, RATELIMIT_TEST_REDIS_URL (else a redis-server
+// is started). Every process is stopped by handle; every wait is bounded.
+package dev.ratelimit.client;
+
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import javax.servlet.http.HttpServlet;
+import javax.servlet.http.HttpServletRequest;
+import javax.servlet.http.HttpServletResponse;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.servlet.FilterHolder;
+import org.eclipse.jetty.servlet.ServletContextHandler;
+import org.eclipse.jetty.servlet.ServletHolder;
+
+public final class RateLimitFilterTest {
+  static int failed = 0;
+  static final String RUN = ProcessHandle.current().pid() + "-" + System.currentTimeMillis();
+
+  static void check(boolean ok, String what) {
+    if (!ok) {
+      failed++;
+      System.err.println("FAIL: " + what);
+    }
+  }
+
+  static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0)) { return s.getLocalPort(); }
+  }
+
+  static void waitPort(int port, Process p, String what) throws Exception {
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (System.nanoTime() < end) {
+      if (p != null && !p.isAlive()) throw new IllegalStateException(what + " exited with " + p.exitValue());
+      try {
+        new Socket("127.0.0.1", port).close();
+        return;
+      } catch (IOException e) {
+        Thread.sleep(50);
+      }
+    }
+    throw new IllegalStateException(what + " did not listen on " + port + " within 10 s");
+  }
+
+  static void stop(Process p) throws InterruptedException {
+    if (p == null) return;
+    p.destroy();
+    if (!p.waitFor(5, TimeUnit.SECONDS)) p.destroyForcibly().waitFor(5, TimeUnit.SECONDS);
+  }
+
+  public static class Items extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse res) throws IOException {
+      res.setContentType("application/json");
+      res.getWriter().write("{\"items\":[]}");
+    }
+  }
+
+  record Got(int status, java.net.http.HttpHeaders headers, String body) {
+    String h(String name) { return headers.firstValue(name).orElse(null); }
+  }
+
+  static Got get(HttpClient http, int port, String path, String client) throws Exception {
+    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+        .header("X-Client", client).timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
+    return new Got(r.statusCode(), r.headers(), r.body());
+  }
+
+  public static void main(String[] args) throws Exception {
+    Process redis = null, daemon = null;
+    Server jetty = null;
+    Path dir = Files.createTempDirectory("rl-java-");
+    try {
+      String redisUrl = System.getenv("RATELIMIT_TEST_REDIS_URL");
+      if (redisUrl == null || redisUrl.isEmpty()) {
+        int rp = freePort();
+        redis = new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "" + rp, "--save", "", "--appendonly", "no",
+            "--dir", dir.toString()).redirectErrorStream(true).redirectOutput(dir.resolve("redis.log").toFile()).start();
+        waitPort(rp, redis, "redis-server");
+        redisUrl = "redis://127.0.0.1:" + rp + "/0";
+      }
+      int dp = freePort();
+      Path config = dir.resolve("ratelimit.yaml");
+      Files.writeString(config, "listen: 127.0.0.1:" + dp + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
+          + RUN + ":\", on_failure: closed, command_timeout: 5s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
+      String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
+      daemon = new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString()).redirectErrorStream(true)
+          .redirectOutput(dir.resolve("ratelimitd.log").toFile()).start();
+      waitPort(dp, daemon, "ratelimitd");
+      String daemonUrl = "http://127.0.0.1:" + dp;
+      RatelimitdClient client = new RatelimitdClient(daemonUrl, FailurePolicy.CLOSED, Duration.ofSeconds(5), null);
+
+      // The Servlet app in Jetty 9, the filter in front of /items (not of /healthz).
+      jetty = new Server();
+      ServerConnector connector = new ServerConnector(jetty);
+      connector.setHost("127.0.0.1");
+      connector.setPort(0);
+      jetty.addConnector(connector);
+      ServletContextHandler ctx = new ServletContextHandler();
+      ctx.addServlet(new ServletHolder(new Items()), "/items");
+      ctx.addServlet(new ServletHolder(new Items()), "/healthz");
+      ctx.addFilter(new FilterHolder(new RateLimitFilter(client, "api", r -> r.getHeader("X-Client"), null,
+          r -> r.getRequestURI().equals("/healthz"))), "/*", null);
+      jetty.setHandler(ctx);
+      jetty.start();
+      int port = connector.getLocalPort();
+      HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+
+      // 200 requests, 50 at a time: exactly 10 pass, every denial is ratelimitd's 429.
+      ExecutorService pool = Executors.newFixedThreadPool(50);
+      List<Future<Got>> futures = new ArrayList<>();
+      for (int i = 0; i < 200; i++) futures.add(pool.submit(() -> get(http, port, "/items", "java-" + RUN)));
+      int ok = 0, denied = 0;
+      Pattern admittedItem = Pattern.compile("^\"api\";r=[0-9];t=60$");
+      for (Future<Got> f : futures) {
+        Got a = f.get(30, TimeUnit.SECONDS);
+        if (a.status() == 200) {
+          ok++;
+          check("\"api\";q=10;w=60".equals(a.h("RateLimit-Policy")) && admittedItem.matcher(a.h("RateLimit")).matches()
+              && a.body().equals("{\"items\":[]}"), "admitted answer " + a.headers().map() + " " + a.body());
+        } else if (a.status() == 429) {
+          denied++;
+          int retry = Integer.parseInt(a.h("Retry-After"));
+          var body = Json.parseObject(a.body());
+          check(retry >= 1 && retry <= 60 && "\"api\";q=10;w=60".equals(a.h("RateLimit-Policy"))
+              && ("\"api\";r=0;t=" + retry).equals(a.h("RateLimit")) && "no-store".equals(a.h("Cache-Control"))
+              && a.h("Content-Type").startsWith("application/json") && Boolean.FALSE.equals(body.get("allowed"))
+              && "api".equals(body.get("policy")) && Double.valueOf(10).equals(body.get("limit"))
+              && Math.ceil((Double) body.get("retry_after_ms") / 1000) == retry, "denied answer " + a.headers().map() + " " + a.body());
+        } else {
+          check(false, "status " + a.status() + " " + a.body());
+        }
+      }
+      pool.shutdown();
+      check(ok == 10 && denied == 190, ok + " admitted and " + denied + " denied; want 10 and 190");
+      Got skipped = get(http, port, "/healthz", "java-" + RUN);
+      check(skipped.status() == 200 && skipped.h("RateLimit") == null, "skipped request");
+
+      // Header text: ratelimitd's own answer, read by the client and rendered by Headers.
+      for (int i = 0; i < 12; i++) {
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(daemonUrl + "/v1/acquire"))
+            .POST(HttpRequest.BodyPublishers.ofString("{\"key\":\"hdr-" + RUN + "\",\"policy\":\"api\"}"))
+            .header("Content-Type", "application/json").build(), HttpResponse.BodyHandlers.ofString());
+        Decision d = client.read(r.statusCode(), r.headers().firstValue("RateLimit-Policy").orElse(""), r.body());
+        Headers.Answer mine = RateLimitFilter.answer(client, "api", d);
+        check(mine.status() == r.statusCode() && mine.body().equals(r.body()), "request " + i + ": " + mine.body() + " vs " + r.body());
+        for (String[] h : mine.headers()) {
+          check(h[1].equals(r.headers().firstValue(h[0]).orElse(null)), "request " + i + ": " + h[0] + " " + h[1] + " vs " + r.headers().firstValue(h[0]));
+        }
+        for (String name : List.of("RateLimit-Policy", "RateLimit", "Retry-After", "Cache-Control")) {
+          boolean mineHas = mine.headers().stream().anyMatch(h -> h[0].equals(name));
+          check(mineHas == r.headers().firstValue(name).isPresent(), "request " + i + ": " + name + " presence");
+        }
+      }
+
+      // Bad input: RateLimitException (an IllegalArgumentException) with ratelimitd's code.
+      for (Object[] c : new Object[][] {{"nope", "k", 1L, "unknown_policy"}, {"api", "k", 0L, "invalid_cost"},
+          {"api", "k".repeat(513), 1L, "invalid_key"}, {"api", "", 1L, "invalid_key"}}) {
+        try {
+          client.acquire((String) c[0], (String) c[1], (Long) c[2]);
+          check(false, "accepted " + c[0] + "/" + ((String) c[1]).length() + "/" + c[2]);
+        } catch (RateLimitException e) {
+          check(e.code().equals(c[3]), "code " + e.code() + " for " + c[3] + ": " + e.getMessage());
+        }
+      }
+      check(client.failures() == 0, "failures " + client.failures());
+
+      // ratelimitd down: the failure policy answers, and the filter renders it.
+      stop(daemon);
+      daemon = null;
+      Decision closed = client.acquire("api", "k", 1);
+      check(!closed.allowed() && "failed_closed".equals(closed.reason()) && client.failures() == 1, "closed " + closed);
+      Decision open = new RatelimitdClient(daemonUrl, FailurePolicy.OPEN, Duration.ofMillis(500), null).acquire("api", "k", 1);
+      check(open.allowed() && "failed_open".equals(open.reason()), "open " + open);
+      Got down = get(http, port, "/items", "java-down-" + RUN);
+      check(down.status() == 429 && "1".equals(down.h("Retry-After")), "filter with ratelimitd down: " + down.status() + " " + down.headers().map());
+    } finally {
+      if (jetty != null) jetty.stop();
+      stop(daemon);
+      stop(redis);
+    }
+    System.out.println(failed == 0 ? "RateLimitFilterTest: all checks passed" : "RateLimitFilterTest: " + failed + " checks failed");
+    System.exit(failed == 0 ? 0 : 1);
+  }
+}
