@@ -128,6 +128,8 @@ def scratch_dir():
     d = tempfile.mkdtemp(prefix="rl-docs-")
     os.makedirs(os.path.join(d, "build"))
     os.symlink(BIN, os.path.join(d, "build", "bin"))
+    # The build's data (share/ratelimit/redis/ratelimit_<version>.lua), beside bin as in build/.
+    os.symlink(os.path.join(os.path.dirname(BIN), "share"), os.path.join(d, "build", "share"))
     for sub in ("examples", "tools", "scripts", "packaging", "docs"):
         os.symlink(os.path.join(SRC, sub), os.path.join(d, sub))
     return d

@@ -53,7 +53,8 @@ if(MODE STREQUAL "installed")
   # generated version.h and the test-vector runner's header; no internal header of src/.
   file(GLOB_RECURSE installed RELATIVE ${prefix}/include ${prefix}/include/*)
   file(GLOB_RECURSE public RELATIVE ${SOURCE_DIR}/include ${SOURCE_DIR}/include/ratelimit/*.h)
-  list(APPEND public ratelimit/version.h ratelimit/test_vectors/vectors.h)
+  list(APPEND public ratelimit/version.h ratelimit/test_vectors/vectors.h
+       ratelimit/test_vectors/distributed_vectors.h)
   list(SORT installed)
   list(SORT public)
   if(NOT installed STREQUAL public)

@@ -54,7 +54,8 @@ has "$v" ./usr/include/ratelimit/limiter.h ./usr/include/ratelimit/version.h \
          ./usr/lib/cmake/ratelimit/ratelimitConfig.cmake ./usr/lib/pkgconfig/ratelimit.pc \
          ./usr/lib/pkgconfig/ratelimit-redis.pc ./usr/share/ratelimit/test_vectors/token_bucket.json
 # Exactly the public headers (include/ratelimit/*.h, version.h, the vector runner's), no binary.
-want=$( (cd "$src/include" && ls ratelimit/*.h; echo ratelimit/version.h; echo ratelimit/test_vectors/vectors.h) | sort)
+want=$( (cd "$src/include" && ls ratelimit/*.h; echo ratelimit/version.h; echo ratelimit/test_vectors/vectors.h
+        echo ratelimit/test_vectors/distributed_vectors.h) | sort)
 got=$(dpkg-deb -c "$v" | awk '{print $NF}' | sed -n 's|^\./usr/include/\(.*\.h\)$|\1|p' | sort)
 [ "$want" = "$got" ] || fail "libratelimit-dev headers differ from the public ones: $(diff <(echo "$want") <(echo "$got") | tr '\n' ' ')"
 if dpkg-deb -c "$v" | awk '{print $NF}' | grep -E '^\./usr/bin/'; then
