@@ -21,6 +21,9 @@
 #        VARIANTS  our configurations, "name:flags;name:flags" where flags are extra
 #                  `ratelimit-bench throughput` flags (default "ratelimit:" = default options)
 #        PEER (1)  0 skips rate-limiter-flexible (then no ratios)
+#        CLIENTS   "node": also the Node client of clients/node (bench/clients/node_client.js,
+#                  compiled into build/clients/node/dist by ctest client_node) in every round
+#        SKIP_OURS 1 skips ratelimit-bench (only the clients and the peer)
 #        OUT       also append every JSON line to this file
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +34,7 @@ source bench/peers/lib.sh
 : "${BENCH:=build/bin/ratelimit-bench}"
 : "${VARIANTS:=ratelimit:}"
 : "${PEER:=1}"
-[ -x "$BENCH" ] || die "$BENCH not found: cmake --build --preset default --target ratelimit-bench"
+[ "${SKIP_OURS:-0}" = 1 ] || [ -x "$BENCH" ] || die "$BENCH not found: cmake --build --preset default --target ratelimit-bench"
 [ "$PEER" = 1 ] && peers_install
 
 redis_start
@@ -64,6 +67,7 @@ for ((r = 1; r <= RUNS; r++)); do
     [ "$keyset" = keys ] && nkeys=100000
     for conc in $CONCS; do
       for v in "${variants[@]}"; do
+        [ "${SKIP_OURS:-0}" = 1 ] && break
         name=${v%%:*}
         read -r -a flags <<< "${v#*:}"
         redis-cli -p "$REDIS_PORT" FLUSHALL > /dev/null
@@ -75,6 +79,15 @@ for ((r = 1; r <= RUNS; r++)); do
                  --json-peer "$name" "${flags[@]}" | tail -1) || status=1
         with_steal "$st" <<< "$line" >> "$results" || { echo "$line" >> "$results"; status=1; }
       done
+      if [[ " ${CLIENTS:-} " == *" node "* ]]; then
+        redis-cli -p "$REDIS_PORT" FLUSHALL > /dev/null
+        log "node-client $keyset c$conc, run $r/$RUNS"
+        st=$(steal_ticks)
+        line=$(REDIS_PORT=$REDIS_PORT CONC=$conc SERVER_PIDS=$REDIS_PID NKEYS=100000 \
+          RATELIMIT_REDIS_LIBRARY=${RATELIMIT_REDIS_LIBRARY:-build/share/ratelimit/redis} \
+          taskset -c "$CLIENT_CPU" node bench/clients/node_client.js "$keyset" | tail -1) || status=1
+        with_steal "$st" <<< "$line" >> "$results" || { echo "$line" >> "$results"; status=1; }
+      fi
       if [ "$PEER" = 1 ]; then
         redis-cli -p "$REDIS_PORT" FLUSHALL > /dev/null
         log "node-rlf-redis $keyset c$conc, run $r/$RUNS"
@@ -89,39 +102,5 @@ done
 [ -n "${OUT:-}" ] && cat "$results" >> "$OUT"
 cat "$results"
 echo
-python3 - "$results" <<'PY'
-import json, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith('{'):
-        continue
-    j = json.loads(line)
-    if j.get('metric') != 'decisions_per_s':
-        continue
-    us = j['server_cpu'] * 1e6 / j['value'] if j.get('server_cpu') is not None and j['value'] else float('nan')
-    rows.setdefault((j['workload'], j['peer']), []).append(
-        (j['value'], us, j['p50_us'], j['p99_us'], j.get('denied', 0) + j.get('errors', 0),
-         j.get('steal_s', float('nan'))))
-med = lambda xs: statistics.median(xs)
-print('| workload | limiter | decisions/s (median) | Redis CPU µs/decision | p50 / p99 µs | runs (decisions/s) | denied+errors | steal s (max of runs) |')
-print('| --- | --- | --- | --- | --- | --- | --- | --- |')
-summary = {}
-for (w, p), v in sorted(rows.items()):
-    d = med(x[0] for x in v); us = med(x[1] for x in v)
-    p50 = med(x[2] for x in v); p99 = med(x[3] for x in v)
-    summary[(w, p)] = (d, us, p99)
-    runs = ', '.join(f'{x[0]:.0f}' for x in v)
-    print(f'| {w} | {p} | {d:,.0f} | {us:.2f} | {p50:.0f} / {p99:.0f} | {runs} | {sum(x[4] for x in v)} | '
-          f'{max(x[5] for x in v):.2f} |')
-peer = 'node-rlf-redis'
-ratios = [(w, p) for (w, p) in summary if p != peer and (w, peer) in summary]
-if ratios:
-    print()
-    print('| workload | limiter | decisions/s ratio (ours / peer) | Redis CPU per decision ratio | p99 ratio |')
-    print('| --- | --- | --- | --- | --- |')
-    for w, p in sorted(ratios):
-        o, q = summary[(w, p)], summary[(w, peer)]
-        print(f'| {w} | {p} | {o[0] / q[0]:.2f} | {o[1] / q[1]:.2f} | {o[2] / q[2]:.2f} |')
-PY
+python3 bench/peers/pair_table.py "$results" node-rlf-redis
 exit $status
