@@ -75,6 +75,10 @@ std::string render_html(const std::vector<Report>& reports, Micros bar_width) {
       o << "<p class=\"summary\">" << xml_escape(throttle_heading(r)) << "</p>\n";
       table(o, throttle_rows(r), 2, "throttling");
     }
+    if (r.distributed) {
+      o << "<p class=\"summary\">" << xml_escape(distributed_heading(r)) << "</p>\n";
+      table(o, distributed_rows(r), 2, "distributed");
+    }
     std::string svg = render_svg(r, bar_width);
     if (svg.rfind("<?xml", 0) == 0) svg = svg.substr(svg.find('\n') + 1);
     o << "<div class=\"chart\">\n" << svg << "</div>\n</section>\n";

@@ -225,6 +225,42 @@ std::vector<std::vector<std::string>> throttle_rows(const Report& r) {
   return rows;
 }
 
+std::string distributed_heading(const Report& r) {
+  if (!r.distributed) return "";
+  const DistributedOptions& o = r.distributed->options;
+  return "distributed: " + std::to_string(o.instances) + " instances (requests round-robin), " +
+         std::to_string(o.regions) + (o.regions == 1 ? " region" : " regions") + ", rtt " +
+         format_duration(o.rtt) + (o.regions > 1 ? ", cross-region rtt " + format_duration(o.cross_rtt) : "") +
+         ", sync_interval " + format_duration(o.sync_interval) + ", lease_max " +
+         (o.lease_max > 0 ? std::to_string(o.lease_max) : std::string("default")) + ", slice ttl " +
+         format_duration(o.slice_ttl) + "; over/under: requests decided otherwise than exact";
+}
+
+std::vector<std::vector<std::string>> distributed_rows(const Report& r) {
+  std::vector<std::vector<std::string>> rows = {
+      {"algorithm", "mode", "admitted", "exact", "over", "under", "window over", "window under",
+       "bound", "store calls/decision", "latency p50", "latency p99"}};
+  if (!r.distributed) return rows;
+  auto ms = [](int64_t us) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1fms", static_cast<double>(us) / 1e3);
+    return std::string(buf);
+  };
+  for (const DistributedResult& d : r.distributed->results) {
+    char calls[32];
+    std::snprintf(calls, sizeof calls, "%.3f",
+                  d.decisions > 0 ? static_cast<double>(d.store_calls) / static_cast<double>(d.decisions) : 0.0);
+    const std::string bound = d.bound < 0 ? "-"
+                              : d.mode == "lease" ? "under <= " + std::to_string(d.bound)
+                                                  : "over <= " + std::to_string(d.bound);
+    rows.push_back({d.algorithm, d.mode, std::to_string(d.admitted), std::to_string(d.exact_admitted),
+                    std::to_string(d.over), std::to_string(d.under), std::to_string(d.worst_window_over),
+                    std::to_string(d.worst_window_under), d.mode == "exact" ? "-" : bound, calls,
+                    ms(d.latency_p50_us), ms(d.latency_p99_us)});
+  }
+  return rows;
+}
+
 std::string render_table(const std::vector<Report>& reports) {
   std::ostringstream out;
   bool first = true;
@@ -237,6 +273,7 @@ std::string render_table(const std::vector<Report>& reports) {
     if (const std::string d = departures_line(r); !d.empty()) out << d << "\n";
     if (r.top_keys.size() > 1) out << top_keys_heading(r) << "\n" << columns(top_key_rows(r), 1);
     if (r.throttle) out << throttle_heading(r) << "\n" << columns(throttle_rows(r), 2);
+    if (r.distributed) out << distributed_heading(r) << "\n" << columns(distributed_rows(r), 2);
   }
   return out.str();
 }
@@ -328,6 +365,28 @@ std::string render_json(const std::vector<Report>& reports) {
                                    {"peak_queue", x.peak_queue}});
       }
       run["throttling"] = std::move(t);
+    }
+    if (r.distributed) {
+      const DistributedOptions& o = r.distributed->options;
+      nlohmann::ordered_json d;
+      d["instances"] = o.instances;
+      d["regions"] = o.regions;
+      d["rtt_us"] = o.rtt.count();
+      d["cross_rtt_us"] = o.cross_rtt.count();
+      d["sync_interval_us"] = o.sync_interval.count();
+      d["lease_max"] = o.lease_max;
+      d["slice_ttl_us"] = o.slice_ttl.count();
+      for (const DistributedResult& x : r.distributed->results) {
+        d["modes"].push_back({{"algorithm", x.algorithm}, {"mode", x.mode}, {"decisions", x.decisions},
+                              {"admitted", x.admitted}, {"exact_admitted", x.exact_admitted},
+                              {"over", x.over}, {"under", x.under},
+                              {"worst_window_over", x.worst_window_over},
+                              {"worst_window_under", x.worst_window_under}, {"bound", x.bound},
+                              {"store_calls", x.store_calls}, {"sync_messages", x.sync_messages},
+                              {"latency_p50_us", x.latency_p50_us}, {"latency_p99_us", x.latency_p99_us},
+                              {"latency_max_us", x.latency_max_us}});
+      }
+      run["distributed"] = std::move(d);
     }
     runs.push_back(std::move(run));
   }

@@ -44,6 +44,11 @@ std::vector<std::vector<std::string>> top_key_rows(const Report& report);
 // admitted), the peak in flight (all keys; the busiest key) and the longest queue.
 std::string throttle_heading(const Report& report);
 std::vector<std::vector<std::string>> throttle_rows(const Report& report);
+// With the distributed model (--instances / --regions): its settings, and a row per algorithm
+// and mode: admitted against exact (requests over and under, and the worst window beyond the
+// limit / short of exact), the documented bound, store calls per decision, latency.
+std::string distributed_heading(const Report& report);
+std::vector<std::vector<std::string>> distributed_rows(const Report& report);
 
 // One table per report, with a title line, then one row per algorithm; leaky-bucket
 // departures listed one by one when there are at most kMaxListedDepartures.
@@ -62,7 +67,11 @@ std::string render_table(const std::vector<Report>& reports);
 //   "max_wait_us", "max_queue", "algorithms": [{"algorithm", "policy", "offered",
 //   "admitted_at_once", "admitted_after_wait", "refused", "refused_queue_full",
 //   "refused_timed_out", "wait_p50_us", "wait_p99_us", "wait_max_us", "wait_mean_us",
-//   "peak_in_flight", "peak_in_flight_per_key", "peak_queue"}]})}]}
+//   "peak_in_flight", "peak_in_flight_per_key", "peak_queue"}]}), "distributed" (with
+//   --instances or --regions: the settings and "modes": [{"algorithm", "mode", "decisions",
+//   "admitted", "exact_admitted", "over", "under", "worst_window_over", "worst_window_under",
+//   "bound" (-1: none), "store_calls", "sync_messages", "latency_p50_us", "latency_p99_us",
+//   "latency_max_us"}])}]}
 std::string render_json(const std::vector<Report>& reports);
 
 // A header, then one row per run and algorithm: run, algorithm, policy, requests, admitted,

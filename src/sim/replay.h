@@ -39,6 +39,7 @@
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/status.h"
+#include "distributed_types.h"
 #include "throttle_types.h"
 
 namespace ratelimit::sim {
@@ -178,6 +179,7 @@ struct Report {
   std::vector<AlgorithmResult> algorithms;  // report order (see make_policies)
   ChartData chart;
   std::optional<ThrottleReport> throttle;   // --concurrency / --max-wait (throttle.h)
+  std::optional<DistributedReport> distributed;  // --instances / --regions (distributed.h)
 };
 
 class Replay {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "distributed.h"
 #include "throttle.h"
 #include "timestamps.h"
 
@@ -166,9 +167,16 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
     if (!t) return t.status();
     throttle.emplace(std::move(*t));
   }
+  std::optional<Distributed> distributed;
+  if (o.distributed.enabled()) {
+    auto d = Distributed::create(policies[0], policies[2], o.distributed);
+    if (!d) return d.status();
+    distributed.emplace(std::move(*d));
+  }
   Spreader::Sink to_replay = [&](int64_t t, std::string_view key, int64_t cost, int64_t duration) {
     if (auto s = replay.add(t, key, cost); !s.is_ok()) return s;
     if (throttle) throttle->add(t, key, cost, duration);
+    if (distributed) distributed->add(t, key, cost);
     return Status{};
   };
   std::optional<Spreader> spreader;
@@ -282,6 +290,7 @@ Result<Report> run_trace(const RunOptions& o, const std::array<Policy, kAlgorith
   }
   Report report = replay.report();
   if (throttle) report.throttle = throttle->finish();
+  if (distributed) report.distributed = distributed->finish();
   if (report.requests == 0) {
     return Status::invalid_argument("trace '" + path + "' holds no requests" +
                                     (skipped > 0 ? " (every line was malformed)" : ""));
@@ -405,6 +414,7 @@ Result<Unsorted> parse_unsorted(std::string_view text) {
 Result<std::vector<Report>> simulate(const RunOptions& o, const ProgressFn& progress) {
   if (auto s = validate(o); !s.is_ok()) return s;
   if (auto s = validate(o.throttle); !s.is_ok()) return s;
+  if (auto s = validate(o.distributed); !s.is_ok()) return s;
   auto policies = make_policies(o.policy);
   if (!policies) return policies.status();
   std::vector<Report> reports;
@@ -427,12 +437,20 @@ Result<std::vector<Report>> simulate(const RunOptions& o, const ProgressFn& prog
       if (!t) return t.status();
       throttle.emplace(std::move(*t));
     }
+    std::optional<Distributed> distributed;
+    if (o.distributed.enabled()) {
+      auto d = Distributed::create((*policies)[0], (*policies)[2], o.distributed);
+      if (!d) return d.status();
+      distributed.emplace(std::move(*d));
+    }
     for (const PatternRequest& req : pattern->requests) {
       if (auto s = replay->add(req.t_us, "client", 1, req.marked); !s.is_ok()) return s;
       if (throttle) throttle->add(req.t_us, "client", 1, -1);
+      if (distributed) distributed->add(req.t_us, "client", 1);
     }
     Report report = replay->report();
     if (throttle) report.throttle = throttle->finish();
+    if (distributed) report.distributed = distributed->finish();
     report.title = std::string("pattern ") + pattern->name;
     report.description = pattern->description;
     reports.push_back(std::move(report));

@@ -71,6 +71,8 @@ struct RunOptions {
   PatternParams pattern;
   TokenFill token_fill;
   ThrottleOptions throttle;  // --concurrency, --hold, --lease-ttl, --max-wait, --max-queue
+  DistributedOptions distributed;  // --instances, --regions, --rtt, --cross-rtt, --sync-interval,
+                                   // --lease-max, --slice-ttl
   std::optional<Micros> peak_window;  // nullopt: each policy's window()
   size_t top_keys = 10;               // rows of the top-keys table (--top)
   OutputFormat format = OutputFormat::kTable;

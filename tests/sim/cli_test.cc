@@ -185,6 +185,9 @@ TEST(Cli, ReadmeExamplesAreWhatTheBinaryPrints) {
       {"--trace access.log --limit 20 --top 4 --spread", "--limit 20 --top 4 --spread\n```\n"},
       {"-p B --concurrency 5 --hold 300ms --max-wait 2s --max-queue 20",
        "--concurrency 5 --hold 300ms --max-wait 2s --max-queue 20\n```\n"},
+      {"--trace access_msec.log --log-format 'combined $msec' --limit 20 --top 0 --instances 3 "
+       "--lease-max 5",
+       "--top 0 --instances 3 --lease-max 5\n```\n"},
   };
   // The chart in docs/images is the binary's own, not a stale drawing.
   ASSERT_EQ(sim(dir, "-p C --svg " + dir.file("c.svg")).code, 0);

@@ -169,6 +169,30 @@ int main(int argc, char** argv) {
   app.add_option("--max-queue", o.throttle.max_queue,
                  "Throttling: requests waiting per key at most (more are refused at once)")
       ->capture_default_str();
+  auto& dist = o.distributed;
+  app.add_option("--instances", dist.instances,
+                 "Distributed model: ratelimitd instances sharing the fixed_window and "
+                 "sliding_window_counter limits (requests round-robin); compares exact, lease, "
+                 "async and regions")
+      ->capture_default_str();
+  app.add_option("--regions", dist.regions,
+                 "Distributed model: regions (instance i in region i % R); exact, lease and async "
+                 "use one store in region 0, regions one store each")
+      ->capture_default_str();
+  std::string rtt = "1ms", cross_rtt = "50ms", sync_interval = "100ms", slice_ttl = "1s";
+  app.add_option("--rtt", rtt, "Distributed model: round trip instance <-> store in its region")
+      ->capture_default_str();
+  app.add_option("--cross-rtt", cross_rtt, "Distributed model: round trip between regions")
+      ->capture_default_str();
+  app.add_option("--sync-interval", sync_interval,
+                 "Distributed model: async pushes, lease give-backs, region exchanges")
+      ->capture_default_str();
+  app.add_option("--lease-max", dist.lease_max,
+                 "Distributed model: the most units of one lease slice (0: max(1, limit / 20))")
+      ->capture_default_str();
+  app.add_option("--slice-ttl", slice_ttl,
+                 "Distributed model: a lease slice's longest life (the policy's lease_ttl)")
+      ->capture_default_str();
   app.add_option("--peak-window", peak_window,
                  "Window for 'peak admitted' for every algorithm (default: each policy's own; "
                  "for buckets burst/rate)");
@@ -276,7 +300,11 @@ int main(int argc, char** argv) {
   if (concurrency_opt->count() > 0) o.throttle.concurrency = concurrency;
   for (auto [flag, text, out] : {std::tuple{"--hold", &hold, &o.throttle.hold},
                                  std::tuple{"--lease-ttl", &lease_ttl, &o.throttle.lease_ttl},
-                                 std::tuple{"--max-wait", &max_wait, &o.throttle.max_wait}}) {
+                                 std::tuple{"--max-wait", &max_wait, &o.throttle.max_wait},
+                                 std::tuple{"--rtt", &rtt, &dist.rtt},
+                                 std::tuple{"--cross-rtt", &cross_rtt, &dist.cross_rtt},
+                                 std::tuple{"--sync-interval", &sync_interval, &dist.sync_interval},
+                                 std::tuple{"--slice-ttl", &slice_ttl, &dist.slice_ttl}}) {
     if (text->empty()) continue;
     if (*text == "0" || *text == "0s" || *text == "0ms") {
       *out = Micros{0};
