@@ -23,10 +23,13 @@
 //          (lease_under_admission_bound), and an instance killed without giving back loses at
 //          most its held slices (≤ lease_max per key) until their window ends.
 //   async  an instance decides on its last view of the global count plus its own hits not yet
-//          pushed (decide_local), and pushes its hits every sync_interval (add_hits(): a plain
-//          addition, so a failed push is retried and never lost or counted twice while the
-//          window lasts). Over-admission: what the other instances admitted that this one had
-//          not yet seen, at most (instances − 1) × rate × (sync_interval + round trip) units,
+//          pushed (decide_local), and pushes its hits — refreshing its view — twice per
+//          sync_interval (add_hits(): a plain addition, so a failed push is re-sent and never
+//          lost; a re-sent push that had landed counts twice, erring toward denial). A view is
+//          then at most half an interval old and the hits it lacks were pushed at most half an
+//          interval before it was read. Over-admission: what the other instances admitted that
+//          this one had not yet seen, at most (instances − 1) × rate × (sync_interval + round
+//          trip) units,
 //          rate being one instance's admission rate (async_over_admission_bound); an instance
 //          killed -9 loses its unpushed hits (≤ rate × (sync_interval + round trip)), which
 //          can only add over-admission of that size.

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "ratelimit/clock.h"
+#include "ratelimit/shared_counts.h"
 #include "ratelimit/store.h"
 
 namespace ratelimit {
@@ -237,7 +238,7 @@ struct RedisUrl {
 // Errors (kInvalidArgument) name the offending part of the URL and never echo the password.
 Result<RedisUrl> parse_redis_url(std::string_view url);
 
-class RedisStore final : public Store {
+class RedisStore final : public Store, public SharedCounts {
  public:
   // Validates `options` (kInvalidArgument naming the field), starts the I/O thread(s) and the
   // connections; unless options.lazy_connect, waits up to connect_timeout for the first
@@ -265,6 +266,14 @@ class RedisStore final : public Store {
   // Deletes the key's state. Redis unavailable: kUnavailable or kDeadlineExceeded (there is no
   // decision to apply a failure policy to).
   void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
+
+  // SharedCounts (shared_counts.h): one FCALL/EVALSHA of distributed.lua each, not batched,
+  // counted in commands / errors like decisions. Redis failing: kUnavailable or
+  // kDeadlineExceeded (no failure policy: the caller applies its own).
+  void reserve_async(const Policy& policy, std::string_view key, int64_t give_back_window_us,
+                     int64_t give_back, int64_t want, SharedViewCallback done) override;
+  void add_hits_async(const Policy& policy, std::string_view key, int64_t window_us,
+                      int64_t hits, SharedViewCallback done) override;
 
   // Snapshot of the counters (each read atomically; the set is not one instant).
   RedisStoreCounters counters() const;

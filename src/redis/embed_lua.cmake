@@ -7,9 +7,10 @@
 # algorithm file(s), entry.lua (run_single) and an entry point. One script per algorithm
 # (common + <algorithm> + entry + `local algorithm = <algorithm>` + single.lua), plus
 # acquire_all (common + all five + entry + multi.lua + acquire_all.lua), batch (the same with
-# batch.lua) and decide_many (the same with decide_many.lua). Order of kScripts =
+# batch.lua), decide_many (the same with decide_many.lua), and reserve and add_hits (common +
+# fixed_window + sliding_window_counter + distributed.lua + reserve.lua / add_hits.lua). Order of kScripts =
 # enum ScriptId in lua_scripts.h. The library is `#!lua name=ratelimit_<version>` + common + all
-# five + entry + multi + library.lua, with @V@ replaced by the version: the first 12 hex digits
+# five + entry + multi + distributed + library.lua, with @V@ replaced by the version: the first 12 hex digits
 # of the SHA1 of that text before the replacement.
 # The library is also written on its own, as the contract every client loads (docs/
 # redis-functions.md): <LIBRARY_DIR>/ratelimit_<version>.lua (FUNCTION LOAD-able as is) and
@@ -26,6 +27,11 @@ file(READ ${LUA_DIR}/acquire_all.lua acquire_all)
 file(READ ${LUA_DIR}/batch.lua batch)
 file(READ ${LUA_DIR}/decide_many.lua decide_many)
 file(READ ${LUA_DIR}/library.lua library)
+file(READ ${LUA_DIR}/distributed.lua distributed)
+file(READ ${LUA_DIR}/reserve.lua reserve)
+file(READ ${LUA_DIR}/add_hits.lua add_hits)
+file(READ ${LUA_DIR}/fixed_window.lua fixed_window_text)
+file(READ ${LUA_DIR}/sliding_window_counter.lua sliding_window_counter_text)
 
 set(entries "")
 set(all_algorithms "")
@@ -42,8 +48,14 @@ set(script_batch "${common}${all_algorithms}${entry}${multi}${batch}")
 list(APPEND scripts batch)
 set(script_decide_many "${common}${all_algorithms}${entry}${multi}${decide_many}")
 list(APPEND scripts decide_many)
+# The consistency modes' calls (lease, async): only the two window algorithms they are defined for.
+set(distributed_body "${common}${fixed_window_text}${sliding_window_counter_text}${distributed}")
+set(script_reserve "${distributed_body}${reserve}")
+list(APPEND scripts reserve)
+set(script_add_hits "${distributed_body}${add_hits}")
+list(APPEND scripts add_hits)
 
-set(library_body "${common}${all_algorithms}${entry}${multi}${library}")
+set(library_body "${common}${all_algorithms}${entry}${multi}${distributed}${library}")
 string(SHA1 library_sha "${library_body}")
 string(SUBSTRING "${library_sha}" 0 12 library_version)
 string(REPLACE "@V@" "${library_version}" library_body "${library_body}")

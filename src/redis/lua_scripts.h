@@ -21,11 +21,13 @@ enum ScriptId : size_t {
   kScriptAcquireAll = 5,
   kScriptBatch = 6,
   kScriptDecideMany = 7,  // all or nothing across keys (decide_many.lua)
-  kScriptCount = 8,
+  kScriptReserve = 8,     // lease: give back, then reserve a slice (distributed.lua)
+  kScriptAddHits = 9,     // async: add pushed hits (distributed.lua)
+  kScriptCount = 10,
 };
 
 struct LuaScript {
-  const char* name;  // "token_bucket", ..., "acquire_all", "batch", "decide_many"
+  const char* name;  // "token_bucket", ..., "acquire_all", "batch", "decide_many", "reserve", "add_hits"
   const char* sha1;  // 40 lower-case hex digits
   std::string_view text;
 };

@@ -161,6 +161,27 @@ struct RedisStore::Impl {
     });
   }
 
+  // One reserve / add_hits call; the reply decoded into a SharedView, failures as errors.
+  void run_shared(const ScriptCall& call, SharedViewCallback done) {
+    invoker->invoke(call, [this, done = std::move(done)](const Status& error,
+                                                         const redisReply* reply) {
+      Status why = error;
+      if (why.is_ok()) {
+        auto view = decode_shared_view(reply);
+        if (view.ok()) {
+          counters.commands.fetch_add(1, std::memory_order_relaxed);
+          return done(*view);
+        }
+        why = Status::unavailable(view.status().message());
+      }
+      counters.errors.fetch_add(1, std::memory_order_relaxed);
+      if (why.code() == StatusCode::kDeadlineExceeded) {
+        counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+      }
+      done(why);
+    });
+  }
+
   // One decision, batched by the invoker with whatever else is queued.
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
               DecisionCallback done) {
@@ -318,6 +339,41 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
                       }
                     });
   }
+}
+
+namespace {
+
+Status check_shared(const Policy& policy, std::string_view key, std::initializer_list<int64_t> counts) {
+  if (Status s = validate_key(key); !s.is_ok()) return s;
+  if (policy.algorithm() != Algorithm::kFixedWindow &&
+      policy.algorithm() != Algorithm::kSlidingWindowCounter) {
+    return Status::invalid_argument(std::string("reserve and add_hits are defined for fixed_window and "
+                                                "sliding_window_counter only, not ") +
+                                    algorithm_name(policy.algorithm()));
+  }
+  for (int64_t n : counts) {
+    if (n < 0 || n > kMaxCost) return Status::invalid_argument("unit counts must be 0 ... kMaxCost");
+  }
+  return {};
+}
+
+}  // namespace
+
+void RedisStore::reserve_async(const Policy& policy, std::string_view key,
+                               int64_t give_back_window_us, int64_t give_back, int64_t want,
+                               SharedViewCallback done) {
+  if (Status s = check_shared(policy, key, {give_back, want}); !s.is_ok()) return done(s);
+  impl_->run_shared(reserve_call(impl_->options.key_prefix, policy, key, give_back_window_us,
+                                 give_back, want, impl_->now_arg()),
+                    std::move(done));
+}
+
+void RedisStore::add_hits_async(const Policy& policy, std::string_view key, int64_t window_us,
+                                int64_t hits, SharedViewCallback done) {
+  if (Status s = check_shared(policy, key, {hits}); !s.is_ok()) return done(s);
+  impl_->run_shared(add_hits_call(impl_->options.key_prefix, policy, key, window_us, hits,
+                                  impl_->now_arg()),
+                    std::move(done));
 }
 
 void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {

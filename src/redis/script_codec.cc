@@ -107,6 +107,55 @@ ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> op
   return call;
 }
 
+ScriptCall reserve_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                        int64_t give_back_window_us, int64_t give_back, int64_t want,
+                        std::optional<int64_t> now_us) {
+  ScriptCall call;
+  call.script = kScriptReserve;
+  call.keys.push_back(redis_state_key(prefix, key, policy.name()));
+  call.args.reserve(10);
+  call.args.push_back(now_arg(now_us));
+  call.args.push_back(int_arg(static_cast<int64_t>(policy.algorithm())));
+  call.args.push_back(int_arg(want));
+  call.args.push_back(int_arg(give_back_window_us));
+  call.args.push_back(int_arg(give_back));
+  append_policy_args(policy, call.args);
+  return call;
+}
+
+ScriptCall add_hits_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                         int64_t window_us, int64_t hits, std::optional<int64_t> now_us) {
+  ScriptCall call;
+  call.script = kScriptAddHits;
+  call.keys.push_back(redis_state_key(prefix, key, policy.name()));
+  call.args.reserve(9);
+  call.args.push_back(now_arg(now_us));
+  call.args.push_back(int_arg(static_cast<int64_t>(policy.algorithm())));
+  call.args.push_back(int_arg(window_us));
+  call.args.push_back(int_arg(hits));
+  append_policy_args(policy, call.args);
+  return call;
+}
+
+Result<algo::SharedView> decode_shared_view(const redisReply* reply) {
+  if (reply == nullptr) return Status::internal("no reply");
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return Status::internal("Redis error: " + std::string(reply->str, reply->len));
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 6) {
+    return Status::internal("unexpected reply to reserve/add_hits (want 6 integers)");
+  }
+  int64_t v[6];
+  for (size_t i = 0; i < 6; ++i) {
+    const redisReply* e = reply->element[i];
+    if (e == nullptr || e->type != REDIS_REPLY_INTEGER) {
+      return Status::internal("unexpected reply to reserve/add_hits (want 6 integers)");
+    }
+    v[i] = e->integer;
+  }
+  return algo::SharedView{v[0], v[1], v[2], v[3], v[4], v[5]};
+}
+
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key) {
   std::string state = redis_state_key(prefix, key, policy.name());

@@ -23,6 +23,7 @@
 
 #include "lua_scripts.h"
 #include "ratelimit/algorithms.h"
+#include "ratelimit/consistency.h"
 #include "ratelimit/decision.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
@@ -60,6 +61,19 @@ ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> pol
 // Precondition: validate_decide_many(ops, kAllOrNothing) is ok.
 ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> ops,
                             std::optional<int64_t> now_us);
+
+// The lease call (consistency.h reserve(), distributed.lua run_reserve): give back, then
+// reserve up to `want`. Precondition: the policy's algorithm is fixed_window or
+// sliding_window_counter; validate_key(key) ok; want, give_back >= 0.
+ScriptCall reserve_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                        int64_t give_back_window_us, int64_t give_back, int64_t want,
+                        std::optional<int64_t> now_us);
+// The async push (consistency.h add_hits(), run_add_hits). Preconditions as reserve_call.
+ScriptCall add_hits_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                         int64_t window_us, int64_t hits, std::optional<int64_t> now_us);
+// The reply of either: six integers (now_us, window_start_us, prev, curr, granted, dropped). kInternal
+// for anything else (an error reply included: its text).
+Result<algo::SharedView> decode_shared_view(const redisReply* reply);
 
 // The keys reset deletes (state and log).
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,

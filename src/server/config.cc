@@ -250,12 +250,36 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   return {};
 }
 
+// consistency, sync_interval, lease_max, lease_ttl (ConsistencyOptions in policy.h): applied to
+// `policy` through Policy::with_consistency, whose refusal (an algorithm the mode is not defined
+// for, a value out of range) names the reason.
+Status parse_consistency_fields(const Parser& p, const YAML::Node& n, const std::string& what,
+                                Policy& policy) {
+  if (!n["consistency"] && !n["sync_interval"] && !n["lease_max"] && !n["lease_ttl"]) return {};
+  ConsistencyOptions o;
+  if (n["consistency"]) {
+    std::string m;
+    RL_TRY_ASSIGN(m, p.string(n["consistency"], what + ".consistency"));
+    auto mode = parse_consistency(m);
+    if (!mode) return p.error(n["consistency"], what + ": " + mode.status().message());
+    o.mode = *mode;
+  }
+  if (n["sync_interval"]) RL_TRY_ASSIGN(o.sync_interval, p.duration(n["sync_interval"], what + ".sync_interval"));
+  if (n["lease_ttl"]) RL_TRY_ASSIGN(o.lease_ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
+  if (n["lease_max"]) RL_TRY_ASSIGN(o.lease_max, p.integer(n["lease_max"], what + ".lease_max", 0, kMaxLimit));
+  auto with = policy.with_consistency(o);
+  if (!with) return p.error(n["consistency"] ? n["consistency"] : n, what + ": " + with.status().message());
+  policy = *std::move(with);
+  return {};
+}
+
 Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, const YAML::Node& key,
                                   const YAML::Node& n) {
   const std::string what = "policy '" + name + "'";
   if (Status s = validate_policy_name(name); !s.is_ok()) return p.error(key, s.message());
   RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
-                               "count_denied"}));
+                               "count_denied", "consistency", "sync_interval", "lease_max",
+                               "lease_ttl"}));
   if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
   std::string algo_name;
   RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
@@ -313,6 +337,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
     RL_TRY_ASSIGN(cd, p.boolean(n["count_denied"], what + ".count_denied"));
     pc.policy = pc.policy.with_count_denied(cd);
   }
+  RL_TRY(parse_consistency_fields(p, n, what, pc.policy));
   return pc;
 }
 

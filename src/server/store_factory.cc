@@ -6,8 +6,10 @@
 #include <string>
 
 #include "ratelimit/denial_cache.h"
+#include "ratelimit/distributed_store.h"
 #include "ratelimit/http.h"
 #include "ratelimit/memory_store.h"
+#include "distributed_metrics.h"
 #include "log.h"
 #include "ratelimit/redis_store.h"
 
@@ -144,6 +146,27 @@ Result<OpenedStore> add_denial_cache(OpenedStore opened, const DenialCacheConfig
   return opened;
 }
 
+// The RedisStore under an opened store (through the denial cache, if any), as SharedCounts.
+std::shared_ptr<Store> shared_counts_of(const OpenedStore& opened) {
+  if (auto* cache = dynamic_cast<DenialCache*>(opened.store.get())) {
+    // The cache holds the inner store by shared_ptr; alias it through the cache's ownership.
+    return std::shared_ptr<Store>(opened.store, &cache->inner());
+  }
+  return opened.store;
+}
+
+// The lease/async decorator with its counters in /metrics (distributed_metrics.cc).
+Result<OpenedStore> add_distributed(OpenedStore opened, std::shared_ptr<SharedCounts> shared,
+                                    const StoreConfig& config, Metrics& metrics) {
+  DistributedStoreOptions o;
+  o.on_failure = config.on_failure;
+  auto store = DistributedStore::wrap(opened.store, std::move(shared), o);
+  if (!store) return store.status();
+  add_distributed_metrics(*store, metrics);
+  opened.store = *std::move(store);
+  return opened;
+}
+
 }  // namespace
 
 Result<std::string> probe_store(const StoreConfig& config, std::chrono::milliseconds bound) {
@@ -168,8 +191,16 @@ Result<std::string> probe_store(const StoreConfig& config, std::chrono::millisec
 
 Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
   auto opened = open_inner_store(config, metrics);
-  if (!opened || !config.denial_cache.enabled) return opened;
-  return add_denial_cache(*std::move(opened), config.denial_cache, metrics);
+  if (opened && config.denial_cache.enabled) {
+    opened = add_denial_cache(*std::move(opened), config.denial_cache, metrics);
+  }
+  if (!opened || config.type != StoreType::kRedis) return opened;
+  // Outermost: policies with consistency lease or async decide here; exact ones pass through
+  // (to the denial cache, if any). With the memory store every policy is exact: one process
+  // holds the only count.
+  auto shared = std::dynamic_pointer_cast<SharedCounts>(shared_counts_of(*opened));
+  if (!shared) return opened;
+  return add_distributed(*std::move(opened), std::move(shared), config, metrics);
 }
 
 std::string store_description(const StoreConfig& s) {

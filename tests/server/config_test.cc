@@ -231,6 +231,33 @@ TEST(Config, AlgorithmParametersMustMatch) {
   expect_error("policies:\n  a: {limit: 5, window: 1s}\n", "cfg.yaml:2: ", "'algorithm' is required");
 }
 
+TEST(Config, ConsistencyPerPolicy) {
+  auto c = parse_config(
+      "store: { type: redis }\n"
+      "policies:\n"
+      "  e: { algorithm: fixed_window, limit: 100, window: 1s }\n"
+      "  l: { algorithm: sliding_window_counter, limit: 100, window: 1s, consistency: lease, lease_max: 7, lease_ttl: 250ms }\n"
+      "  a: { algorithm: fixed_window, limit: 100, window: 1s, consistency: async, sync_interval: 20ms }\n",
+      "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->find_policy("e")->policy.consistency().mode, Consistency::kExact);
+  const ConsistencyOptions& l = c->find_policy("l")->policy.consistency();
+  EXPECT_EQ(l.mode, Consistency::kLease);
+  EXPECT_EQ(l.lease_max, 7);
+  EXPECT_EQ(l.lease_ttl, Micros{250'000});
+  EXPECT_EQ(c->find_policy("a")->policy.consistency().sync_interval, Micros{20'000});
+  expect_error("policies:\n  a: {algorithm: token_bucket, rate: 5, burst: 10, consistency: lease}\n", "cfg.yaml:2: ",
+               "fixed_window and sliding_window_counter only");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s, consistency: eventual}\n", "cfg.yaml:2: ",
+               "expected exact, lease or async");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s, consistency: lease, lease_max: 6}\n",
+               "cfg.yaml:2: ", "lease_max");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s, consistency: async, count_denied: true}\n",
+               "cfg.yaml:2: ", "cannot count denied attempts");
+  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s, sync_interval: 0ms}\n", "cfg.yaml:2: ",
+               "sync_interval");
+}
+
 TEST(Config, RedisClusterUrl) {
   auto c = parse_config("store:\n  type: redis\n  url: redis-cluster://10.0.0.1:7000,10.0.0.2:7000\n"
                         "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",

@@ -2,11 +2,12 @@
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
 -- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the five algorithm files,
--- entry.lua and multi.lua, and replaces @V@ by the version (12 hex digits of the SHA1 of the
+-- entry.lua, multi.lua and distributed.lua, and replaces @V@ by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
 -- Function names: rl@V@_<algorithm> (keys/args of run_single), rl@V@_acquire_all (run_all),
--- rl@V@_batch (run_batch), rl@V@_decide_many (run_many).
+-- rl@V@_batch (run_batch), rl@V@_decide_many (run_many), rl@V@_reserve (run_reserve),
+-- rl@V@_add_hits (run_add_hits).
 local names = {[0] = 'fixed_window', [1] = 'sliding_window_log', [2] = 'sliding_window_counter',
                [3] = 'token_bucket', [4] = 'leaky_bucket'}
 -- (A numeric loop: Redis 7.0 loads a library with only some globals, and `pairs` is not one.)
@@ -18,3 +19,5 @@ end
 redis.register_function('rl@V@_acquire_all', run_all)
 redis.register_function('rl@V@_batch', run_batch)
 redis.register_function('rl@V@_decide_many', run_many)
+redis.register_function('rl@V@_reserve', run_reserve)
+redis.register_function('rl@V@_add_hits', run_add_hits)
