@@ -5,7 +5,7 @@
 // Drogon, Crow, a hand-written one) must answer a denied request the same way, so a client
 // written against one works against all. The caller copies `fields` into its own response type.
 //
-// The rules (ratelimitd's HTTP contract, see README.md, ratelimitd):
+// The rules (ratelimitd's HTTP contract, see docs/http-api.md):
 //   - status 200 when allowed, 429 when denied. A request whose cost exceeds the policy's
 //     capacity (DecisionReason::kExceedsCapacity) can never pass, so no wait would help: it
 //     gets 400 with {"error":"cost_exceeds_capacity", ...} and no Retry-After, which tells a

@@ -121,7 +121,7 @@ constexpr std::array<NotImplemented, 32> kNotImplemented = {{
     {"EXTRA_TAGS", Kind::kText, "statsd tags are not implemented"},
     {"STATS_FLUSH_INTERVAL", Kind::kText, "statsd is not implemented"},
     {"DISABLE_STATS", Kind::kBool, "metrics are always kept (they cost one atomic add)"},
-    {"PROMETHEUS_MAPPER_YAML", Kind::kText, "the metric names are fixed (see README)"},
+    {"PROMETHEUS_MAPPER_YAML", Kind::kText, "the metric names are fixed (see docs/envoy.md)"},
     {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", Kind::kBool, "no response-time histogram"},
     {"LOCAL_CACHE_SIZE_IN_BYTES", Kind::kText, "no local over-limit cache; every decision asks the store"},
     {"QUOTA_MODE", Kind::kBool, "global quota mode is not implemented (per-rule quota_mode is)"},

@@ -7,7 +7,7 @@
 // made by src/core with the Policy each rule carries.
 //
 // Semantics (taken from envoyproxy/ratelimit's src/config/config_impl.go and
-// src/service/ratelimit.go; the README's "Envoy and Istio" section documents them for users):
+// src/service/ratelimit.go; docs/envoy.md documents them for users):
 //   - A file is one `domain` with nested `descriptors` ({key, value?, rate_limit?,
 //     descriptors?, shadow_mode, detailed_metric, value_to_metric, share_threshold,
 //     quota_mode, metadata}). Keys are checked against envoyproxy/ratelimit's list (plus our
@@ -83,7 +83,7 @@ struct Rule {
   Unit unit = Unit::kUnknown;  // kUnknown only when unlimited
   bool unlimited = false;      // answer OK with limit_remaining 4294967295, count nothing
   bool shadow_mode = false;    // decide and count, but report OK (and count shadow_mode)
-  bool quota_mode = false;     // envoyproxy/ratelimit's quota mode (see README)
+  bool quota_mode = false;     // envoyproxy/ratelimit's quota mode (see docs/envoy.md)
   bool detailed_metric = false;
   std::string name;                   // rate_limit.name; also current_limit.name
   std::vector<std::string> replaces;  // rule names this rule replaces when both match

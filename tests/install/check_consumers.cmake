@@ -76,8 +76,13 @@ if(MODE STREQUAL "installed")
   if(NOT "-I${prefix}/include" IN_LIST pc_flags AND NOT pc_flags MATCHES "prefix/lib/pkgconfig/\\.\\./\\.\\./include")
     message(FATAL_ERROR "pkg-config gave no include path into the prefix: ${pc_flags}")
   endif()
-  step("compile consumer/pkg_config_main.cc with the pkg-config flags"
-       ${CXX_COMPILER} -std=c++20 -O1 -o ${WORK_DIR}/pkg_config_consumer
+  if(NOT "-std=c++20" IN_LIST pc_flags)
+    message(FATAL_ERROR "pkg-config --cflags ratelimit-redis lacks -std=c++20: ${pc_flags}")
+  endif()
+  # Nothing but pkg-config's flags (the language standard included), and the linker as strict
+  # as Debian's default about libraries named only indirectly (--no-copy-dt-needed-entries).
+  step("compile consumer/pkg_config_main.cc with the pkg-config flags alone"
+       ${CXX_COMPILER} -O1 -Wl,--as-needed -Wl,--no-copy-dt-needed-entries -o ${WORK_DIR}/pkg_config_consumer
        ${SOURCE_DIR}/tests/install/consumer/pkg_config_main.cc ${pc_flags})
   step("run the pkg-config consumer" ${WORK_DIR}/pkg_config_consumer)
   message(STATUS "${step_output}")

@@ -8,7 +8,7 @@ usage: make_sample_access_log.py [--format combined|msec] > access.log
 combined: nginx's default `combined` format, whose $time_local has one-second resolution.
 msec:     the same requests with `$msec` appended (log_format sample '... "$http_user_agent"
           $msec'), so the millisecond times are kept.
-The same seed always gives the same file (Python's random.Random(2024)), so the README's
+The same seed always gives the same file (Python's random.Random(2024)), so docs/simulator.md's
 example output can be reproduced."""
 import argparse
 import random
