@@ -177,6 +177,10 @@ def tool_help(tool, sub=None):
 
 
 def check_flags(block):
+    # An unbounded `make -j` / `cmake --build -j` starts one compiler per target: on a small
+    # machine that is swapping, not building. Every parallel build names its bound.
+    for m in re.finditer(r"(?:cmake --build|make)\b[^\n]*?\s-j(?=\s|$)", block.text, re.M):
+        fail(block.path, block.line, f"unbounded -j in: {m.group(0)} (write -j2 or -j\"$(nproc)\")")
     for line in re.sub(r"\\\n", " ", block.text).split("\n"):
         line = line.split(" #")[0]
         for m in re.finditer(r"(?:build/bin/|\b)(ratelimitd|ratelimit-sim|ratelimit-bench)\b([^|;&]*)", line):
