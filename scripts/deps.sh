@@ -13,7 +13,7 @@ RATELIMIT_RUN_PACKAGES=(
 )
 # What the tests add (scripts/test installs both lists).
 RATELIMIT_TEST_PACKAGES=(
-  python3 dpkg-dev systemd
+  python3 dpkg-dev systemd fakeroot  # fakeroot: tests/packaging installs the .debs into a scratch root
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio  # tests/rls/envoy_serve_e2e.py calls ShouldRateLimit over real gRPC
   redis-server redis-tools redis-sentinel openssl
