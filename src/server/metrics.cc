@@ -15,8 +15,8 @@ struct Family {
   const char* help;
 };
 
-// Every metric ratelimitd exports (store-specific gauges are declared beside their reader in
-// server.cc and documented in README.md (ratelimitd)).
+// Every metric ratelimitd exports but Envoy's per-rule statistics (src/rls/rls_stats.cc, in
+// envoyproxy/ratelimit's names): the server's families here, the stores' in kStoreFamilies.
 constexpr Family kBuildInfo{"ratelimitd_build_info", "gauge",
                             "Always 1; the labels say which build is running (version, git describe)."};
 constexpr Family kRequests{"ratelimitd_http_requests_total", "counter",
@@ -44,6 +44,60 @@ constexpr Family kLastReload{"ratelimitd_config_last_reload_success", "gauge",
                              "1 if the last reload succeeded (or none was attempted), 0 if it failed."};
 constexpr Family kLastReloadTime{"ratelimitd_config_last_reload_timestamp_seconds", "gauge",
                                  "Unix time of the last reload attempt (0: none)."};
+
+// The stores' families, in StoreMetric's order (rendered by store_factory.cc's callbacks).
+constexpr Family kStoreFamilies[kStoreMetricCount] = {
+    {"ratelimitd_redis_commands_total", "counter",
+     "Script calls answered by Redis."},
+    {"ratelimitd_redis_errors_total", "counter",
+     "Redis calls that failed (timeout, connection, error reply)."},
+    {"ratelimitd_redis_timeouts_total", "counter",
+     "Redis calls whose command timeout expired."},
+    {"ratelimitd_redis_failed_open_total", "counter",
+     "Decisions admitted by the fail-open policy."},
+    {"ratelimitd_redis_failed_closed_total", "counter",
+     "Decisions denied by the fail-closed policy."},
+    {"ratelimitd_redis_connects_total", "counter",
+     "Redis connections opened (first ones included)."},
+    {"ratelimitd_redis_ready_connections", "gauge",
+     "Redis connections open and ready."},
+    {"ratelimitd_redis_cluster_moved_total", "counter",
+     "Redis Cluster MOVED redirections followed."},
+    {"ratelimitd_redis_cluster_ask_total", "counter",
+     "Redis Cluster ASK redirections followed."},
+    {"ratelimitd_redis_cluster_retries_total", "counter",
+     "Redis Cluster resends after TRYAGAIN, CLUSTERDOWN or no ready master."},
+    {"ratelimitd_redis_cluster_topology_refreshes_total", "counter",
+     "Redis Cluster slot maps read."},
+    {"ratelimitd_redis_evicted_keys_total", "counter",
+     "Keys the Redis server(s) evicted for memory since ratelimitd started (INFO evicted_keys): limits lost."},
+    {"ratelimitd_redis_eviction_unsafe", "gauge",
+     "1 when a Redis node's maxmemory-policy is not noeviction (keys, hence limits, may be evicted)."},
+    {"ratelimitd_memory_store_keys", "gauge",
+     "Keys held by the memory store."},
+    {"ratelimitd_memory_store_bytes", "gauge",
+     "Bytes the memory store's entries take, as counted for store.max_bytes."},
+    {"ratelimitd_memory_store_evictions_total", "counter",
+     "Keys evicted from the memory store because store.max_keys or store.max_bytes was reached."},
+    {"ratelimitd_memory_store_evictions_by_standing_total", "counter",
+     "Evicted keys by their standing: roomy (half or more of the limit left), near_limit, denied (a denied key is evicted only when its whole shard is denied)."},
+    {"ratelimitd_memory_store_evictions_for_bytes_total", "counter",
+     "Of the evictions, those store.max_bytes required (not store.max_keys)."},
+    {"ratelimitd_denial_cache_hits_total", "counter",
+     "Decisions answered by the denial cache (no store call)."},
+    {"ratelimitd_denial_cache_misses_total", "counter",
+     "Cacheable decisions passed to the store."},
+    {"ratelimitd_denial_cache_bypassed_total", "counter",
+     "Decisions passed through uncached (count-denied or every-hit policies, checks)."},
+    {"ratelimitd_denial_cache_inserts_total", "counter",
+     "Denials remembered."},
+    {"ratelimitd_denial_cache_evictions_total", "counter",
+     "Live entries dropped to stay within store.denial_cache.max_entries."},
+    {"ratelimitd_denial_cache_invalidations_total", "counter",
+     "Entries dropped by a reset through this ratelimitd."},
+    {"ratelimitd_denial_cache_entries", "gauge",
+     "(policy, key) entries held now."},
+};
 
 constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
                                                         "healthz", "readyz", "metrics", "json",
@@ -87,11 +141,15 @@ void sample(std::string& out, const char* name, std::string_view labels, uint64_
 
 }  // namespace
 
-void append_metric(std::string& out, const char* name, const char* type, const char* help,
-                   uint64_t value) {
-  header(out, Family{name, type, help});
-  sample(out, name, {}, value);
+void append_metric(std::string& out, StoreMetric m, uint64_t value) {
+  const Family& f = kStoreFamilies[static_cast<size_t>(m)];
+  header(out, f);
+  sample(out, f.name, {}, value);
 }
+
+void append_metric_header(std::string& out, StoreMetric m) { header(out, kStoreFamilies[static_cast<size_t>(m)]); }
+
+const char* metric_name(StoreMetric m) { return kStoreFamilies[static_cast<size_t>(m)].name; }
 
 Metrics::Metrics() = default;
 

@@ -39,10 +39,44 @@ using service::kOutcomeCount;
 using service::Outcome;
 using PolicyCounters = service::RuleCounters;
 
-// Appends one unlabelled metric family (HELP, TYPE, sample) in the text format; for the
-// store gauges that Metrics::add_extra callbacks render.
-void append_metric(std::string& out, const char* name, const char* type, const char* help,
-                   uint64_t value);
+// The stores' families (memory, Redis, the denial cache), rendered by the callbacks
+// store_factory.cc adds (Metrics::add_extra) but declared — name, type, help — in metrics.cc's
+// table with every other family.
+enum class StoreMetric : uint8_t {
+  kRedisCommandsTotal,
+  kRedisErrorsTotal,
+  kRedisTimeoutsTotal,
+  kRedisFailedOpenTotal,
+  kRedisFailedClosedTotal,
+  kRedisConnectsTotal,
+  kRedisReadyConnections,
+  kRedisClusterMovedTotal,
+  kRedisClusterAskTotal,
+  kRedisClusterRetriesTotal,
+  kRedisClusterTopologyRefreshesTotal,
+  kRedisEvictedKeysTotal,
+  kRedisEvictionUnsafe,
+  kMemoryStoreKeys,
+  kMemoryStoreBytes,
+  kMemoryStoreEvictionsTotal,
+  kMemoryStoreEvictionsByStandingTotal,
+  kMemoryStoreEvictionsForBytesTotal,
+  kDenialCacheHitsTotal,
+  kDenialCacheMissesTotal,
+  kDenialCacheBypassedTotal,
+  kDenialCacheInsertsTotal,
+  kDenialCacheEvictionsTotal,
+  kDenialCacheInvalidationsTotal,
+  kDenialCacheEntries,
+};
+inline constexpr size_t kStoreMetricCount = 25;
+
+// Appends one unlabelled family (HELP, TYPE, sample) in the text format.
+void append_metric(std::string& out, StoreMetric m, uint64_t value);
+// Appends a family's HELP and TYPE lines only; the caller writes its labelled samples.
+void append_metric_header(std::string& out, StoreMetric m);
+// The family's name, for those samples.
+const char* metric_name(StoreMetric m);
 
 class Metrics final : public service::Observer {
  public:

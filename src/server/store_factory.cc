@@ -47,24 +47,20 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
     auto s = weak.lock();
     if (!s) return;
     const RedisStoreCounters c = s->counters();
-    append_metric(out, "ratelimitd_redis_commands_total", "counter", "Script calls answered by Redis.", c.commands);
-    append_metric(out, "ratelimitd_redis_errors_total", "counter", "Redis calls that failed (timeout, connection, error reply).", c.errors);
-    append_metric(out, "ratelimitd_redis_timeouts_total", "counter", "Redis calls whose command timeout expired.", c.timeouts);
-    append_metric(out, "ratelimitd_redis_failed_open_total", "counter", "Decisions admitted by the fail-open policy.", c.failed_open);
-    append_metric(out, "ratelimitd_redis_failed_closed_total", "counter", "Decisions denied by the fail-closed policy.", c.failed_closed);
-    append_metric(out, "ratelimitd_redis_connects_total", "counter", "Redis connections opened (first ones included).", c.connects);
-    append_metric(out, "ratelimitd_redis_ready_connections", "gauge", "Redis connections open and ready.", s->ready_connections());
-    append_metric(out, "ratelimitd_redis_cluster_moved_total", "counter", "Redis Cluster MOVED redirections followed.", c.moved);
-    append_metric(out, "ratelimitd_redis_cluster_ask_total", "counter", "Redis Cluster ASK redirections followed.", c.asked);
-    append_metric(out, "ratelimitd_redis_cluster_retries_total", "counter", "Redis Cluster resends after TRYAGAIN, CLUSTERDOWN or no ready master.", c.cluster_retries);
-    append_metric(out, "ratelimitd_redis_cluster_topology_refreshes_total", "counter", "Redis Cluster slot maps read.", c.topology_refreshes);
-    append_metric(out, "ratelimitd_redis_evicted_keys_total", "counter",
-                  "Keys the Redis server(s) evicted for memory since ratelimitd started (INFO evicted_keys): limits lost.",
-                  c.evicted_keys);
+    append_metric(out, StoreMetric::kRedisCommandsTotal, c.commands);
+    append_metric(out, StoreMetric::kRedisErrorsTotal, c.errors);
+    append_metric(out, StoreMetric::kRedisTimeoutsTotal, c.timeouts);
+    append_metric(out, StoreMetric::kRedisFailedOpenTotal, c.failed_open);
+    append_metric(out, StoreMetric::kRedisFailedClosedTotal, c.failed_closed);
+    append_metric(out, StoreMetric::kRedisConnectsTotal, c.connects);
+    append_metric(out, StoreMetric::kRedisReadyConnections, s->ready_connections());
+    append_metric(out, StoreMetric::kRedisClusterMovedTotal, c.moved);
+    append_metric(out, StoreMetric::kRedisClusterAskTotal, c.asked);
+    append_metric(out, StoreMetric::kRedisClusterRetriesTotal, c.cluster_retries);
+    append_metric(out, StoreMetric::kRedisClusterTopologyRefreshesTotal, c.topology_refreshes);
+    append_metric(out, StoreMetric::kRedisEvictedKeysTotal, c.evicted_keys);
     const std::string policy = s->eviction_policy();
-    append_metric(out, "ratelimitd_redis_eviction_unsafe", "gauge",
-                  "1 when a Redis node's maxmemory-policy is not noeviction (keys, hence limits, may be evicted).",
-                  uint64_t{!policy.empty() && policy != "noeviction"});
+    append_metric(out, StoreMetric::kRedisEvictionUnsafe, uint64_t{!policy.empty() && policy != "noeviction"});
   });
   OpenedStore opened;
   opened.store = *store;
@@ -89,24 +85,19 @@ Result<OpenedStore> open_inner_store(const StoreConfig& config, Metrics& metrics
     metrics.add_extra([weak](std::string& out) {
       auto s = weak.lock();
       if (!s) return;
-      append_metric(out, "ratelimitd_memory_store_keys", "gauge", "Keys held by the memory store.", s->key_count());
-      append_metric(out, "ratelimitd_memory_store_bytes", "gauge",
-                    "Bytes the memory store's entries take, as counted for store.max_bytes.", s->bytes());
+      append_metric(out, StoreMetric::kMemoryStoreKeys, s->key_count());
+      append_metric(out, StoreMetric::kMemoryStoreBytes, s->bytes());
       const MemoryStoreEvictions e = s->eviction_counts();
-      append_metric(out, "ratelimitd_memory_store_evictions_total", "counter",
-            "Keys evicted from the memory store because store.max_keys or store.max_bytes was reached.", e.total());
-      out += "# HELP ratelimitd_memory_store_evictions_by_standing_total Evicted keys by their standing: "
-             "roomy (half or more of the limit left), near_limit, denied (a denied key is evicted only "
-             "when its whole shard is denied).\n"
-             "# TYPE ratelimitd_memory_store_evictions_by_standing_total counter\n";
+      append_metric(out, StoreMetric::kMemoryStoreEvictionsTotal, e.total());
+      append_metric_header(out, StoreMetric::kMemoryStoreEvictionsByStandingTotal);
       for (const auto& [standing, n] : {std::pair{"roomy", e.roomy}, std::pair{"near_limit", e.near_limit},
                                         std::pair{"denied", e.denied}}) {
-        out += "ratelimitd_memory_store_evictions_by_standing_total{standing=\"";
+        out += metric_name(StoreMetric::kMemoryStoreEvictionsByStandingTotal);
+        out += "{standing=\"";
         out += standing;
         out += "\"} " + std::to_string(n) + "\n";
       }
-      append_metric(out, "ratelimitd_memory_store_evictions_for_bytes_total", "counter",
-                    "Of the evictions, those store.max_bytes required (not store.max_keys).", e.for_bytes);
+      append_metric(out, StoreMetric::kMemoryStoreEvictionsForBytesTotal, e.for_bytes);
     });
     OpenedStore opened;
     opened.store = std::move(store);
@@ -129,18 +120,13 @@ Result<OpenedStore> add_denial_cache(OpenedStore opened, const DenialCacheConfig
     auto c = weak.lock();
     if (!c) return;
     const DenialCacheCounters n = c->counters();
-    append_metric(out, "ratelimitd_denial_cache_hits_total", "counter",
-                  "Decisions answered by the denial cache (no store call).", n.hits);
-    append_metric(out, "ratelimitd_denial_cache_misses_total", "counter",
-                  "Cacheable decisions passed to the store.", n.misses);
-    append_metric(out, "ratelimitd_denial_cache_bypassed_total", "counter",
-                  "Decisions passed through uncached (count-denied or every-hit policies, checks).", n.bypassed);
-    append_metric(out, "ratelimitd_denial_cache_inserts_total", "counter", "Denials remembered.", n.inserts);
-    append_metric(out, "ratelimitd_denial_cache_evictions_total", "counter",
-                  "Live entries dropped to stay within store.denial_cache.max_entries.", n.evictions);
-    append_metric(out, "ratelimitd_denial_cache_invalidations_total", "counter",
-                  "Entries dropped by a reset through this ratelimitd.", n.invalidations);
-    append_metric(out, "ratelimitd_denial_cache_entries", "gauge", "(policy, key) entries held now.", n.entries);
+    append_metric(out, StoreMetric::kDenialCacheHitsTotal, n.hits);
+    append_metric(out, StoreMetric::kDenialCacheMissesTotal, n.misses);
+    append_metric(out, StoreMetric::kDenialCacheBypassedTotal, n.bypassed);
+    append_metric(out, StoreMetric::kDenialCacheInsertsTotal, n.inserts);
+    append_metric(out, StoreMetric::kDenialCacheEvictionsTotal, n.evictions);
+    append_metric(out, StoreMetric::kDenialCacheInvalidationsTotal, n.invalidations);
+    append_metric(out, StoreMetric::kDenialCacheEntries, n.entries);
   });
   opened.store = *std::move(cache);
   return opened;
