@@ -75,7 +75,7 @@ for mode in $MODES; do
     # Warm-up: connections, functions loaded, the first slices / views.
     for port in "${ports[@]}"; do
       WRK_MODE=acquire WRK_KEYS=1 WRK_POLICY=bench taskset -c "$CLIENT_CPU" \
-        wrk -t1 -c"$CONNS" -d1s -s bench/peers/wrk/workload.lua "http://127.0.0.1:$port" > /dev/null
+        wrk -t1 -c"$CONNS" -d1s -s bench/peers/wrk/workload.lua "http://127.0.0.1:$port/v1/acquire" > /dev/null
     done
     c0=$(redis_calls); u0=$(redis_cpu); st0=$(steal_ticks)
     outs=()
@@ -85,7 +85,7 @@ for mode in $MODES; do
       outs+=("$out")
       WRK_MODE=acquire WRK_KEYS=1 WRK_POLICY=bench taskset -c "$CLIENT_CPU" \
         wrk -t1 -c"$CONNS" -d"$DURATION" --timeout 5s -s bench/peers/wrk/workload.lua \
-        "http://127.0.0.1:${ports[$i]}" > "$out" &
+        "http://127.0.0.1:${ports[$i]}/v1/acquire" > "$out" &
       wrks+=($!)
     done
     for w in "${wrks[@]}"; do wait "$w"; done
