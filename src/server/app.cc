@@ -59,6 +59,8 @@ constexpr const char* kEnvoyDebugIndex =
 const Served& App::serve(const ListenerPlan& l) {
   auto s = std::make_unique<Served>();
   s->info = ListenerInfo{l.name, l.admin};
+  // The API listeners also speak h2c (by the connection preface); the operator's do not.
+  if (l.routes == RouteSet::kNative || l.routes == RouteSet::kEnvoyMain) s->h2c = h2c_.get();
   RouteTable& r = s->routes;
   const NativeApi native{*decisions_, cell_};
   auto& healthz = keep<HealthzHandler>(handlers_);
@@ -126,6 +128,8 @@ int App::open() {
     // the one reported; with a YAML file the file's is.
     if (!plan_.config->domains) metrics_.set_config_generation(plan_.rls->rules->generation());
   }
+
+  h2c_ = std::make_unique<H2cTakeover>(rls_.get());
 
   unsigned threads = config.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());

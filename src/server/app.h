@@ -32,6 +32,7 @@
 #include "config_dir.h"
 #include "decision_service.h"
 #include "grpc_server.h"
+#include "h2c.h"
 #include "listener.h"
 #include "ops_api.h"
 #include "rls_service.h"
@@ -135,6 +136,8 @@ class App {
   rls::RuleStats rule_stats_;
   std::unique_ptr<rls::RateLimitService> rls_;
   std::vector<std::unique_ptr<Handler>> handlers_;
+  // h2c on the HTTP ports (h2c.h): outlives the workers' connections, like the handlers.
+  std::unique_ptr<H2cTakeover> h2c_;
   std::vector<std::unique_ptr<Served>> served_;
   boost::asio::io_context control_{1};
   std::vector<std::unique_ptr<Listener>> listeners_;

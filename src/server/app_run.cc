@@ -30,6 +30,7 @@ void App::drain() {
   for (auto& l : listeners_) l->close();
   state_.draining.store(true, std::memory_order_relaxed);
   if (grpc_) grpc_->drain();
+  if (h2c_) h2c_->drain();
   for (auto& w : workers_) w->drain();
 }
 

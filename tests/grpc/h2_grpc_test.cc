@@ -5,12 +5,6 @@
 // UNIMPLEMENTED for unknown methods, and — with a raw HTTP/2 client on a socket — grpc-timeout
 // honoured and malformed, non-gRPC requests, oversized heads, half-open streams, garbage
 // bytes: each gets its HTTP/2 or gRPC answer and the server keeps serving.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -236,57 +230,6 @@ TEST(GrpcOverH2, ReflectionDescribesShouldRateLimitAsGrpcurlNeedsIt) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-// A raw HTTP/2 client over a real socket (nghttp2's client session, h2_client.h).
-class RawH2 {
- public:
-  explicit RawH2(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  }
-  ~RawH2() { close(fd_); }
-  void send(std::string_view bytes) { ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
-  // The client session's output (after the server closed, it is dropped: the peer is gone).
-  void flush() {
-    std::string out;
-    const uint8_t* p = nullptr;
-    for (ssize_t n; (n = nghttp2_session_mem_send(client.ng(), &p)) > 0;) out.append(reinterpret_cast<const char*>(p), n);
-    if (!out.empty() && ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL) < 0) eof = true;
-  }
-  // Reads and feeds the client session until `done` or the timeout; false on timeout. Sets
-  // `eof` when the server closed.
-  template <typename F>
-  bool until(F done, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    flush();
-    while (!done()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[16384];
-      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        eof = true;
-        return done();
-      }
-      raw += std::string_view(buf, static_cast<size_t>(n));
-      nghttp2_session_mem_recv(client.ng(), reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n));
-      flush();
-    }
-    return true;
-  }
-  h2::testing::Client client;
-  std::string raw;
-  bool eof = false;
-
- private:
-  int fd_ = -1;
-};
-
 std::string rls_body(const std::string& user) {
   std::string m;
   make_request("test", {{{"user", user}}}).SerializeToString(&m);
@@ -307,7 +250,7 @@ std::string status_of(const h2::testing::Response& r) {
 
 TEST(GrpcOverH2, GrpcTimeoutIsHonouredAndAMalformedOneRefused) {
   Rig rig;
-  RawH2 raw(rig.server->port());
+  h2::testing::SocketClient raw(rig.server->port());
   auto h = kGrpc;
   h.emplace_back("grpc-timeout", "1n");  // passed before the call is decided
   const int32_t late = raw.client.request(kPath, h, rls_body("t"));
@@ -329,7 +272,7 @@ TEST(GrpcOverH2, GrpcTimeoutIsHonouredAndAMalformedOneRefused) {
 
 TEST(GrpcOverH2, NonGrpcOversizedAndEmptyRequestsGetPreciseAnswers) {
   Rig rig;
-  RawH2 raw(rig.server->port());
+  h2::testing::SocketClient raw(rig.server->port());
   const int32_t plain = raw.client.request("/v1/acquire", {{"content-type", "application/json"}}, "{}");
   auto big = kGrpc;
   big.emplace_back("x-filler", std::string(20000, 'f'));  // above the 16 KiB header-list limit
@@ -354,7 +297,7 @@ TEST(GrpcOverH2, HalfOpenStreamsAreResetAndTheConnectionServesOn) {
   o.request_timeout = std::chrono::milliseconds(300);
   o.tick = std::chrono::milliseconds(100);
   Rig rig(o);
-  RawH2 raw(rig.server->port());
+  h2::testing::SocketClient raw(rig.server->port());
   const int32_t open = raw.client.request(kPath, kGrpc, rls_body("h").substr(0, 3), true);
   ASSERT_TRUE(raw.until([&] { return raw.client.responses[open].closed; }));
   EXPECT_TRUE(raw.client.responses[open].reset);
@@ -367,13 +310,13 @@ TEST(GrpcOverH2, HalfOpenStreamsAreResetAndTheConnectionServesOn) {
 TEST(GrpcOverH2, GarbageGetsGoawayAndOthersAreStillServed) {
   Rig rig;
   {
-    RawH2 raw(rig.server->port());
+    h2::testing::SocketClient raw(rig.server->port());
     raw.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");  // not the HTTP/2 preface
     EXPECT_TRUE(raw.until([] { return false; }, std::chrono::seconds(2)) || raw.eof);
     EXPECT_TRUE(raw.eof) << "the server closes the connection";
   }
   {
-    RawH2 raw(rig.server->port());
+    h2::testing::SocketClient raw(rig.server->port());
     raw.flush();  // preface + SETTINGS
     raw.send(std::string("\0\0\x01\x01\x05\0\0\0\x01\x80", 10));  // HEADERS with bad HPACK
     raw.until([] { return false; }, std::chrono::seconds(2));

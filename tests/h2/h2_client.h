@@ -1,9 +1,17 @@
 // h2_client.h — an in-memory HTTP/2 client (nghttp2's client session) for driving an
 // h2::Session with real frames and no socket: pump() moves bytes both ways until both sides
-// are quiet. Responses are recorded per stream.
+// are quiet. Responses are recorded per stream. SocketClient runs it over a real socket.
 #pragma once
 
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <map>
 #include <string>
@@ -131,6 +139,57 @@ class Client {
   nghttp2_session* ng_ = nullptr;
   std::vector<std::unique_ptr<Body>> bodies_;
   std::string raw_;
+};
+
+// The same client over a real loopback socket: until() reads and feeds it (bounded).
+class SocketClient {
+ public:
+  explicit SocketClient(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  }
+  ~SocketClient() { close(fd_); }
+  void send(std::string_view bytes) { ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
+  // The client session's output (after the server closed, it is dropped: the peer is gone).
+  void flush() {
+    std::string out;
+    const uint8_t* p = nullptr;
+    for (ssize_t n; (n = nghttp2_session_mem_send(client.ng(), &p)) > 0;) out.append(reinterpret_cast<const char*>(p), n);
+    if (!out.empty() && ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL) < 0) eof = true;
+  }
+  // Reads and feeds the client session until `done` or the timeout; false on timeout. Sets
+  // `eof` when the server closed.
+  template <typename F>
+  bool until(F done, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    flush();
+    while (!done()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[16384];
+      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        eof = true;
+        return done();
+      }
+      raw += std::string_view(buf, static_cast<size_t>(n));
+      nghttp2_session_mem_recv(client.ng(), reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n));
+      flush();
+    }
+    return true;
+  }
+  Client client;
+  std::string raw;
+  bool eof = false;
+
+ private:
+  int fd_ = -1;
 };
 
 }  // namespace ratelimit::h2::testing

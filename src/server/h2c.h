@@ -1,0 +1,44 @@
+// h2c.h — HTTP/2 with prior knowledge (h2c) on ratelimitd's HTTP ports: the ConnectionTakeover
+// (transport.h) that the HTTP/1.1 transport hands a connection whose first bytes are the HTTP/2
+// client preface. One port thus serves both: HTTP/1.1 clients as before, and clients with an
+// HTTP/2 connection pool (Envoy's gRPC clusters, a service's h2c pool) with many requests in
+// flight on one connection and their answers coalesced into one write per event-loop turn.
+//
+// Decided: by the preface only (RFC 9113 §3.3, prior knowledge). No `Upgrade: h2c` (RFC 9113
+// removed it; its HTTP/1.1 request-then-switch costs a round trip and a second parser), no TLS
+// ALPN (ratelimitd speaks cleartext; TLS ends at the proxy in front). The dedicated gRPC listener
+// (grpc_listen, GRPC_PORT) stays as it was: h2c only.
+// What an h2c connection serves: every stream whose content-type is application/grpc* goes to
+// the gRPC methods (src/grpc: ShouldRateLimit, Health, reflection — when Envoy's API is
+// configured; else UNIMPLEMENTED), every other stream to the listener's RouteTable through the
+// same handlers as HTTP/1.1 (/v1/acquire, /json, /healthz, /metrics ...), one Exchange per
+// stream. Limits: the listener's limits (max_header_bytes → 431, max_body_bytes → 413,
+// request_timeout for a request's body, idle_timeout), at most 100 streams per connection, and
+// the connection keeps its place in the connection caps (its ConnectionSlot) until it closes.
+// Drain: the worker's drain sends GOAWAY; streams in flight are answered, watches end.
+// Thread-safety: adopt() on the worker's thread; the connection then lives on that thread.
+#pragma once
+
+#include <cstddef>
+
+#include "grpc_handler.h"
+#include "rls_service.h"
+#include "transport.h"
+
+namespace ratelimit::server {
+
+class H2cTakeover final : public ConnectionTakeover {
+ public:
+  // `rls` (null: no gRPC methods on h2c) must outlive the connections' last call into it.
+  explicit H2cTakeover(rls::RateLimitService* rls, size_t max_message_bytes = 64 * 1024);
+  void adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std::string_view received, ConnectionSlot slot,
+             const Served& served) override;
+  // Health NOT_SERVING for the gRPC methods on h2c (the server drains).
+  void drain();
+
+ private:
+  grpc_api::GrpcContext grpc_;
+  bool has_grpc_;
+};
+
+}  // namespace ratelimit::server
