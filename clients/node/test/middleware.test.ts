@@ -7,7 +7,7 @@ import * as assert from 'node:assert/strict';
 import * as http from 'http';
 import express from 'express';
 import Fastify from 'fastify';
-import { Limiter, RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit, fastifyRateLimit } from '../src';
+import { Limiter, RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit, fastifyRateLimit, findLibrary } from '../src';
 import { RUN_ID, Started, inFlight, startRatelimitd, startRedis, testRedis } from './support';
 
 const PREFIX = `rl:node-${RUN_ID}:`;
@@ -209,6 +209,26 @@ test('Redis down: the failure policy answers within the command timeout', async 
   } finally {
     await closed.close();
     await open.close();
+  }
+});
+
+test("the shipped library file is byte for byte what ratelimitd loads into Redis", async () => {
+  const own = await startRedis();
+  const d = await startRatelimitd(YAML(own.url));
+  const Redis = (await import('ioredis')).default;
+  const conn = new Redis(own.url);
+  try {
+    const lib = findLibrary();  // the build's share/ratelimit/redis file (RATELIMIT_REDIS_LIBRARY)
+    await new RatelimitdLimiter({ url: d.url, timeoutMs: 5000 }).acquire('api', 'k'); // ratelimitd has connected
+    const listed = (await conn.call('FUNCTION', 'LIST', 'WITHCODE')) as unknown[][];
+    assert.equal(listed.length, 1, 'only ratelimitd loaded a library into this Redis');
+    const fields = listed[0] as string[];
+    assert.equal(fields[fields.indexOf('library_name') + 1], `ratelimit_${lib.version}`);
+    assert.equal(fields[fields.indexOf('library_code') + 1], lib.text);
+  } finally {
+    conn.disconnect();
+    await d.stop();
+    await own.stop();
   }
 });
 

@@ -3,19 +3,22 @@ AsyncRedisLimiter (asyncio). Decisions by the ratelimit function library (FCALL
 rl<version>_batch), the same keys, arguments and code as ratelimitd's Redis store, so both share
 one count. The clock is Redis' TIME; now_us (conformance tests only) overrides it.
 
-AsyncRedisLimiter batches: a call is sent at once while fewer than max_in_flight are
-outstanding; the ones that arrive meanwhile leave together as one batch (at most 1024) when a
-reply comes back — one Redis call for many decisions. RedisLimiter sends one decision per call
-(a blocking caller has one at a time); acquire_many() batches explicitly.
+Both batch: a call is sent at once while fewer than max_in_flight are outstanding; the
+decisions that arrive meanwhile (other tasks, or other threads) leave together as one batch (at
+most 1024) when a reply comes back — one Redis call for many decisions. In RedisLimiter the
+thread whose call returns sends the next batch on the others' behalf while they wait.
+acquire_many() sends its own batch.
 
 Failures: a refused or lost connection, a timeout (socket_timeout, default 0.25 s) or an error
 reply decide by on_failure ('open' admits, 'closed' denies for 1 s), counted in `failures`; a
 flushed library is loaded again and the call retried once. Bad input raises RateLimitError
 before anything is sent; a library Redis lacks and this client cannot load raises
 RateLimitError('library_missing') naming the versions Redis has.
-Thread-safety: RedisLimiter may be shared by threads (redis-py's pool); AsyncRedisLimiter
-belongs to one event loop."""
+Thread-safety: RedisLimiter may be shared by threads (a sender thread keeps sending while
+decisions queue, so under constant load one caller may wait for a few batches of others);
+AsyncRedisLimiter belongs to one event loop."""
 import asyncio
+import threading
 from typing import Dict, List, Optional
 
 import redis
@@ -33,10 +36,22 @@ def _not_found(e: Exception) -> bool:
     return "function not found" in str(e).lower()
 
 
+class _Waiting:
+    __slots__ = ("item", "done", "decision", "error")
+
+    def __init__(self, item: Item):
+        self.item, self.done, self.decision, self.error = item, threading.Event(), None, None
+
+
 class RedisLimiter(LimiterCore):
     def __init__(self, redis_url_or_client, policies: Dict[str, object], *, key_prefix: str = "rl:",
-                 on_failure: str = "open", timeout: float = 0.25, library=None, on_error=None):
+                 on_failure: str = "open", timeout: float = 0.25, library=None, on_error=None,
+                 max_in_flight: int = 2):
         super().__init__(policies, key_prefix, on_failure, library)
+        self.max_in_flight = max(1, max_in_flight)
+        self._lock = threading.Lock()
+        self._queue: List[_Waiting] = []
+        self._in_flight = 0
         if isinstance(redis_url_or_client, str):
             self.redis = redis.Redis.from_url(redis_url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout)
         else:
@@ -50,10 +65,43 @@ class RedisLimiter(LimiterCore):
         self._loaded = True
 
     def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
-        return self._decide([self.item(policy, key, cost, False, now_us)])[0]
+        return self._one(self.item(policy, key, cost, False, now_us))
 
     def peek(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
-        return self._decide([self.item(policy, key, cost, True, now_us)])[0]
+        return self._one(self.item(policy, key, cost, True, now_us))
+
+    def _one(self, item: Item) -> Decision:
+        w = _Waiting(item)
+        with self._lock:
+            self._queue.append(w)
+            send = self._in_flight < self.max_in_flight
+            if send:
+                self._in_flight += 1
+        if send:
+            self._drain()
+        # Bounded: a sender always finishes its call within the socket timeout.
+        w.done.wait()
+        if w.error is not None:
+            raise w.error
+        return w.decision
+
+    def _drain(self) -> None:
+        """Sends what is queued, batch after batch, until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._in_flight -= 1
+                    return
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            try:
+                results = self._decide([w.item for w in batch])
+                for w, d in zip(batch, results):
+                    w.decision = d
+            except Exception as e:  # noqa: BLE001 - library_missing: every waiter gets it
+                for w in batch:
+                    w.error = e
+            for w in batch:
+                w.done.set()
 
     def acquire_many(self, requests) -> List[Decision]:
         """[(policy, key, cost), ...] as one call: independent decisions, in order."""
