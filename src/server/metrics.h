@@ -39,7 +39,7 @@ using service::kOutcomeCount;
 using service::Outcome;
 using PolicyCounters = service::RuleCounters;
 
-// The stores' families (memory, Redis, the denial cache), rendered by the callbacks
+// The stores' families (memory, Redis, the denial cache, the lease/async modes), rendered by the callbacks
 // store_factory.cc adds (Metrics::add_extra) but declared — name, type, help — in metrics.cc's
 // table with every other family.
 enum class StoreMetric : uint8_t {
@@ -68,8 +68,25 @@ enum class StoreMetric : uint8_t {
   kDenialCacheEvictionsTotal,
   kDenialCacheInvalidationsTotal,
   kDenialCacheEntries,
+  // The lease and async consistency modes (DistributedStore, distributed_metrics.cc).
+  kDistributedLocalDecisionsTotal,
+  kDistributedExactPassthroughTotal,
+  kDistributedFailedOpenTotal,
+  kDistributedFailedClosedTotal,
+  kDistributedKeys,
+  kLeaseReservesTotal,
+  kLeaseReserveFailuresTotal,
+  kLeaseUnitsGrantedTotal,
+  kLeaseUnitsReturnedTotal,
+  kLeaseUnitsHeld,
+  kAsyncPushesTotal,
+  kAsyncPushFailuresTotal,
+  kAsyncUnitsPushedTotal,
+  kAsyncUnitsPending,
+  kAsyncUnitsOverLimitTotal,
+  kAsyncViewAgeSeconds,
 };
-inline constexpr size_t kStoreMetricCount = 25;
+inline constexpr size_t kStoreMetricCount = 41;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);
