@@ -44,12 +44,8 @@ trap 'redis_stop; rm -f "$results"' EXIT
 url="redis://127.0.0.1:$REDIS_PORT/0"
 log "redis-server $(redis-server --version | awk '{print $3}') pid $REDIS_PID on 127.0.0.1:$REDIS_PORT (cpu $SERVER_CPU); clients on cpu $CLIENT_CPU; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# Hypervisor steal on the two pinned cpus (/proc/stat, in clock ticks): on a VM it, more than
-# other work, explains a slow run, so every result line carries it (steal_s, warm-up included)
-# and the table shows the largest per limiter.
-steal_ticks() {
-  awk -v a="cpu$CLIENT_CPU" -v b="cpu$SERVER_CPU" '$1 == a || $1 == b {n += $9} END {print n + 0}' /proc/stat
-}
+# Hypervisor steal on the two pinned cpus (steal_ticks, bench/peers/lib.sh): every result line
+# carries it (steal_s, warm-up included) and the table shows the largest per limiter.
 hz=$(getconf CLK_TCK)
 with_steal() {  # JSON line on stdin, steal ticks at the start as $1 -> the line with steal_s
   python3 -c '

@@ -89,19 +89,26 @@ cpu_ticks() {
   echo "$t"
 }
 
+# Hypervisor steal on the two pinned cpus (/proc/stat, clock ticks): on a VM it, more than
+# other work, explains a slow run.
+steal_ticks() {
+  awk -v a="cpu$CLIENT_CPU" -v b="cpu$SERVER_CPU" '$1 == a || $1 == b {n += $9} END {print n + 0}' /proc/stat
+}
+
 # measure OUT CMD...: runs CMD pinned to CLIENT_CPU with its stdout in OUT, and sets
 # MEAS_WALL (s), MEAS_CLIENT_CPU and MEAS_SERVER_CPU (fractions of one core over the run; the
-# server = the pids in SRV_PIDS, if any).
+# server = the pids in SRV_PIDS, if any) and MEAS_STEAL_S (steal on both pinned cpus, seconds).
 measure() {
   local out=$1; shift
   local tf; tf=$(mktemp)
-  local t0 t1 s0 s1 u s e
+  local t0 t1 s0 s1 u s e st0 st1
   # shellcheck disable=SC2086
-  t0=$(cpu_ticks ${SRV_PIDS:-}); s0=$(date +%s%N)
+  t0=$(cpu_ticks ${SRV_PIDS:-}); s0=$(date +%s%N); st0=$(steal_ticks)
   /usr/bin/time -f '%U %S %e' -o "$tf" taskset -c "$CLIENT_CPU" "$@" > "$out"
-  s1=$(date +%s%N)
+  s1=$(date +%s%N); st1=$(steal_ticks)
   # shellcheck disable=SC2086
   t1=$(cpu_ticks ${SRV_PIDS:-})
+  MEAS_STEAL_S=$(awk -v a="$st0" -v b="$st1" -v hz="$CLK_TCK" 'BEGIN {printf "%.3f", (b - a) / hz}')
   read -r u s e < "$tf"
   rm -f "$tf"
   MEAS_WALL=$(awk -v a="$s0" -v b="$s1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
@@ -121,20 +128,21 @@ wrk_json() {
   cpu=$( (for kv in "$@"; do export "${kv?}"; done
           measure "$out" wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$WRK_DURATION" --timeout 5s \
             -s "$PEERS_DIR/wrk/workload.lua" "$url"
-          echo "$MEAS_CLIENT_CPU $MEAS_SERVER_CPU") )
+          echo "$MEAS_CLIENT_CPU $MEAS_STEAL_S $MEAS_SERVER_CPU") )
   local summary; summary=$(sed -n 's/^WRKJSON //p' "$out")
   rm -f "$out"
   [ -n "$summary" ] || { log "wrk printed no summary for $peer $workload"; return 1; }
   "$PY" - "$peer" "$workload" "$kind" "$summary" $cpu "${SRV_PIDS:-}" <<'PY'
 import json, sys
-peer, workload, kind, summary, client_cpu, server_cpu = sys.argv[1:7]
-has_server = len(sys.argv) > 7 and sys.argv[7].strip() != ""
+peer, workload, kind, summary, client_cpu, steal_s, server_cpu = sys.argv[1:8]
+has_server = len(sys.argv) > 8 and sys.argv[8].strip() != ""
 d = json.loads(summary)
 metric, value = ("denials_per_s", d["non2xx_per_s"]) if kind == "deny" else ("requests_per_s", d["rps"])
 out = {"peer": peer, "workload": workload, "metric": metric, "value": value, "unit": "req/s"}
 out.update({k: d[k] for k in ("requests", "seconds", "rps", "non2xx", "ok_per_s", "p50_us", "p99_us", "max_us")})
 out["socket_errors"] = d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
 out["client_cpu"] = float(client_cpu)
+out["steal_s"] = float(steal_s)
 if has_server:
     out["server_cpu"] = float(server_cpu)
 print(json.dumps(out), flush=True)

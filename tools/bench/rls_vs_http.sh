@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
-# rls_vs_http.sh — Envoy's ShouldRateLimit over gRPC (ratelimit-bench rls) beside POST
-# /v1/acquire over HTTP/1.1 (wrk with bench/peers/wrk/workload.lua), on ONE ratelimitd (memory
-# store, one I/O thread, one gRPC completion queue) pinned to SERVER_CPU, the load generators
-# pinned to CLIENT_CPU; each round runs both against the same process, one after the other, on
-# one hot key that never denies (HTTP: fixed_window 1e9/s; gRPC: a descriptor rule of 1e9 per
-# second — the same fixed-window decision on the memory store).
-# A second gRPC client, h2load (nghttp2, one connection, INFLIGHT streams, the request as a
-# fixed gRPC frame), checks that ratelimit-bench is not the ceiling: it costs about half the
-# server's CPU per call. h2load reads no grpc-status, so its run is accepted only when the
-# server's decision counter (/metrics) grew by at least the calls h2load counted.
-# Every line has client_cpu and server_cpu (fractions of one core over the run): the side near
-# 1.0 is the limit.
-# Results: one JSON line per run on stdout (workloads rls.grpc.c<N>, rls.h2load.c<N>,
-# rls.http.c<N>); a summary with the same-round ratios on stderr; tables with
-# bench/peers/summarize.py.
-# usage: tools/bench/rls_vs_http.sh > results.jsonl
-# env: RUNS (3), CLIENT_CPU (0), SERVER_CPU (1), INFLIGHT (100: gRPC calls in flight = wrk
-#      connections; a list such as "100 50 10" runs each), MEASURE_SECONDS (10), H2LOAD (1; 0
-#      skips it), RATELIMITD, BENCH (build/bin/...)
+# rls_vs_http.sh — Envoy's ShouldRateLimit over gRPC beside POST /v1/acquire over HTTP/1.1, on
+# ONE ratelimitd (memory store, one worker thread) pinned to SERVER_CPU, the load generators
+# pinned to CLIENT_CPU, one hot key that never denies (HTTP: fixed_window 1e9/s; gRPC: a
+# descriptor rule of 1e9 per second — the same fixed-window decision on the memory store).
+# Per round and in-flight count N:
+#   rls.h2load   ShouldRateLimit, h2load (nghttp2: one connection, N streams, the request as a
+#                fixed gRPC frame) — the gRPC figure compared with HTTP and with the peer
+#   rls.grpc     ShouldRateLimit, ratelimit-bench rls (libgrpc++ client, N calls in flight)
+#                (BENCH_CLIENT=0 skips it)
+#   rls.http     POST /v1/acquire over HTTP/1.1, wrk, N connections
+#   rls.h2c      POST /v1/acquire over h2c on the HTTP port, h2load, N streams on one
+#                connection (only when the HTTP port speaks h2c)
+#   rls.http_old POST /v1/acquire on OLD_RATELIMITD (a build from before the change), when set
+#   rls.grpcgo   ShouldRateLimit on bench/peers/grpcgo (the grpc-go floor peer, GOPATH build of
+#                Debian's grpc-go), same h2load load, pinned the same (GRPCGO=0 skips it)
+# h2load reads no grpc-status, so a gRPC run on ratelimitd is accepted only when its decision
+# counter (/metrics) grew by at least the calls h2load counted; the peer is checked once per
+# round with a real gRPC call (python3-grpcio) before it is measured.
+# Every line has client_cpu, server_cpu (fractions of one core over the run: the side near 1.0
+# is the limit) and steal_s (hypervisor steal on the two pinned cpus over the run).
+# Results: one JSON line per run on stdout; the medians, µs of server CPU per call, and the
+# same-round ratios on stderr; tables with bench/peers/summarize.py.
+# usage: tools/bench/rls_vs_http.sh > results.jsonl   (inside /work/helpers/quiet-run when shared)
+# env: RUNS (3), CLIENT_CPU (0), SERVER_CPU (1), INFLIGHT (100; a list such as "100 10" runs
+#      each), MEASURE_SECONDS (10), BENCH_CLIENT (1), GRPCGO (1), OLD_RATELIMITD (unset),
+#      RATELIMITD, BENCH (build/bin/...)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/bench/peers/lib.sh"
 source "$ROOT/scripts/deps.sh"
-H2LOAD=${H2LOAD:-1}
-ratelimit_install_deps wrk curl $([ "$H2LOAD" = 0 ] || echo nghttp2-client)
+GRPCGO=${GRPCGO:-1}
+BENCH_CLIENT=${BENCH_CLIENT:-1}
+ratelimit_install_deps wrk curl nghttp2-client $([ "$GRPCGO" = 0 ] || echo golang-go golang-google-grpc-dev)
 RATELIMITD=${RATELIMITD:-$ROOT/build/bin/ratelimitd}
 BENCH=${BENCH:-$ROOT/build/bin/ratelimit-bench}
 INFLIGHT=${INFLIGHT:-100}
@@ -31,12 +39,12 @@ SECONDS_MEASURED=${MEASURE_SECONDS:-10}
 HTTP_PORT=$(free_port)
 GRPC_PORT=$(free_port)
 TMP=$(mktemp -d)
-RL_PID=""
-stop_rl() {
-  stop_pid "$RL_PID"
-  RL_PID=""
+SRV_PID=""
+stop_srv() {
+  stop_pid "$SRV_PID"
+  SRV_PID=""
 }
-trap 'stop_rl; rm -rf "$TMP"' EXIT
+trap 'stop_srv; rm -rf "$TMP"' EXIT
 cat > "$TMP/bench.yaml" <<YAML
 listen: 127.0.0.1:$HTTP_PORT
 grpc_listen: 127.0.0.1:$GRPC_PORT
@@ -51,7 +59,8 @@ domains:
         rate_limit: { unit: second, requests_per_unit: 1000000000 }
 YAML
 # The gRPC frame h2load sends: no compression, a 4-byte length, then RateLimitRequest
-# {domain: "bench", descriptors: [{entries: [{key: "user", value: "hot"}]}]} as protobuf.
+# {domain: "bench", descriptors: [{entries: [{key: "user", value: "hot"}]}]} as protobuf; and
+# the JSON body of POST /v1/acquire over h2c.
 "$PY" - "$TMP/request.bin" <<'PY'
 import sys
 def field(number, payload):  # a length-delimited field (wire type 2), payload < 128 bytes
@@ -59,84 +68,143 @@ def field(number, payload):  # a length-delimited field (wire type 2), payload <
 msg = field(1, b"bench") + field(2, field(1, field(1, b"user") + field(2, b"hot")))
 open(sys.argv[1], "wb").write(b"\0" + len(msg).to_bytes(4, "big") + msg)
 PY
+printf '{"key":"hot","policy":"bench"}' > "$TMP/acquire.json"
+if [ "$GRPCGO" != 0 ]; then
+  log "building bench/peers/grpcgo (GOPATH mode, Debian's grpc-go)"
+  GOPATH=/usr/share/gocode GO111MODULE=off GOCACHE="$TMP/gocache" \
+    go build -o "$TMP/grpcgo" "$ROOT/bench/peers/grpcgo/main.go"
+fi
+
 decisions() {  # the gRPC decisions ratelimitd made so far (policy envoy: every Envoy rule, every outcome)
   curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
     awk '/^ratelimitd_decisions_total\{policy="envoy"/ {n += $2} END {printf "%d\n", n}'
 }
-with_cpu() {  # JSON line on stdin + the last measure's CPU figures -> stdout
+with_cpu() {  # JSON line on stdin + the last measure's CPU and steal figures -> stdout
   "$PY" -c '
 import json, sys
 d = json.loads(sys.stdin.read()); d["client_cpu"] = float(sys.argv[1]); d["server_cpu"] = float(sys.argv[2])
-print(json.dumps(d), flush=True)' "$MEAS_CLIENT_CPU" "$MEAS_SERVER_CPU" | tee -a "$TMP/all.jsonl"
+d["steal_s"] = float(sys.argv[3])
+print(json.dumps(d), flush=True)' "$MEAS_CLIENT_CPU" "$MEAS_SERVER_CPU" "$MEAS_STEAL_S" | tee -a "$TMP/all.jsonl"
 }
-
-for ((r = 1; r <= RUNS; r++)); do
-  log "round $r/$RUNS ($(uptime | sed 's/.*load/load/'))"
-  taskset -c "$SERVER_CPU" "$RATELIMITD" --config "$TMP/bench.yaml" 2>> "$TMP/rl.log" &
-  RL_PID=$!
-  wait_port 127.0.0.1 "$HTTP_PORT" 10 || { cat "$TMP/rl.log" >&2; die "ratelimitd did not come up"; }
-  wait_port 127.0.0.1 "$GRPC_PORT" 10 || { cat "$TMP/rl.log" >&2; die "no gRPC listener"; }
-  for n in $INFLIGHT; do
-    log "grpc ShouldRateLimit (ratelimit-bench rls), $n in flight"
-    SRV_PIDS=$RL_PID measure "$TMP/grpc.out" "$BENCH" rls --target "127.0.0.1:$GRPC_PORT" \
-      --domain bench --key user --inflight "$n" --warmup 2 --seconds "$SECONDS_MEASURED" \
-      --json-peer ratelimitd-grpc --workload "rls.grpc.c$n"
-    grep '^{' "$TMP/grpc.out" | with_cpu
-    if [ "$H2LOAD" != 0 ]; then
-      log "grpc ShouldRateLimit (h2load), $n streams on one connection"
-      before=$(decisions)
-      SRV_PIDS=$RL_PID measure "$TMP/h2.out" timeout $((SECONDS_MEASURED + 30)) h2load -c1 \
-        -m"$n" -t1 -D "$SECONDS_MEASURED" --warm-up-time=2 --log-file="$TMP/h2.log" \
-        -H 'content-type: application/grpc' -H 'te: trailers' -d "$TMP/request.bin" \
-        "http://127.0.0.1:$GRPC_PORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-      after=$(decisions)
-      "$PY" - "$TMP/h2.out" "$TMP/h2.log" "$n" "$SECONDS_MEASURED" $((after - before)) <<'PY' | with_cpu
+# h2load_run PEER WORKLOAD N URL CHECK H2LOAD_ARGS...: one h2load run (one connection, N
+# streams) pinned to CLIENT_CPU against SRV_PID; CHECK=decisions compares ratelimitd's gRPC
+# decision counter with the calls h2load counted, CHECK=status only h2load's own status counts.
+h2load_run() {
+  local peer=$1 workload=$2 n=$3 url=$4 check=$5; shift 5
+  local before=0 after=0
+  [ "$check" = decisions ] && before=$(decisions)
+  SRV_PIDS=$SRV_PID measure "$TMP/h2.out" timeout $((SECONDS_MEASURED + 30)) h2load -c1 \
+    -m"$n" -t1 -D "$SECONDS_MEASURED" --warm-up-time=2 --log-file="$TMP/h2.log" "$@" "$url"
+  [ "$check" = decisions ] && after=$(decisions)
+  "$PY" - "$TMP/h2.out" "$TMP/h2.log" "$peer" "$workload" "$SECONDS_MEASURED" "$check" $((after - before)) <<'PY' | with_cpu
 import json, re, sys
-out, log, n, seconds, decided = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+out, log, peer, workload, seconds, check, decided = sys.argv[1:8]
+seconds, decided = float(seconds), int(decided)
 text = open(out).read()
 m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", text)
 if not m:
     sys.exit("h2load printed no summary:\n" + text)
 done, ok, failed, errored, timeouts = map(int, m.groups())
 lat = sorted(int(line.split("\t")[2]) for line in open(log) if line.count("\t") == 2)
-if done == 0 or decided < ok:
+if done == 0 or (check == "decisions" and decided < ok):
     sys.exit(f"h2load: {ok} answered but the server decided {decided}: the calls were refused")
 pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else 0
-print(json.dumps({"peer": "h2load-grpc", "workload": f"rls.h2load.c{n}", "metric": "requests_per_s",
+print(json.dumps({"peer": peer, "workload": workload, "metric": "requests_per_s",
                   "value": round(done / seconds, 1), "unit": "req/s", "requests": done,
                   "seconds": seconds, "p50_us": pct(0.5), "p99_us": pct(0.99),
                   "errors": failed + errored + timeouts + (done - ok)}))
 PY
+}
+GRPC_ARGS=(-H 'content-type: application/grpc' -H 'te: trailers' -d "$TMP/request.bin")
+RLS_PATH=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+
+start_ratelimitd() {  # $1: the binary
+  taskset -c "$SERVER_CPU" "$1" --config "$TMP/bench.yaml" 2>> "$TMP/rl.log" &
+  SRV_PID=$!
+  wait_port 127.0.0.1 "$HTTP_PORT" 10 || { cat "$TMP/rl.log" >&2; die "ratelimitd did not come up"; }
+  wait_port 127.0.0.1 "$GRPC_PORT" 10 || { cat "$TMP/rl.log" >&2; die "no gRPC listener"; }
+}
+
+for ((r = 1; r <= RUNS; r++)); do
+  log "round $r/$RUNS ($(uptime | sed 's/.*load/load/'))"
+  start_ratelimitd "$RATELIMITD"
+  h2c=0
+  h2load -n1 -c1 "http://127.0.0.1:$HTTP_PORT/healthz" 2>/dev/null | grep -q "1 succeeded" && h2c=1
+  for n in $INFLIGHT; do
+    log "ShouldRateLimit (h2load), $n streams on one connection"
+    h2load_run h2load-grpc "rls.h2load.c$n" "$n" "http://127.0.0.1:$GRPC_PORT$RLS_PATH" decisions "${GRPC_ARGS[@]}"
+    if [ "$BENCH_CLIENT" != 0 ]; then
+      log "ShouldRateLimit (ratelimit-bench rls), $n in flight"
+      SRV_PIDS=$SRV_PID measure "$TMP/grpc.out" "$BENCH" rls --target "127.0.0.1:$GRPC_PORT" \
+        --domain bench --key user --inflight "$n" --warmup 2 --seconds "$SECONDS_MEASURED" \
+        --json-peer ratelimitd-grpc --workload "rls.grpc.c$n"
+      grep '^{' "$TMP/grpc.out" | with_cpu
     fi
-    log "http POST /v1/acquire, $n connections"
-    SRV_PIDS=$RL_PID WRK_CONNS=$n WRK_DURATION=${SECONDS_MEASURED}s \
+    log "POST /v1/acquire over HTTP/1.1 (wrk), $n connections"
+    SRV_PIDS=$SRV_PID WRK_CONNS=$n WRK_DURATION=${SECONDS_MEASURED}s \
       wrk_json ratelimitd-http "rls.http.c$n" allow "http://127.0.0.1:$HTTP_PORT/v1/acquire" \
       WRK_MODE=acquire WRK_KEYS=1 WRK_POLICY=bench | tee -a "$TMP/all.jsonl"
+    if [ "$h2c" = 1 ]; then
+      log "POST /v1/acquire over h2c (h2load), $n streams on one connection"
+      h2load_run h2load-h2c "rls.h2c.c$n" "$n" "http://127.0.0.1:$HTTP_PORT/v1/acquire" status \
+        -H 'content-type: application/json' -d "$TMP/acquire.json"
+    fi
   done
-  stop_rl
+  stop_srv
+  if [ -n "${OLD_RATELIMITD:-}" ]; then
+    start_ratelimitd "$OLD_RATELIMITD"
+    for n in $INFLIGHT; do
+      log "POST /v1/acquire over HTTP/1.1 (wrk) on OLD_RATELIMITD, $n connections"
+      SRV_PIDS=$SRV_PID WRK_CONNS=$n WRK_DURATION=${SECONDS_MEASURED}s \
+        wrk_json ratelimitd-http-old "rls.http_old.c$n" allow "http://127.0.0.1:$HTTP_PORT/v1/acquire" \
+        WRK_MODE=acquire WRK_KEYS=1 WRK_POLICY=bench | tee -a "$TMP/all.jsonl"
+    done
+    stop_srv
+  fi
+  if [ "$GRPCGO" != 0 ]; then
+    GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$TMP/grpcgo" -listen "127.0.0.1:$GRPC_PORT" 2>> "$TMP/go.log" &
+    SRV_PID=$!
+    wait_port 127.0.0.1 "$GRPC_PORT" 10 || { cat "$TMP/go.log" >&2; die "grpcgo did not come up"; }
+    "$PY" - "$GRPC_PORT" "$TMP/request.bin" <<'PY' || die "grpcgo did not answer ShouldRateLimit OK"
+import sys, grpc  # Debian's python3-grpcio
+port, frame = sys.argv[1], open(sys.argv[2], "rb").read()
+with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+    call = ch.unary_unary("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+                          request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    resp = call(frame[5:], timeout=5)
+assert resp[:2] == b"\x08\x01", resp  # overall_code OK
+PY
+    for n in $INFLIGHT; do
+      log "ShouldRateLimit on the grpc-go peer (h2load), $n streams on one connection"
+      h2load_run grpcgo "rls.grpcgo.c$n" "$n" "http://127.0.0.1:$GRPC_PORT$RLS_PATH" status "${GRPC_ARGS[@]}"
+    done
+    stop_srv
+  fi
 done
-# Per in-flight count: the medians, server CPU per call, and gRPC / HTTP of each round.
+# Per in-flight count: the medians, server CPU per call, and the same-round ratios.
 "$PY" - "$TMP/all.jsonl" <<'PY' >&2
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 by = {}
-for i, d in enumerate(rows):
+for d in rows:
     kind, n = d["workload"].split(".")[1], d["workload"].split(".c")[-1]
     by.setdefault((n, kind), []).append(d)
+kinds = ("h2load", "grpc", "http", "h2c", "http_old", "grpcgo")
 for n in sorted({k[0] for k in by}, key=int, reverse=True):
-    for kind in ("grpc", "h2load", "http"):
+    for kind in kinds:
         rs = by.get((n, kind), [])
         if not rs:
             continue
         med = lambda key: statistics.median(d[key] for d in rs)
         us = statistics.median(d["server_cpu"] / d["value"] * 1e6 for d in rs if d["value"] > 0)
-        print(f"{n:>4} in flight {kind:7} {med('value'):>9,.0f} req/s  p50 {med('p50_us') / 1000:.2f} ms"
+        print(f"{n:>4} in flight {kind:8} {med('value'):>9,.0f} req/s  p50 {med('p50_us') / 1000:.2f} ms"
               f"  p99 {med('p99_us') / 1000:.2f} ms  server CPU {med('server_cpu') * 100:.0f} %"
-              f" ({us:.1f} µs/call)  client CPU {med('client_cpu') * 100:.0f} %")
-    for kind in ("grpc", "h2load"):
-        g, h = by.get((n, kind), []), by.get((n, "http"), [])
+              f" ({us:.1f} µs/call)  client CPU {med('client_cpu') * 100:.0f} %"
+              f"  steal max {max(d.get('steal_s', 0) for d in rs):.2f} s")
+    for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old")):
+        g, h = by.get((n, a), []), by.get((n, b), [])
         if g and len(g) == len(h):
-            ratios = [a["value"] / b["value"] for a, b in zip(g, h)]
-            print(f"{n:>4} in flight {kind} / http, same rounds: " +
+            ratios = [x["value"] / y["value"] for x, y in zip(g, h)]
+            print(f"{n:>4} in flight {a} / {b}, same rounds: " +
                   ", ".join(f"{x:.2f}" for x in ratios) + f"; median {statistics.median(ratios):.2f}")
 PY
