@@ -43,7 +43,7 @@ inline constexpr int64_t kMaxLimit = 1'000'000'000;          // limit and burst
 inline constexpr int64_t kMaxEveryHitLimit = 4'294'967'295;  // envoyproxy/ratelimit's uint32
 inline constexpr int64_t kMaxEveryHitCount = int64_t{1} << 52;  // a window's count stops there
 inline constexpr int64_t kMaxCost = 1'000'000'000;           // cost of one request
-inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see README
+inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see docs/design.md
 inline constexpr Micros kMinWindow{1'000};                   // 1 ms
 inline constexpr Micros kMaxWindow{366LL * 24 * 3600 * 1'000'000};  // 366 days
 inline constexpr double kMinRate = 1e-6;                     // tokens per second
@@ -118,6 +118,16 @@ class Policy {
   // range, or a mode the policy's algorithm does not define (consistency.h: lease and async
   // for fixed_window and sliding_window_counter, not in count-denied or every-hit mode).
   Result<Policy> with_consistency(const ConsistencyOptions& options) const;
+
+  // A copy with another capacity — `limit` for the window algorithms, `burst` for the buckets —
+  // and everything else kept: name (so the same keys, the same counters), window or rate, mode,
+  // count-denied, consistency. For a caller's own limit within bounds a configuration allows (ratelimitd's
+  // per-request `limit`): the state's meaning does not depend on the capacity (a window's count,
+  // a log's entries, a bucket's taken units or level), nor does the time it becomes idle, so a
+  // key keeps its count when its limit changes. Validated like the factories (e.g. the sliding
+  // log's kMaxSlidingLogLimit, the sliding counter's (L + 1) * W bound): an error value, never a
+  // half-valid policy.
+  Result<Policy> with_limit(int64_t limit) const;
 
   Algorithm algorithm() const { return algorithm_; }
   const std::string& name() const { return name_; }

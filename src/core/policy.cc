@@ -246,6 +246,32 @@ Result<Policy> Policy::with_consistency(const ConsistencyOptions& o) const {
   return p;
 }
 
+Result<Policy> Policy::with_limit(int64_t limit) const {
+  Result<Policy> base = [&]() -> Result<Policy> {
+    switch (algorithm_) {
+      case Algorithm::kFixedWindow:
+        return every_hit_ ? fixed_window_every_hit(limit, window_) : fixed_window(limit, window_);
+      case Algorithm::kSlidingWindowLog:
+        return sliding_window_log(limit, window_);
+      case Algorithm::kSlidingWindowCounter:
+        return sliding_window_counter(limit, window_);
+      case Algorithm::kTokenBucket:
+        return token_bucket(rate_, limit);
+      case Algorithm::kLeakyBucket:
+        return leaky_bucket(rate_, limit, leaky_mode_);
+    }
+    return Status::invalid_argument("unknown algorithm");
+  }();
+  if (!base.ok()) return base.status();
+  Policy p = *base;
+  p.count_denied_ = count_denied_;
+  p.name_ = name_;
+  p.name_hash_ = name_hash_;
+  // The consistency settings are re-validated against the new capacity (lease_max <= limit).
+  if (consistency_ == ConsistencyOptions{}) return p;
+  return p.with_consistency(consistency_);
+}
+
 Status validate_cost(int64_t cost) {
   if (cost < 1 || cost > kMaxCost) {
     return Status::invalid_argument("cost must be between 1 and " + std::to_string(kMaxCost) +

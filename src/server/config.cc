@@ -273,13 +273,39 @@ Status parse_consistency_fields(const Parser& p, const YAML::Node& n, const std:
   return {};
 }
 
+// `request_limit: { min: 1, max: 10000 }` (min defaults to 1): the bounds of a caller's own
+// limit. Both ends must make a valid policy (Policy::with_limit), so no request inside the
+// bounds can be refused for its limit.
+Status parse_request_limit(const Parser& p, const YAML::Node& n, const std::string& what, PolicyConfig& pc) {
+  const std::string rl = what + ".request_limit";
+  RL_TRY(p.check_map(n, rl, {"min", "max"}));
+  if (pc.policy.consistency().mode != Consistency::kExact) {
+    // A lease or async instance decides locally against slices of one limit; a limit that
+    // changes per request would not match them, so the two are not combined.
+    return p.error(n, rl + " needs consistency: exact (the policy's is " +
+                          consistency_name(pc.policy.consistency().mode) + ")");
+  }
+  if (!n["max"]) return p.error(n, rl + ": 'max' is required (the largest limit a request may ask for)");
+  int64_t min = 1, max = 0;
+  if (n["min"]) RL_TRY_ASSIGN(min, p.integer(n["min"], rl + ".min", 1, kMaxLimit));
+  RL_TRY_ASSIGN(max, p.integer(n["max"], rl + ".max", 1, kMaxLimit));
+  if (min > max) return p.error(n, rl + ": min (" + std::to_string(min) + ") is above max (" + std::to_string(max) + ")");
+  for (const int64_t bound : {min, max}) {
+    auto with = pc.policy.with_limit(bound);
+    if (!with) return p.error(n, rl + ": a limit of " + std::to_string(bound) + " is not valid for this policy: " + with.status().message());
+  }
+  pc.request_limit_min = min;
+  pc.request_limit_max = max;
+  return {};
+}
+
 Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, const YAML::Node& key,
                                   const YAML::Node& n) {
   const std::string what = "policy '" + name + "'";
   if (Status s = validate_policy_name(name); !s.is_ok()) return p.error(key, s.message());
   RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
                                "count_denied", "consistency", "sync_interval", "lease_max",
-                               "lease_ttl"}));
+                               "lease_ttl", "request_limit"}));
   if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
   std::string algo_name;
   RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
@@ -338,6 +364,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
     pc.policy = pc.policy.with_count_denied(cd);
   }
   RL_TRY(parse_consistency_fields(p, n, what, pc.policy));
+  if (n["request_limit"]) RL_TRY(parse_request_limit(p, n["request_limit"], what, pc));
   return pc;
 }
 

@@ -68,6 +68,10 @@ struct PolicyConfig {
   Policy policy;        // named after its YAML key
   bool shadow = false;  // decide and count, but always admit (dark launch)
   int line = 0;         // where it was defined, for messages
+  // `request_limit: { min, max }`: a request may pass its own `limit` (the capacity: limit, or
+  // burst for a bucket) within [min, max], decided on the policy's counter. max 0: not allowed.
+  int64_t request_limit_min = 0;
+  int64_t request_limit_max = 0;
 };
 
 struct LimitsConfig {

@@ -6,6 +6,7 @@
 // transport's thread). Both end in the same render, so the two cannot answer differently.
 #include "native_api.h"
 
+#include <optional>
 #include <vector>
 
 #include "answers.h"
@@ -30,6 +31,7 @@ class NativeState final : public ExchangeState, public service::Pending {
   std::string chain;                    // X-Forwarded-For / Forwarded, occurrences joined
   unsigned deny_status = 429;           // forward-auth: what a denial is answered with
   http::RenderOptions render;
+  std::optional<Policy> own_limit;      // the request's "limit" variant, read by the store
 
  private:
   Exchange& exchange_;
@@ -82,6 +84,36 @@ void render_decision(const NativeState& st, http::Response& out) {
   if (out.status == 429) out.status = st.deny_status;
 }
 
+// A request's own "limit" for its one policy (request.h): within the policy's request_limit
+// bounds, decided on the policy's own counter (Policy::with_limit keeps the name). False:
+// refused, `out` holds the 400.
+bool own_limit(NativeState& st, http::Response& out) {
+  service::Item& item = st.items.front();
+  const service::Rule& rule = *item.rule;
+  const int64_t limit = st.request.limit;
+  const std::string& name = rule.policy.name();
+  if (rule.request_limit_max == 0) {
+    http::render_error(400, "limit_not_allowed", "policy '" + name + "' takes no per-request limit "
+                       "(its configuration sets no request_limit)", out);
+    return false;
+  }
+  if (limit < rule.request_limit_min || limit > rule.request_limit_max) {
+    http::render_error(400, "invalid_limit", "limit must be between " + std::to_string(rule.request_limit_min) +
+                       " and " + std::to_string(rule.request_limit_max) + " for policy '" + name +
+                       "', got " + std::to_string(limit), out);
+    return false;
+  }
+  auto with = rule.policy.with_limit(limit);  // valid: both bounds were checked at load
+  if (!with) {
+    http::render_error(400, "invalid_limit", with.status().message(), out);
+    return false;
+  }
+  st.own_limit = std::move(*with);
+  item.policy = &*st.own_limit;
+  st.infos.front() = http::PolicyInfo{name, st.own_limit->limit(), st.own_limit->window()};
+  return true;
+}
+
 // Decides st.request's policies for its key (acquire, or peek) against `snap`.
 bool decide(service::DecisionService& decisions, NativeState& st, const Published& snap, bool peek,
             http::Response& out) {
@@ -97,6 +129,8 @@ bool decide(service::DecisionService& decisions, NativeState& st, const Publishe
     st.items.push_back({rule, r.key, r.cost, peek ? StoreOp::Kind::kPeek : StoreOp::Kind::kAcquire});
     st.infos.push_back(http::PolicyInfo::of(rule->policy));
   }
+  // One policy only: parse_request_body refuses "limit" beside "policies".
+  if (r.limit != 0 && !own_limit(st, out)) return true;
   st.render = snap.config->render;
   // Several policies are all or nothing; peeks change nothing, so they need no group.
   const Atomicity atomicity = r.multi && !peek ? Atomicity::kAllOrNothing : Atomicity::kIndependent;

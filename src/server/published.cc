@@ -6,7 +6,8 @@ namespace ratelimit::server {
 std::shared_ptr<const service::Snapshot> build_rules(const Config& config, Metrics& metrics) {
   auto rules = std::make_shared<service::Snapshot>();
   for (const auto& [name, pc] : config.policies) {
-    rules->rules.emplace(name, service::Rule{pc.policy, pc.shadow, metrics.policy(name)});
+    rules->rules.emplace(name, service::Rule{pc.policy, pc.shadow, metrics.policy(name),
+                                             pc.request_limit_min, pc.request_limit_max});
   }
   return rules;
 }

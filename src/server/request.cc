@@ -63,6 +63,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   out.policy_count = 0;
   out.multi = false;
   out.cost = 1;
+  out.limit = 0;
   out.key.clear();
 
   alignas(std::max_align_t) unsigned char arena[2048];
@@ -83,6 +84,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   const json::value* policy = nullptr;
   const json::value* policies = nullptr;
   const json::value* cost = nullptr;
+  const json::value* limit = nullptr;
   for (const auto& kv : obj) {
     const std::string_view k = kv.key();
     const json::value** slot = nullptr;
@@ -90,10 +92,11 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     else if (k == "policy") slot = &policy;
     else if (k == "policies" && kind == BodyKind::kDecision) slot = &policies;
     else if (k == "cost" && kind == BodyKind::kDecision) slot = &cost;
+    else if (k == "limit" && kind == BodyKind::kDecision) slot = &limit;
     if (slot == nullptr) {
       std::string m = "unknown field ";
       m += k.size() <= 64 ? "'" + std::string(k) + "'" : std::string("(a long name)");
-      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost)" : " (allowed: key, policy)";
+      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit)" : " (allowed: key, policy)";
       return fail(err, "invalid_request", std::move(m));
     }
     // Boost.JSON has already folded duplicate names (the last value wins), so each name is
@@ -161,6 +164,17 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
       return fail(err, "invalid_cost", "'cost' must be between 1 and " + std::to_string(bounds.max_cost));
     }
     out.cost = c;
+  }
+  if (limit != nullptr) {
+    // The caller's own limit for its one policy; the policy's request_limit bounds it (the
+    // caller checks those: they are configuration, not request syntax).
+    if (policies != nullptr) {
+      return fail(err, "invalid_request", "'limit' applies to one 'policy', not to 'policies'");
+    }
+    if (!limit->is_int64() || limit->get_int64() < 1 || limit->get_int64() > kMaxLimit) {
+      return fail(err, "invalid_limit", "'limit' must be a whole number between 1 and " + std::to_string(kMaxLimit));
+    }
+    out.limit = limit->get_int64();
   }
   out.key.assign(ks.data(), ks.size());
   return true;

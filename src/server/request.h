@@ -30,7 +30,7 @@ struct RequestError {
   std::string message;
 };
 
-// {"key", "policy" | "policies", "cost"} (acquire, peek) or {"key", "policy"} (reset).
+// {"key", "policy" | "policies", "cost", "limit"} (acquire, peek) or {"key", "policy"} (reset).
 // Reusable: parse functions overwrite every field, keeping string capacity.
 struct DecisionRequest {
   std::string key;
@@ -38,6 +38,9 @@ struct DecisionRequest {
   size_t policy_count = 0;
   bool multi = false;  // "policies": [...] was used (all or nothing)
   int64_t cost = 1;
+  // "limit": the caller's own limit for its one "policy" (1 ... kMaxLimit; the policy's
+  // request_limit bounds are checked by the caller); 0 = not given.
+  int64_t limit = 0;
   unsigned deny_status = 0;  // forward-auth `?deny_status=` (401, 403, 429); 0 = not given
 };
 

@@ -58,7 +58,7 @@ bool DecisionService::decide(const Snapshot& snapshot, std::span<const Item> ite
   const bool group = atomicity == Atomicity::kAllOrNothing && enforced >= 2;
   auto add = [&](size_t i) {
     const Item& it = items[i];
-    p.ops_.push_back({&it.rule->policy, it.key, it.cost, it.kind});
+    p.ops_.push_back({it.policy != nullptr ? it.policy : &it.rule->policy, it.key, it.cost, it.kind});
     p.items_.push_back(static_cast<uint32_t>(i));
   };
   if (group) {

@@ -50,6 +50,9 @@ struct Item {
   std::string_view key;  // read before decide() returns
   int64_t cost = 1;
   StoreOp::Kind kind = StoreOp::Kind::kAcquire;
+  // Null: rule->policy. Else the request's own variant of it (Policy::with_limit: same name,
+  // so the same counter); must outlive the decision (the store reads it until completion).
+  const Policy* policy = nullptr;
 };
 
 // Where the service reports what it measures (the daemon's Metrics).

@@ -33,6 +33,9 @@ struct Rule {
   Policy policy;
   bool shadow = false;
   RuleCounters* counters = nullptr;
+  // Bounds of a per-request limit (Policy::with_limit of `policy`); max 0: none allowed.
+  int64_t request_limit_min = 0;
+  int64_t request_limit_max = 0;
 };
 
 // Heterogeneous lookup so a rule is found by string_view without allocating.

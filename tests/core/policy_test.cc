@@ -4,6 +4,7 @@
 // user sees (default names, a bucket's window).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -291,6 +292,78 @@ TEST(Names, DecisionReasonsAndStatusCodesHaveStableNames) {
   EXPECT_EQ(Status::invalid_argument("limit must be >= 1").to_string(),
             "invalid_argument: limit must be >= 1");
   EXPECT_EQ(Status().to_string(), "ok");
+}
+
+
+// A caller's own limit (ratelimitd's per-request `limit`): the same policy with another
+// capacity keeps the name (so the same keys) and the state's meaning, so a key keeps its count
+// when its limit is raised mid-window, and its idle time does not move.
+TEST(PolicyWithLimit, KeepsEverythingButTheCapacity) {
+  using namespace std::chrono_literals;
+  const Policy base = Policy::sliding_window_counter(10, 60s)->with_name("tenant").value().with_count_denied();
+  auto raised = base.with_limit(1000);
+  ASSERT_TRUE(raised.ok()) << raised.status().to_string();
+  EXPECT_EQ(raised->limit(), 1000);
+  EXPECT_EQ(raised->name(), "tenant");
+  EXPECT_EQ(raised->name_hash(), base.name_hash());
+  EXPECT_EQ(raised->window(), base.window());
+  EXPECT_TRUE(raised->count_denied());
+  EXPECT_EQ(raised->algorithm(), Algorithm::kSlidingWindowCounter);
+
+  const Policy bucket = Policy::leaky_bucket(5, 10, LeakyMode::kShape)->with_name("b").value();
+  auto bigger = bucket.with_limit(20);
+  ASSERT_TRUE(bigger.ok());
+  EXPECT_EQ(bigger->limit(), 20);
+  EXPECT_EQ(bigger->rate(), 5);
+  EXPECT_EQ(bigger->leaky_mode(), LeakyMode::kShape);
+  EXPECT_EQ(bigger->name(), "b");
+}
+
+TEST(PolicyWithLimit, RaisingMidWindowKeepsTheCount) {
+  using namespace std::chrono_literals;
+  const int64_t t0 = 1'700'000'000'000'000;
+  for (auto make : {Policy::fixed_window, Policy::sliding_window_log, Policy::sliding_window_counter}) {
+    const Policy small = make(3, 60s)->with_name("tenant").value();
+    const Policy large = small.with_limit(5).value();
+    algo::AlgorithmState s = algo::fresh_state(small);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(algo::decide(small, s, t0 + i, 1, algo::Op::kAcquire).allowed);
+    EXPECT_FALSE(algo::decide(small, s, t0 + 3, 1, algo::Op::kAcquire).allowed);
+    EXPECT_EQ(algo::idle_at_us(small, s), algo::idle_at_us(large, s));
+    // The plan grows to 5: the 3 already counted stay counted, 2 more pass.
+    Decision d = algo::decide(large, s, t0 + 4, 1, algo::Op::kAcquire);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.limit, 5);
+    EXPECT_EQ(d.remaining, 1);
+    EXPECT_TRUE(algo::decide(large, s, t0 + 5, 1, algo::Op::kAcquire).allowed);
+    EXPECT_FALSE(algo::decide(large, s, t0 + 6, 1, algo::Op::kAcquire).allowed);
+  }
+  const Policy tb = Policy::token_bucket(1, 2)->with_name("tb").value();
+  algo::AlgorithmState s = algo::fresh_state(tb);
+  EXPECT_TRUE(algo::decide(tb, s, t0, 2, algo::Op::kAcquire).allowed);
+  const Policy tb4 = tb.with_limit(4).value();
+  EXPECT_EQ(algo::idle_at_us(tb, s), algo::idle_at_us(tb4, s));
+  Decision d = algo::decide(tb4, s, t0, 2, algo::Op::kAcquire);  // 2 taken of 4: 2 more fit
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+}
+
+TEST(PolicyWithLimit, RefusesWhatTheFactoriesRefuse) {
+  using namespace std::chrono_literals;
+  const Policy log = Policy::sliding_window_log(10, 60s)->with_name("log").value();
+  EXPECT_FALSE(log.with_limit(0).ok());
+  EXPECT_FALSE(log.with_limit(kMaxSlidingLogLimit + 1).ok());
+  EXPECT_FALSE(Policy::token_bucket(1, 2)->with_limit(kMaxLimit + 1).ok());
+  const Policy day = Policy::sliding_window_counter(10, 24h)->with_name("day").value();
+  EXPECT_FALSE(day.with_limit(200'000).ok());  // (L + 1) * W above 2^53 us
+  // Consistency settings are kept, and checked against the new capacity (lease_max <= limit).
+  ConsistencyOptions lease;
+  lease.mode = Consistency::kLease;
+  lease.lease_max = 50;
+  const Policy leased = Policy::fixed_window(100, 1s)->with_name("leased")->with_consistency(lease).value();
+  auto more = leased.with_limit(200);
+  ASSERT_TRUE(more.ok()) << more.status().to_string();
+  EXPECT_EQ(more->consistency(), lease);
+  EXPECT_FALSE(leased.with_limit(10).ok());
 }
 
 }  // namespace

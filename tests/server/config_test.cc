@@ -413,5 +413,33 @@ TEST(Reload, OnlyPoliciesAndLimitsMayChange) {
   EXPECT_NE(s.message().find("store"), std::string::npos);
 }
 
+
+TEST(Config, RequestLimitBoundsAPerRequestLimit) {
+  auto c = parse_config("policies:\n"
+                        "  plan: { algorithm: sliding_window_counter, limit: 100, window: 1m, request_limit: { min: 10, max: 5000 } }\n"
+                        "  bucket: { algorithm: token_bucket, rate: 10, burst: 20, request_limit: { max: 200 } }\n"
+                        "  fixed: { algorithm: fixed_window, limit: 5, window: 1s }\n",
+                        "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const auto& plan = c->policies.at("plan");
+  EXPECT_EQ(plan.request_limit_min, 10);
+  EXPECT_EQ(plan.request_limit_max, 5000);
+  EXPECT_EQ(c->policies.at("bucket").request_limit_min, 1);  // min defaults to 1
+  EXPECT_EQ(c->policies.at("bucket").request_limit_max, 200);
+  EXPECT_EQ(c->policies.at("fixed").request_limit_max, 0);  // absent: no per-request limit
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, request_limit: {min: 5}}}\n",
+               "cfg.yaml:1:", "'max' is required");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, request_limit: {min: 9, max: 5}}}\n",
+               "cfg.yaml:1:", "min (9) is above max (5)");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, request_limit: {max: 5, step: 1}}}\n",
+               "cfg.yaml:1:", "unknown key 'step'");
+  // The bounds must make valid policies: a sliding log holds at most 100,000 entries.
+  expect_error("policies: {a: {algorithm: sliding_window_log, limit: 1, window: 1s, request_limit: {max: 200000}}}\n",
+               "cfg.yaml:1:", "a limit of 200000 is not valid for this policy");
+  // Lease and async decide locally on slices of one limit: not combined with a per-request one.
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 10, window: 1s, consistency: lease, request_limit: {max: 50}}}\n",
+               "cfg.yaml:1:", "request_limit needs consistency: exact (the policy's is lease)");
+}
+
 }  // namespace
 }  // namespace ratelimit::server

@@ -82,7 +82,7 @@ TEST(RequestBody, MalformedInputIsRefusedPrecisely) {
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":1.5})"), "invalid_cost: 'cost' must be a whole number, got a number with a fraction or exponent");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":"1"})"), "invalid_cost: 'cost' must be a whole number, got a string");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":null})"), "invalid_cost: 'cost' must be a whole number, got null");
-  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost)");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost, limit)");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","x":[[[[[1]]]]]})").rfind("invalid_json", 0), 0u);  // too deep
 }
 
@@ -243,6 +243,29 @@ TEST(TrustedProxies, RefusesBadEntries) {
   EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/"})));
   EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/x"})));
   EXPECT_TRUE(static_cast<bool>(TrustedProxies::parse({"0.0.0.0/0", "::/0"})));
+}
+
+
+// "limit": the caller's own limit for one policy (its bounds are the policy's request_limit,
+// checked by the API, not here).
+TEST(RequestBody, OwnLimitForOnePolicy) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"({"key":"tenant:7","policy":"plan","limit":5000})", BodyKind::kDecision,
+                                 kBounds, r, e)) << e.message;
+  EXPECT_EQ(r.limit, 5000);
+  ASSERT_TRUE(parse_request_body(R"({"key":"tenant:7","policy":"plan"})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_EQ(r.limit, 0);  // reset from the previous parse: not given
+  EXPECT_EQ(refusal(R"({"key":"k","policies":["a","b"],"limit":5})"),
+            "invalid_request: 'limit' applies to one 'policy', not to 'policies'");
+  for (const char* bad : {R"({"key":"k","policy":"a","limit":0})", R"({"key":"k","policy":"a","limit":-3})",
+                          R"({"key":"k","policy":"a","limit":1.5})", R"({"key":"k","policy":"a","limit":"9"})",
+                          R"({"key":"k","policy":"a","limit":1000000001})",
+                          R"({"key":"k","policy":"a","limit":18446744073709551615})"}) {
+    EXPECT_EQ(refusal(bad), "invalid_limit: 'limit' must be a whole number between 1 and 1000000000") << bad;
+  }
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"a","limit":5})", BodyKind::kReset),
+            "invalid_request: unknown field 'limit' (allowed: key, policy)");
 }
 
 }  // namespace
