@@ -134,6 +134,12 @@ void append_json_string(std::string& out, std::string_view s);
 // [A-Za-z0-9_.:-] and come out unchanged.
 void append_sf_string(std::string& out, std::string_view s);
 
+// True when `name` can be an HTTP field name: a non-empty RFC 9110 token (tchar: letters,
+// digits and !#$%&'*+-.^_`|~). Every configured header name (ratelimitd's file, the
+// envoyproxy/ratelimit environment) is checked with this one function, so none can carry a
+// space, a colon or a CR/LF into a response.
+bool is_field_name(std::string_view name);
+
 // The reason phrase for the statuses this library and ratelimitd use ("Too Many Requests").
 std::string_view reason_phrase(unsigned status);
 

@@ -317,6 +317,16 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
+bool is_field_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string_view reason_phrase(unsigned status) {
   switch (status) {
     case 100: return "Continue";

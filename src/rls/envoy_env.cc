@@ -14,8 +14,29 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "ratelimit/http.h"
+
 namespace ratelimit::rls {
 namespace {
+
+// A value as a message can show it: control bytes (a CR/LF that was meant to split a header)
+// as \r, \n or \xHH, so the refusal itself stays one line.
+std::string printable(std::string_view v) {
+  std::string out;
+  static const char* hex = "0123456789abcdef";
+  for (const unsigned char c : v) {
+    if (c == '\r') out += "\\r";
+    else if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
 
 class Reader {
  public:
@@ -57,7 +78,7 @@ class Reader {
   }
 
   static Status bad(std::string_view name, std::string_view value, std::string_view why) {
-    return Status::invalid_argument(std::string(name) + ": '" + std::string(value) + "' " +
+    return Status::invalid_argument(std::string(name) + ": '" + printable(value) + "' " +
                                     std::string(why));
   }
 
@@ -246,17 +267,14 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
   RLS_TRY(r.text("LIMIT_LIMIT_HEADER", s.limit_limit_header));
   RLS_TRY(r.text("LIMIT_REMAINING_HEADER", s.limit_remaining_header));
   RLS_TRY(r.text("LIMIT_RESET_HEADER", s.limit_reset_header));
+  // Checked whether or not the headers are enabled: a value that could split a response is
+  // refused where it is set, not later when someone turns the headers on.
   for (auto [name, value] : {std::pair{"LIMIT_LIMIT_HEADER", &s.limit_limit_header},
                              std::pair{"LIMIT_REMAINING_HEADER", &s.limit_remaining_header},
                              std::pair{"LIMIT_RESET_HEADER", &s.limit_reset_header}}) {
-    if (!s.limit_response_headers_enabled) break;
-    bool token = !value->empty();
-    for (unsigned char c : *value) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
-      token = token && ok;
+    if (!http::is_field_name(*value)) {
+      return Reader::bad(name, *value, "is not a valid HTTP header name (an RFC 9110 token)");
     }
-    if (!token) return Reader::bad(name, *value, "is not a valid HTTP header name");
   }
   RLS_TRY(r.boolean("MERGE_DOMAIN_CONFIG", s.merge_domain_config));
   RLS_TRY(r.text("CACHE_KEY_PREFIX", s.cache_key_prefix));

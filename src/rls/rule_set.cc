@@ -18,6 +18,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "bounded_yaml.h"
 #include "ratelimit/store.h"
 
 // Assigns a Result's value to `lhs` or returns its error from the enclosing function.
@@ -332,6 +333,11 @@ class Loader {
   Status load_file(const SourceFile& f) {
     file_ = f.name;
     YAML::Node doc;
+    // Nesting, nodes and aliases are bounded before yaml-cpp builds (and we walk) the document:
+    // `metadata` is rendered as JSON, which expands every alias in it.
+    if (const auto refused = yaml::check_yaml_bounds(f.text)) {
+      return error(refused->line, "error loading config file: " + refused->reason);
+    }
     try {
       doc = YAML::Load(f.text);
     } catch (const YAML::Exception& e) {

@@ -18,6 +18,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "bounded_yaml.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/store.h"
 
@@ -401,17 +402,6 @@ Status parse_limits(const Parser& p, const YAML::Node& n, LimitsConfig& out) {
   return {};
 }
 
-// HTTP field-name token characters (RFC 9110 tchar).
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // `envoy_api`: how ShouldRateLimit answers (rls::ServiceOptions; envoyproxy/ratelimit's
 // environment variables of the same meaning in parentheses there).
 Status parse_envoy_api(const Parser& p, const YAML::Node& n, rls::ServiceOptions& out) {
@@ -432,7 +422,7 @@ Status parse_envoy_api(const Parser& p, const YAML::Node& n, rls::ServiceOptions
   for (const auto& [key, field] : names) {
     if (!n[key]) continue;
     RL_TRY_ASSIGN(*field, p.string(n[key], std::string("envoy_api.") + key));
-    if (!is_token(*field)) return p.error(n[key], std::string("envoy_api.") + key + " must be an HTTP header name");
+    if (!http::is_field_name(*field)) return p.error(n[key], std::string("envoy_api.") + key + " must be an HTTP header name");
   }
   if (const YAML::Node r = n["near_limit_ratio"]) {
     std::string text;
@@ -588,44 +578,12 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     }
     if (fa["key_header"]) {
       RL_TRY_ASSIGN(c.forward_auth_key_header, p.string(fa["key_header"], "forward_auth.key_header"));
-      if (!c.forward_auth_key_header.empty() && !is_token(c.forward_auth_key_header)) {
+      if (!c.forward_auth_key_header.empty() && !http::is_field_name(c.forward_auth_key_header)) {
         return p.error(fa["key_header"], "forward_auth.key_header must be an HTTP header name");
       }
     }
   }
   return c;
-}
-
-// yaml-cpp recurses once per nesting level with no bound of its own, so a file of a million
-// '[' would overflow the stack. Flow collections are counted here before yaml-cpp sees the
-// text (outside quoted scalars and comments); block nesting is bounded by the 1 MiB file size.
-constexpr int kMaxFlowDepth = 64;
-
-int flow_depth_exceeded_at(std::string_view text) {
-  int depth = 0, line = 1;
-  char quote = 0;
-  bool comment = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\n') {
-      ++line;
-      comment = false;
-      continue;
-    }
-    if (comment) continue;
-    if (quote != 0) {
-      if (c == quote) quote = 0;
-      continue;
-    }
-    if (c == '"' || c == '\'') quote = c;
-    else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) comment = true;
-    else if (c == '[' || c == '{') {
-      if (++depth > kMaxFlowDepth) return line;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return 0;
 }
 
 }  // namespace
@@ -665,9 +623,8 @@ Result<ListenAddress> parse_listen(std::string_view text) {
 
 Result<Config> parse_config(std::string_view yaml, std::string_view filename) {
   Parser p(filename);
-  if (const int line = flow_depth_exceeded_at(yaml); line != 0) {
-    return p.error(line, "nesting deeper than " + std::to_string(kMaxFlowDepth) + " levels");
-  }
+  // Nesting, nodes and aliases are bounded before yaml-cpp builds (and we walk) the document.
+  if (const auto refused = yaml::check_yaml_bounds(yaml)) return p.error(refused->line, refused->reason);
   try {
     YAML::Node root = YAML::Load(std::string(yaml));
     return parse_root(p, root, yaml, filename);

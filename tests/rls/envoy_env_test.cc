@@ -121,7 +121,24 @@ TEST(EnvoyEnv, BadValuesNameTheVariable) {
   EXPECT_EQ(error_of({{"NEAR_LIMIT_RATIO", "high"}}), "NEAR_LIMIT_RATIO: 'high' is not a number");
   EXPECT_EQ(error_of({{"NEAR_LIMIT_RATIO", "1.5"}}), "NEAR_LIMIT_RATIO: '1.5' must be between 0 and 1");
   EXPECT_EQ(error_of({{"LIMIT_RESPONSE_HEADERS_ENABLED", "true"}, {"LIMIT_RESET_HEADER", "Bad Header"}}),
-            "LIMIT_RESET_HEADER: 'Bad Header' is not a valid HTTP header name");
+            "LIMIT_RESET_HEADER: 'Bad Header' is not a valid HTTP header name (an RFC 9110 token)");
+  // Issue 23 item 5: a CR/LF meant to add a header is refused, named, and shown on one line,
+  // whether or not the headers are enabled yet.
+  for (const char* enabled : {"true", "false"}) {
+    EXPECT_EQ(error_of({{"LIMIT_RESPONSE_HEADERS_ENABLED", enabled},
+                        {"LIMIT_LIMIT_HEADER", "bad header\r\nX: y"}}),
+              "LIMIT_LIMIT_HEADER: 'bad header\\r\\nX: y' is not a valid HTTP header name (an RFC 9110 token)");
+    EXPECT_EQ(error_of({{"LIMIT_RESPONSE_HEADERS_ENABLED", enabled},
+                        {"LIMIT_REMAINING_HEADER", "X-Remaining\r\nSet-Cookie: a=b"}}),
+              "LIMIT_REMAINING_HEADER: 'X-Remaining\\r\\nSet-Cookie: a=b' is not a valid HTTP header name (an RFC 9110 token)");
+  }
+  EXPECT_EQ(error_of({{"LIMIT_RESET_HEADER", ""}}),
+            "LIMIT_RESET_HEADER: '' is not a valid HTTP header name (an RFC 9110 token)");
+  EXPECT_EQ(error_of({{"LIMIT_RESET_HEADER", "X:Reset"}}),
+            "LIMIT_RESET_HEADER: 'X:Reset' is not a valid HTTP header name (an RFC 9110 token)");
+  // Any value a refusal shows is one line.
+  EXPECT_EQ(error_of({{"SHADOW_MODE", "yes\nFAKE: log line"}}),
+            "SHADOW_MODE: 'yes\\nFAKE: log line' is not a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)");
   EXPECT_EQ(error_of({{"EXPIRATION_JITTER_MAX_SECONDS", "-1"}}),
             "EXPIRATION_JITTER_MAX_SECONDS: '-1' must be between 0 and 31622400");
   EXPECT_EQ(error_of({{"LOG_LEVEL", "loud"}}), "LOG_LEVEL: 'loud' must be DEBUG, INFO, WARN or ERROR");

@@ -6,13 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
+#include <sys/resource.h>
 #include <sys/wait.h>
+
+#include "../yaml/alias_bomb.h"
 
 namespace ratelimit::rls {
 namespace {
@@ -129,9 +133,36 @@ TEST(EnvoyStartup, RatelimitdEnvoyEnvCheck) {
   std::tie(rc, out) = run(env + "MERGE_DOMAIN_CONFIG=true " + bin + " --envoy-env --check");
   EXPECT_EQ(rc, 0) << out;
 
+  // Issue 23 item 5: a header name with a CR/LF is refused at start, exit 2, naming the variable.
+  std::tie(rc, out) = run(env + "LIMIT_RESPONSE_HEADERS_ENABLED=true LIMIT_LIMIT_HEADER=\"$(printf 'bad header\\r\\nX: y')\" " +
+                          bin + " --envoy-env --check");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("LIMIT_LIMIT_HEADER: 'bad header\\r\\nX: y' is not a valid HTTP header name"),
+            std::string::npos) << out;
+
   std::tie(rc, out) = run(env + bin + " --envoy-env --config x.yaml --check");
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("--envoy-env takes its settings from the environment"), std::string::npos);
+}
+
+// Issue 23 item 3: the review's alias bomb in `metadata` took `--envoy-env --check` past 490 MB
+// in 25 s. Now it is refused with its file and line, at once, in a few MB.
+TEST(EnvoyStartup, AnAliasBombIsRefusedFastAndSmall) {
+  Dir d;
+  d.write("bomb.yaml", testing_yaml::envoy_metadata_bomb());
+  const std::string bin = std::string(RATELIMIT_BIN_DIR) + "/ratelimitd";
+  const std::string env = "env -i RUNTIME_ROOT=" + d.root.string() + " RUNTIME_SUBDIRECTORY=ratelimit ";
+  const auto t0 = std::chrono::steady_clock::now();
+  // A virtual-memory cap makes the old behaviour fail fast instead of eating the machine.
+  auto [rc, out] = run("ulimit -v 1000000; " + env + "timeout 20 " + bin + " --envoy-env --check");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("bomb.yaml:12: error loading config file: YAML aliases expand the document "
+                     "to more than 1000000 nodes"), std::string::npos) << out;
+  EXPECT_LT(took, std::chrono::seconds(3));
+  struct rusage ru {};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &ru), 0);
+  EXPECT_LT(ru.ru_maxrss, 100 * 1024) << "KiB: the largest child (ratelimitd) peaked there";
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "../yaml/alias_bomb.h"
+
 namespace ratelimit::rls {
 namespace {
 
@@ -639,6 +641,23 @@ TEST(RuleSetLoad, ABadFileRefusesTheWholeSet) {
   auto r = RuleSet::load(files, {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message().rfind("/cfg/bad.yaml:4: invalid rate limit unit 'sec'", 0), 0u)
+      << r.status().message();
+}
+
+// Issue 23 item 3: `metadata` is free-form and rendered as JSON, which expanded the 9^9 nodes of
+// a 400-byte alias bomb (490 MB, 25 s). Refused at the alias that crosses the bound.
+TEST(RuleSetLoad, AnAliasBombInMetadataIsRefusedWithItsLine) {
+  const std::string bomb = testing_yaml::envoy_metadata_bomb();
+  const std::string msg = load_error({bomb});
+  EXPECT_EQ(msg.rfind("f1.yaml:12: error loading config file: YAML aliases expand the document", 0), 0u)
+      << msg;
+  // The same for a domain of ratelimitd's own file (a list item keeps the document's lines).
+  std::vector<SourceFile> files{{"own.yaml", "domains:\n  - domain: bomb\n    metadata_anchor:\n" +
+                                                 testing_yaml::alias_bomb_lines(6),
+                                 "domains", 0}};
+  auto r = RuleSet::load(files);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("own.yaml:10: error loading config file: YAML aliases", 0), 0u)
       << r.status().message();
 }
 

@@ -3,6 +3,7 @@
 // duplicate names), plus command-line overrides and what a reload may change.
 #include <gtest/gtest.h>
 
+#include "../yaml/alias_bomb.h"
 #include "config.h"
 
 namespace ratelimit::server {
@@ -329,6 +330,21 @@ TEST(Config, HeaderSetAndProblemJson) {
   auto next = parse_config(base + "headers: none\nproblem_json: true\n", "cfg.yaml");
   ASSERT_TRUE(next);
   EXPECT_TRUE(check_reloadable(*d, *next).is_ok());
+}
+
+// Issue 23 item 3: the alias bomb under `domains:` (and anywhere else in the file) is refused
+// with its line before anything walks the document.
+TEST(Config, AnAliasBombIsRefusedWithItsLine) {
+  const std::string yaml = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n"
+                           "grpc_listen: 127.0.0.1:0\n"
+                           "domains:\n"
+                           "  - domain: bomb\n"
+                           "    descriptors:\n"
+                           "      - key: k\n"
+                           "        rate_limit: {unit: second, requests_per_unit: 1}\n"
+                           "        metadata:\n" +
+                           testing_yaml::alias_bomb_lines(10);
+  expect_error(yaml, "cfg.yaml:15: ", "YAML aliases expand the document to more than 1000000 nodes");
 }
 
 TEST(Config, DeepNestingIsRefusedBeforeYamlCppRecurses) {
