@@ -22,7 +22,9 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
   d.limit = limit;
   if (policy.counts_every_hit()) {
     // envoyproxy/ratelimit: INCRBY cost, then admitted iff the count after it is <= limit.
-    // Denied hits count too; a count past limit + 1 decides like limit + 1, so it stops there.
+    // Denied hits count too, all of them: one counter serves every limit of its descriptor (a
+    // request's override beside the configured limit, a reload's new limit), so the count is
+    // never cut at a limit. It stays below 2^53 (exact in Lua) for any traffic a window sees.
     const int64_t after = count + cost;
     d.reset_after = Micros{after > 0 ? until_end : 0};
     if (after <= limit) {
@@ -35,7 +37,7 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
       d.reason = DecisionReason::kOverLimit;
       d.retry_after = Micros{until_end};
     }
-    if (op == Op::kAcquire && cost > 0) s = {start, std::min(after, limit + 1)};
+    if (op == Op::kAcquire && cost > 0) s = {start, std::min(after, kMaxEveryHitCount)};
     return d;
   }
   if (cost > limit) {

@@ -187,6 +187,18 @@ bool is_yaml_bool(const std::string& s, bool& v) {
   return false;
 }
 
+// envoyproxy/ratelimit's counter for a rule of `rpu` per `unit` (the default, and every
+// request's limit override): one counter per (cache key, window), whatever the limit — so an
+// override and the configured limit count together, and a reload that changes
+// requests_per_unit keeps the window's count. The policy's name, which names its state in
+// every store, therefore carries the unit and not the limit (stores apply the latest
+// parameters seen under a name to its state).
+Result<Policy> envoy_counter(int64_t rpu, Unit unit) {
+  auto p = Policy::fixed_window_every_hit(rpu, Micros{unit_seconds(unit) * 1'000'000});
+  if (!p) return p.status();
+  return p->with_name(std::string("rls:every_hit:") + unit_name(unit));
+}
+
 }  // namespace
 
 int64_t unit_seconds(Unit unit) {
@@ -582,7 +594,10 @@ class Loader {
     const int64_t rpu = r->requests_per_unit;
     Result<Policy> policy = Status::internal("unset");
     if (!alg) {
-      policy = Policy::fixed_window_every_hit(rpu, Micros{window_us});
+      policy = envoy_counter(rpu, r->unit);
+      if (!policy) return error(rl, "rate_limit: " + policy.status().message());
+      r->policy = *policy;
+      return r;
     } else {
       std::string alg_name;
       RL_ASSIGN(alg_name, string(alg, "algorithm"));
@@ -663,7 +678,7 @@ std::string RuleSet::dump() const {
     out += r->shadow_mode ? ", shadow_mode: true" : ", shadow_mode: false";
     out += r->quota_mode ? ", quota_mode: true" : ", quota_mode: false";
     if (r->unlimited) out += ", unlimited: true";
-    if (r->policy && r->policy->name().rfind("rls:fixed_window_every_hit", 0) != 0) {
+    if (r->policy && !r->policy->counts_every_hit()) {
       out += ", algorithm: ";
       out += algorithm_name(r->policy->algorithm());
     }
@@ -719,11 +734,9 @@ Status RuleSet::resolve(std::string_view domain, std::span<const Descriptor> des
       r.requests_per_unit = desc.limit->requests_per_unit;
       r.unit = *unit;
       r.full_key = descriptor_key(domain, desc.entries);
-      auto p = Policy::fixed_window_every_hit(r.requests_per_unit,
-                                              Micros{unit_seconds(*unit) * 1'000'000});
+      auto p = envoy_counter(r.requests_per_unit, *unit);
       if (!p) return p.status();
-      auto named = p->with_name("rls:" + p->name());
-      r.policy = named ? *named : *p;
+      r.policy = *p;
       a.stats_key = r.full_key;
       a.override_rule = std::move(r);
     } else {

@@ -270,6 +270,47 @@ TEST(RateLimitService, LimitOverride) {
   EXPECT_EQ(f.call.status.code(), StatusCode::kInvalidArgument);
 }
 
+// Issue 23 item 6: envoyproxy/ratelimit keeps one counter per (domain, entries as sent,
+// window): a request's limit override counts together with the configured limit of the same
+// entries, and a reload that changes requests_per_unit keeps the window's count.
+TEST(RateLimitService, AnOverrideCountsOnTheConfiguredLimitsCounter) {
+  Fixture f;
+  auto ask = [&](std::optional<uint32_t> override_rpu) -> const DescriptorStatus& {
+    f.call.request.clear();
+    f.call.request.domain = "edge";
+    RequestDescriptor d;
+    d.entries.push_back({"user", "carol"});
+    if (override_rpu) d.limit = LimitOverride{*override_rpu, 2};  // per minute, as configured
+    f.call.request.descriptors.push_back(d);
+    EXPECT_TRUE(f.service->should_rate_limit(f.call));
+    return f.call.response.statuses[0];
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(ask(std::nullopt).code, Code::kOk) << i;  // 3 of 3
+  EXPECT_EQ(ask(std::nullopt).code, Code::kOverLimit);                          // 4th hit
+  // The override of 10 sees the 4 hits already counted: 6 more, not 10.
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(ask(10).code, Code::kOk) << i;
+  EXPECT_EQ(ask(10).code, Code::kOverLimit);
+  EXPECT_EQ(ask(10).limit_remaining, 0u);
+}
+
+TEST(RateLimitService, AReloadChangingTheLimitKeepsTheWindowsCount) {
+  Fixture f;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(f.ask({{"user", "dave"}}).response.overall_code, Code::kOk);
+  std::ofstream(f.dir.path() / "config.yaml") << "domain: edge\ndescriptors:\n  - key: user\n"
+                                                  "    rate_limit: { unit: minute, requests_per_unit: 5 }\n";
+  ASSERT_TRUE(f.source.reload().status.is_ok());
+  f.service->refresh();
+  EXPECT_EQ(f.ask({{"user", "dave"}}).response.statuses[0].limit_remaining, 1u);  // 4 of 5
+  EXPECT_EQ(f.ask({{"user", "dave"}}).response.overall_code, Code::kOk);          // 5 of 5
+  EXPECT_EQ(f.ask({{"user", "dave"}}).response.overall_code, Code::kOverLimit);
+  // A different unit is a different window, so a different counter (as there).
+  std::ofstream(f.dir.path() / "config.yaml") << "domain: edge\ndescriptors:\n  - key: user\n"
+                                                  "    rate_limit: { unit: hour, requests_per_unit: 5 }\n";
+  ASSERT_TRUE(f.source.reload().status.is_ok());
+  f.service->refresh();
+  EXPECT_EQ(f.ask({{"user", "dave"}}).response.statuses[0].limit_remaining, 4u);
+}
+
 TEST(RateLimitService, RefusedRequests) {
   Fixture f;
   f.call.request.clear();

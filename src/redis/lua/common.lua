@@ -9,6 +9,7 @@
 -- Redis truncates returned Lua numbers to integers: decisions are returned as integers only.
 
 local kUnit = 1000000  -- micro-units per unit (algorithms.h kUnit)
+local kMaxEveryHitCount = 4503599627370496  -- 2^52, policy.h kMaxEveryHitCount
 
 local kAcquire = 0     -- algo::Op
 local kPeek = 1

@@ -111,8 +111,9 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
     return
   end
   if policy.every_hit then
-    -- count after = r; a count past limit + 1 decides like limit + 1, so it stops there.
-    if r > limit + 1 then redis.call('HINCRBY', key, field, int(limit + 1 - r)) end
+    -- count after = r, never cut at a limit (one counter serves every limit of a descriptor);
+    -- it stops at kMaxEveryHitCount as in src/core.
+    if r > kMaxEveryHitCount then redis.call('HINCRBY', key, field, int(kMaxEveryHitCount - r)) end
     if cost > limit then
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kExceedsCapacity, 0, until_end, 0
     else
@@ -168,7 +169,7 @@ function fixed_window.decide(policy, s, now_us, cost, op)
       d.retry_after = until_end
     end
     if op == kAcquire and cost > 0 then
-      s.window_start_us, s.count, s.dirty = start, math.min(after, limit + 1), true
+      s.window_start_us, s.count, s.dirty = start, math.min(after, kMaxEveryHitCount), true
     end
     return d
   end
