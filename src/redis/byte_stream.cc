@@ -71,6 +71,11 @@ class PlainStream final : public ByteStream, public std::enable_shared_from_this
     socket_.close(ignored);
   }
 
+  bool has_unread_bytes() const override {
+    boost::system::error_code ec;
+    return socket_.is_open() && socket_.available(ec) > 0 && !ec;
+  }
+
  private:
   asio::generic::stream_protocol::socket socket_;
   asio::ip::tcp::resolver resolver_;

@@ -56,6 +56,10 @@ class ByteStream {
   virtual void async_read_some(boost::asio::mutable_buffer into, IoHandler done) = 0;
   // Cancels everything pending; no further I/O.
   virtual void close() = 0;
+  // True when bytes from the server are waiting to be read (in the kernel's receive buffer,
+  // or decrypted but unread): a reply has arrived even if no read handler has seen it yet.
+  // The connection asks this before it declares a command timed out (issue 23 item 7).
+  virtual bool has_unread_bytes() const = 0;
 };
 
 // Makes the stream for one connection attempt, on `io`.

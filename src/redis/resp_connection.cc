@@ -176,7 +176,9 @@ void RespConnection::become_ready() {
 
 bool RespConnection::submit(std::string_view command, ReplyCallback& done,
                             std::string_view prelude) {
-  const auto deadline = steady_clock::now() + config_->command_timeout;
+  // The command's time starts when it is handed to the socket (do_write), not here: a command
+  // waiting for a busy or starved I/O thread has not been asked of Redis yet (issue 23 item 7).
+  const auto deadline = SteadyTime::max();
   {
     std::lock_guard lock(mu_);
     if (state_ != State::kReady) return false;
@@ -220,6 +222,12 @@ void RespConnection::do_write() {
     if (state_ != State::kReady && state_ != State::kConnecting) return;
     write_buf_.clear();
     write_buf_.swap(out_);
+    // The commands written now (the last unsent_ of pending_) start their timeout; handshake
+    // steps keep the connection's deadline.
+    const auto deadline = steady_clock::now() + config_->command_timeout;
+    for (size_t k = pending_.size() - unsent_; k < pending_.size(); ++k) {
+      if (pending_[k].deadline == SteadyTime::max()) pending_[k].deadline = deadline;
+    }
     unanswered_ += unsent_;
     unsent_ = 0;
     writing_ = true;
@@ -353,6 +361,25 @@ void RespConnection::on_tick() {
     fail(Status::deadline_exceeded("connecting to " + config_->display + " took longer than " +
                                    std::to_string(config_->connect_timeout.count()) + " ms"));
   } else if (late) {
+    // Not yet a timeout: this thread may have been starved while the reply arrived (issue 23
+    // item 7: under load, a healthy Redis was declared silent and decisions failed open). A
+    // reply already read but not yet handled is in a handler queued before this post; one still
+    // in the socket shows as unread bytes. Only when neither is there did Redis not answer.
+    asio::post(io_, [self = shared_from_this(), gen = gen_] { self->confirm_late(gen); });
+    return;  // confirm_late re-arms the tick
+  }
+  arm_tick();
+}
+
+void RespConnection::confirm_late(uint64_t gen) {
+  if (gen != gen_) return arm_tick();
+  bool late = false;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kClosed) return;
+    late = !pending_.empty() && pending_.front().deadline <= steady_clock::now();
+  }
+  if (late && !(stream_ && stream_->has_unread_bytes())) {
     fail(Status::deadline_exceeded("Redis at " + config_->display + " did not answer within " +
                                    std::to_string(config_->command_timeout.count()) + " ms"));
   }

@@ -18,7 +18,10 @@
 //   - every submitted callback is called exactly once: with a reply, or with an error status
 //     when the connection fails, times out or closes (then `reply` is null);
 //   - a command not answered within its deadline fails the whole connection (later replies
-//     are queued behind it), which reconnects with exponential backoff;
+//     are queued behind it), which reconnects with exponential backoff. The deadline runs from
+//     when the command is handed to the socket, and a command is declared unanswered only when
+//     no reply is waiting in the socket or in the I/O thread's queue: a starved I/O thread
+//     never times out a reply that already arrived;
 //   - a connection is "ready" only after AUTH, SELECT and every handshake step of its config
 //     (the invoker's SCRIPT LOADs, for instance) have succeeded; submit() refuses otherwise, so
 //     callers fail fast or go elsewhere;
@@ -133,6 +136,9 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   void fail(Status why);
   void arm_tick();
   void on_tick();
+  // A command is past its deadline: fail the connection unless its reply is in fact waiting
+  // (queued for the read handler, or unread in the socket). Re-arms the tick.
+  void confirm_late(uint64_t gen);
 
   boost::asio::io_context& io_;
   const std::shared_ptr<const ConnectionConfig> config_;

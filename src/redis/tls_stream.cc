@@ -93,6 +93,14 @@ class TlsStream final : public ByteStream, public std::enable_shared_from_this<T
     stream_.lowest_layer().close(ignored);
   }
 
+  bool has_unread_bytes() const override {
+    // Decrypted bytes OpenSSL holds, or encrypted ones still in the kernel.
+    auto& self = const_cast<ssl::stream<asio::ip::tcp::socket>&>(stream_);
+    if (SSL_pending(self.native_handle()) > 0) return true;
+    boost::system::error_code ec;
+    return self.lowest_layer().is_open() && self.lowest_layer().available(ec) > 0 && !ec;
+  }
+
  private:
   Status prepare(const std::string& name) {
     SSL* ssl = stream_.native_handle();
