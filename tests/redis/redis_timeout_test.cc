@@ -116,16 +116,15 @@ TEST(RedisTimeout, AReplyThatArrivedWhileTheThreadWasBlockedIsTakenNotTimedOut) 
 // open once it passes.
 TEST(RedisTimeout, ARedisPausedLongerThanTheTimeoutStillTimesOut) {
   RedisServer server;
-  ASSERT_TRUE(server.start().is_ok());
+  ASSERT_TRUE(server.start(0, {"--enable-debug-command", "local"}).is_ok());  // DEBUG SLEEP
   auto store = must_connect(one_thread_options(server, milliseconds(100)));
   ASSERT_NE(store, nullptr);
   const Policy p = named(Policy::fixed_window(1000, std::chrono::seconds(60)), "paused");
   ASSERT_EQ(store->acquire(p, "warm")->reason, DecisionReason::kWithinLimit);
-  std::thread pauser([&] {
-    auto c = RedisClient::connect(server.url());
-    if (c.ok()) (void)c->command({"DEBUG", "SLEEP", "0.6"});
-  });
-  std::this_thread::sleep_for(milliseconds(50));
+  auto pause_client = RedisClient::connect(server.url());
+  ASSERT_TRUE(pause_client.ok());
+  std::thread pauser([&] { (void)pause_client->command({"DEBUG", "SLEEP", "0.6"}); });
+  std::this_thread::sleep_for(milliseconds(50));  // DEBUG SLEEP reaches Redis first
   const auto t0 = steady_clock::now();
   auto d = store->acquire(p, "k");
   const auto took = steady_clock::now() - t0;
@@ -142,13 +141,15 @@ TEST(RedisTimeout, ARedisPausedLongerThanTheTimeoutStillTimesOut) {
 // 10 and nothing is answered by the failure policy.
 TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
   RedisServer server;
-  ASSERT_TRUE(server.start().is_ok());
+  ASSERT_TRUE(server.start(0, {"--enable-debug-command", "local"}).is_ok());  // DEBUG SLEEP
   RedisStoreOptions o = one_thread_options(server, milliseconds(250));
   o.connections = 4;
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
   const Policy p = named(Policy::sliding_window_log(10, std::chrono::seconds(60)), "stress");
 
+  auto pause_client = RedisClient::connect(server.url());
+  ASSERT_TRUE(pause_client.ok());
   std::atomic<bool> stop{false};
   std::vector<std::thread> hogs;
   const unsigned n = 2 * std::max(1u, std::thread::hardware_concurrency());
@@ -163,17 +164,22 @@ TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
   int round = 0;
   for (; round < 24 && steady_clock::now() - started < std::chrono::seconds(40); ++round) {
     std::thread pauser;
-    if (round % 2 == 1) {
-      pauser = std::thread([&] {
-        auto c = RedisClient::connect(server.url());
-        std::this_thread::sleep_for(milliseconds(5));
-        if (c.ok()) (void)c->command({"DEBUG", "SLEEP", "0.1"});
-      });
+    const bool paused = round % 2 == 1;
+    if (paused) {
+      // Connected before the round; DEBUG SLEEP sent just before it, so the round's calls reach
+      // a Redis that answers nothing for 100 ms.
+      pauser = std::thread([&pause_client] { (void)pause_client->command({"DEBUG", "SLEEP", "0.1"}); });
+      std::this_thread::sleep_for(milliseconds(2));
     }
+    const auto t0 = steady_clock::now();
     auto r = fire(200, 50, [&](auto done) {
       store->acquire_async(p, "round" + std::to_string(round), 1, std::move(done));
     });
+    const auto took = steady_clock::now() - t0;
     if (pauser.joinable()) pauser.join();
+    if (paused) {
+      EXPECT_GE(took, milliseconds(80)) << "round " << round << ": the pause missed it";
+    }
     EXPECT_TRUE(r.finished) << "round " << round;
     EXPECT_EQ(r.allowed, 10) << "round " << round;
     EXPECT_EQ(r.failed + r.errors, 0) << "round " << round;
