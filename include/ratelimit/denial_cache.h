@@ -21,7 +21,8 @@
 // What is never cached: admissions; kExceedsCapacity denials (nothing to wait for); the
 // failure policy's answers (kStoreFailedOpen / kStoreFailedClosed: the store did not decide);
 // policies in count-denied mode or counting every hit (every attempt must reach the store to be
-// counted), and cost 0 (a check) — those calls pass straight through.
+// counted; every-hit policies unless options.remember_every_hit), and cost 0 (a check) — those
+// calls pass straight through.
 //
 // What a cached answer contains, at time now, for a denial remembered at time t:
 //   allowed = false, reason = kOverLimit, limit = the policy's, delay = 0,
@@ -79,6 +80,13 @@ struct DenialCacheOptions {
   // Tests pass a ManualClock (the same one as the inner MemoryStore's, to compare answers).
   // Not owned; must outlive the cache.
   const Clock* clock = nullptr;
+  // Remember the denials of policies counting every hit (Policy::fixed_window_every_hit) too,
+  // as envoyproxy/ratelimit's local cache (LOCAL_CACHE_SIZE_IN_BYTES) does: while a denial is
+  // remembered, the hits it answers are not counted in the store — envoyproxy/ratelimit's
+  // behaviour, and the point (an over-limit key costs the store nothing until its window
+  // ends). The decisions stay exact: a denied every-hit key stays denied for the rest of its
+  // window whatever is counted. Default false (every attempt reaches the store).
+  bool remember_every_hit = false;
 };
 
 // Monotonic counters since construction, for /metrics (entries is a gauge).

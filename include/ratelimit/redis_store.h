@@ -82,6 +82,19 @@ struct RedisTlsOptions {
 // Everything configurable, with defaults. A config file maps onto these one to one:
 //   store: { type: redis, url: ..., connections: 4, connect_timeout: 1s,
 //            command_timeout: 250ms, on_failure: open, key_prefix: "rl:" }
+// Where the counters of Policy::fixed_window_every_hit policies (envoyproxy/ratelimit's
+// counter) live in Redis. Every other policy always uses the native layout.
+enum class RedisKeyLayout : uint8_t {
+  // key_prefix + "{" + key + "}:" + policy name: one hash per key, decided by the Lua library.
+  kNative,
+  // envoyproxy/ratelimit's own: key + the window's start in Unix seconds (this host's clock),
+  // a plain integer, INCRBY hits then EXPIRE <window seconds>; no key_prefix. Instances of
+  // envoyproxy/ratelimit and ratelimitd then share one count per descriptor and window, so a
+  // fleet can migrate one instance at a time (src/redis/envoy_counter.h). Calls that decide
+  // several keys all or nothing (acquire_all, kAllOrNothing) keep the native layout.
+  kEnvoy,
+};
+
 struct RedisStoreOptions {
   // `redis://[user:password@]host:port[/db]` (host may be a name, an IPv4 address or a
   // bracketed IPv6 address; port defaults to 6379, db to 0) or `unix:///path/to/socket`
@@ -144,6 +157,9 @@ struct RedisStoreOptions {
   // Prepended to every Redis key; lets several deployments share one Redis. At most 128
   // bytes, and without '{' or '}' (they would change the hash tag). Default "rl:".
   std::string key_prefix = "rl:";
+
+  // Where every-hit counters live (see RedisKeyLayout). Default kNative.
+  RedisKeyLayout key_layout = RedisKeyLayout::kNative;
 
   // connect() waits for the first connection and fails (kUnavailable, kDeadlineExceeded,
   // or kInvalidArgument for refused credentials) when it cannot be made, so a wrong URL is
@@ -287,6 +303,12 @@ class RedisStore final : public Store, public SharedCounts {
   // The most recent failure of any connection (OK when none has failed since it was last
   // ready): for health checks and logs. Never contains the password.
   Status last_error() const;
+  // OK when a decision for any key can reach Redis now; otherwise why not (kUnavailable, or the
+  // connections' last error). One server: a connection is ready. A cluster: every slot is
+  // served by a master with a ready connection and no CLUSTERDOWN came in the last second — so
+  // a killed master, a failover window and cluster_state:fail all show (readiness, the outage
+  // log). Thread-safe.
+  Status serving() const;
   // The maxmemory-policy of the server(s), as INFO reports it ("noeviction", "allkeys-lru",
   // ...): the most recent one that is not noeviction if any node has one, else "noeviction";
   // empty until a connection has read it.

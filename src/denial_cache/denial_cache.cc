@@ -290,9 +290,12 @@ struct DenialCache::Core {
 
 namespace {
 
-// A policy whose denied requests change state (count-denied mode, every-hit counting): every
+// A policy whose denied requests change state (count-denied mode, every-hit counting unless
+// the options say to remember its denials as envoyproxy/ratelimit's local cache does): every
 // request must reach the store.
-bool counts_denials(const Policy& p) { return p.count_denied() || p.counts_every_hit(); }
+bool counts_denials(const DenialCacheOptions& o, const Policy& p) {
+  return p.count_denied() || (p.counts_every_hit() && !o.remember_every_hit);
+}
 
 // Cost 0 (a check that counts nothing) and invalid input go to the store.
 bool cacheable_input(std::string_view key, int64_t cost) {
@@ -339,8 +342,8 @@ template <typename Inner>
 void decide_async(const std::shared_ptr<DenialCache::Core>& core, const Policy& policy,
                   std::string_view key, int64_t cost, DecisionCallback done,
                   Inner inner) {
-  if (counts_denials(policy) || !cacheable_input(key, cost)) {
-    if (counts_denials(policy)) DenialCache::Core::bump(core->bypassed);
+  if (counts_denials(core->options, policy) || !cacheable_input(key, cost)) {
+    if (counts_denials(core->options, policy)) DenialCache::Core::bump(core->bypassed);
     return inner(std::move(done));
   }
   const int64_t now = core->clock->now().count();
@@ -363,8 +366,8 @@ void decide_async(const std::shared_ptr<DenialCache::Core>& core, const Policy& 
 template <typename Inner>
 Result<Decision> decide_sync(DenialCache::Core& core, const Policy& policy, std::string_view key,
                              int64_t cost, Inner inner) {
-  if (counts_denials(policy) || !cacheable_input(key, cost)) {
-    if (counts_denials(policy)) DenialCache::Core::bump(core.bypassed);
+  if (counts_denials(core.options, policy) || !cacheable_input(key, cost)) {
+    if (counts_denials(core.options, policy)) DenialCache::Core::bump(core.bypassed);
     return inner();
   }
   const int64_t now = core.clock->now().count();
@@ -411,7 +414,7 @@ void DenialCache::acquire_all_async(std::span<const Policy> policies, std::strin
                                     int64_t cost, DecisionsCallback done) {
   const bool valid = validate_acquire_all(policies, key, cost).is_ok();
   const bool counts = std::any_of(policies.begin(), policies.end(),
-                                  [](const Policy& p) { return counts_denials(p); });
+                                  [&](const Policy& p) { return counts_denials(core_->options, p); });
   if (!valid || counts) {
     if (counts) Core::bump(core_->bypassed);
     return inner_->acquire_all_async(policies, key, cost, std::move(done));
@@ -462,7 +465,7 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   }
   const bool group = atomicity == Atomicity::kAllOrNothing && ops.size() > 1;
   const bool counts = std::any_of(ops.begin(), ops.end(),
-                                  [](const StoreOp& op) { return counts_denials(*op.policy); });
+                                  [&](const StoreOp& op) { return counts_denials(core_->options, *op.policy); });
   if (group && counts) {
     Core::bump(core_->bypassed);
     return inner_->decide_many_async(ops, atomicity, std::move(done));
@@ -482,7 +485,7 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   size_t hits = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const StoreOp& op = ops[i];
-    const bool counts_op = counts_denials(*op.policy);
+    const bool counts_op = counts_denials(core_->options, *op.policy);
     if (counts_op || !cacheable_input(op.key, op.cost)) {
       if (counts_op) Core::bump(core_->bypassed);
       known.push_back({std::string(), PolicyParams{}, 0, op.cost, i});

@@ -301,7 +301,14 @@ void ClusterRouter::on_reply(const RoutedPtr& c, const Status& error, const redi
     }
     const bool down = text.starts_with("CLUSTERDOWN");
     if (down || text.starts_with("TRYAGAIN")) {
-      if (down) request_refresh();
+      if (down) {
+        {
+          std::lock_guard lock(mu_);
+          cluster_down_ = Status::unavailable("Redis Cluster answered: " + std::string(text));
+          cluster_down_at_ = steady_clock::now();
+        }
+        request_refresh();
+      }
       return retry_later(c, Status::unavailable("Redis Cluster answered: " + std::string(text)));
     }
   }
@@ -506,6 +513,31 @@ size_t ClusterRouter::ready_connections() const {
   size_t n = 0;
   for (NodePool* p : masters_) n += p->ready_connections();
   return n;
+}
+
+Status ClusterRouter::serving() const {
+  std::lock_guard lock(mu_);
+  if (!have_map_) {
+    if (!topology_error_.is_ok()) return topology_error_;
+    return Status::unavailable("the Redis Cluster's slot map has not been read yet");
+  }
+  if (!cluster_down_.is_ok() && steady_clock::now() - cluster_down_at_ < std::chrono::seconds(1)) {
+    return cluster_down_;
+  }
+  // Every slot needs a master with a ready connection: report the first range that has none.
+  for (int s = 0; s < kSlotCount; ++s) {
+    NodePool* p = slots_[static_cast<size_t>(s)].load(std::memory_order_acquire);
+    if (p != nullptr && p->ready_connections() > 0) continue;
+    int last = s;
+    while (last + 1 < kSlotCount &&
+           slots_[static_cast<size_t>(last + 1)].load(std::memory_order_acquire) == p) {
+      ++last;
+    }
+    const std::string range = "slots " + std::to_string(s) + "-" + std::to_string(last);
+    if (p == nullptr) return Status::unavailable(range + " are served by no Redis Cluster node");
+    return Status::unavailable(range + ": " + p->not_ready_error().message());
+  }
+  return {};
 }
 
 Status ClusterRouter::last_error() const {

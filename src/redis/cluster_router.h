@@ -70,6 +70,7 @@ class ClusterRouter final : public Router {
   Status wait_ready(std::chrono::milliseconds timeout) override;
   size_t ready_connections() const override;
   Status last_error() const override;
+  Status serving() const override;
   void close() override;
 
  private:
@@ -103,6 +104,8 @@ class ClusterRouter final : public Router {
   std::vector<NodePool*> masters_;                          // of the latest map
   std::set<std::shared_ptr<boost::asio::steady_timer>> retry_timers_;
   Status topology_error_;  // why the latest read failed (OK after a success)
+  Status cluster_down_;    // the latest CLUSTERDOWN (or a slot given up on), and when
+  std::chrono::steady_clock::time_point cluster_down_at_{};
   bool have_map_ = false;
   bool closing_ = false;
 

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "envoy_counter.h"
 #include "hash_slot.h"
 #include "router.h"
 #include "script_codec.h"
@@ -182,11 +183,38 @@ struct RedisStore::Impl {
     });
   }
 
+  bool envoy_layout(const Policy& policy) const {
+    return options.key_layout == RedisKeyLayout::kEnvoy && policy.counts_every_hit();
+  }
+
+  // One decision on envoyproxy/ratelimit's counter (envoy_counter.h): its own command, not a
+  // script of the library. The window is this host's clock's, as there.
+  void decide_envoy(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
+                    DecisionCallback done) {
+    const int64_t now = (options.test_clock != nullptr ? options.test_clock
+                                                       : &SystemClock::instance())->now().count();
+    const std::string redis_key = envoy_counter_key(key, policy, now);
+    const int slot = router->routes_by_slot() ? key_hash_slot(redis_key) : kAnySlot;
+    auto command = std::make_shared<const std::string>(
+        envoy_counter_command(redis_key, policy, cost, op));
+    const int64_t limit = policy.limit();
+    router->send(slot, std::move(command),
+                 [this, policy, cost, op, now, limit, done = std::move(done)](
+                     const Status& error, const redisReply* reply) {
+                   if (!error.is_ok()) return done(fail_decisions(error, {&limit, 1}).front());
+                   auto d = envoy_counter_decision(reply, policy, cost, op, now);
+                   if (!d.ok()) return done(fail_decisions(d.status(), {&limit, 1}).front());
+                   counters.commands.fetch_add(1, std::memory_order_relaxed);
+                   done(*d);
+                 });
+  }
+
   // One decision, batched by the invoker with whatever else is queued.
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
               DecisionCallback done) {
     if (Status s = validate_key(key); !s.is_ok()) return done(s);
     if (Status s = validate_cost(policy, cost); !s.is_ok()) return done(s);
+    if (envoy_layout(policy)) return decide_envoy(policy, key, cost, op, std::move(done));
     const int64_t limit = policy.limit();
     invoker->invoke_batched(
         decide_call(options.key_prefix, policy, key, cost, op, now_arg()),
@@ -311,6 +339,14 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
                     });
     return;
   }
+  if (ops.size() == 1 && impl.envoy_layout(*ops[0].policy)) {
+    impl.decide_envoy(*ops[0].policy, ops[0].key, ops[0].cost, op_of(ops[0]),
+                      [done = std::move(done)](Result<Decision> d) {
+                        if (!d.ok()) return done(d.status());
+                        done(std::span<const Decision>(&*d, 1));
+                      });
+    return;
+  }
   if (ops.size() == 1) {
     const StoreOp& op = ops[0];
     impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
@@ -331,6 +367,15 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
   join->done = std::move(done);
   for (size_t i = 0; i < ops.size(); ++i) {
     const StoreOp& op = ops[i];
+    if (impl.envoy_layout(*op.policy)) {
+      impl.decide_envoy(*op.policy, op.key, op.cost, op_of(op), [join, i](Result<Decision> d) {
+        join->out[i] = d.ok() ? *d : Decision{};  // decide_envoy answers every failure by policy
+        if (join->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          join->done(std::span<const Decision>(join->out));
+        }
+      });
+      continue;
+    }
     impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
                     {op.policy->limit()}, [join, i](std::vector<Decision> d) {
                       join->out[i] = d.front();
@@ -379,7 +424,13 @@ void RedisStore::add_hits_async(const Policy& policy, std::string_view key, int6
 void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
   if (Status s = validate_key(key); !s.is_ok()) return done(s);
   std::vector<std::string> argv = {"DEL"};
-  for (auto& k : reset_keys(impl_->options.key_prefix, policy, key)) argv.push_back(std::move(k));
+  if (impl_->envoy_layout(policy)) {  // the current window's counter
+    const Clock& clock = impl_->options.test_clock != nullptr ? *impl_->options.test_clock
+                                                               : SystemClock::instance();
+    argv.push_back(envoy_counter_key(key, policy, clock.now().count()));
+  } else {
+    for (auto& k : reset_keys(impl_->options.key_prefix, policy, key)) argv.push_back(std::move(k));
+  }
   const int slot =
       impl_->router->routes_by_slot() ? key_hash_slot(argv[1]) : kAnySlot;
   auto command = std::make_shared<const std::string>(encode_command(argv));
@@ -436,6 +487,8 @@ bool RedisStore::uses_functions() const { return impl_->invoker->uses_functions(
 const RedisStoreOptions& RedisStore::options() const { return impl_->options; }
 
 Status RedisStore::last_error() const { return impl_->router->last_error(); }
+
+Status RedisStore::serving() const { return impl_->router->serving(); }
 
 std::string RedisStore::eviction_policy() const { return impl_->info->eviction_policy(); }
 

@@ -56,6 +56,15 @@ class Router {
   virtual size_t ready_connections() const = 0;
   // The most recent failure of any connection (OK when none has failed since last ready).
   virtual Status last_error() const = 0;
+  // OK when a command for any key can be served now; otherwise why not. By default: a ready
+  // connection exists. A cluster also needs every slot served by a master with a ready
+  // connection and no CLUSTERDOWN in the last second (issue 23 item 2: a slot range that no
+  // node served left readiness green).
+  virtual Status serving() const {
+    if (ready_connections() > 0) return {};
+    const Status e = last_error();
+    return e.is_ok() ? Status::unavailable("no Redis connection is ready") : e;
+  }
   // Closes every pool (pending commands fail with kUnavailable) and stops the I/O threads.
   // Idempotent; the destructor calls it.
   virtual void close() = 0;

@@ -134,7 +134,7 @@ struct NotImplemented {
 };
 
 // Valid envoyproxy/ratelimit settings that change nothing a client sees here: ignored, named.
-constexpr std::array<NotImplemented, 32> kNotImplemented = {{
+constexpr std::array<NotImplemented, 31> kNotImplemented = {{
     {"USE_DOG_STATSD", Kind::kBool, "dogstatsd is not implemented; metrics are on DEBUG_PORT /metrics"},
     {"USE_DOG_STATSD_MOGRIFIERS", Kind::kText, "dogstatsd is not implemented"},
     {"STATSD_HOST", Kind::kText, "statsd is not implemented; metrics are on DEBUG_PORT /metrics"},
@@ -144,7 +144,6 @@ constexpr std::array<NotImplemented, 32> kNotImplemented = {{
     {"DISABLE_STATS", Kind::kBool, "metrics are always kept (they cost one atomic add)"},
     {"PROMETHEUS_MAPPER_YAML", Kind::kText, "the metric names are fixed (see docs/envoy.md)"},
     {"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", Kind::kBool, "no response-time histogram"},
-    {"LOCAL_CACHE_SIZE_IN_BYTES", Kind::kText, "no local over-limit cache; every decision asks the store"},
     {"QUOTA_MODE", Kind::kBool, "global quota mode is not implemented (per-rule quota_mode is)"},
     {"RESPONSE_DYNAMIC_METADATA", Kind::kBool, "dynamic metadata is not sent"},
     {"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", Kind::kBool, "health does not depend on the rule count"},
@@ -231,6 +230,24 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
       return Reader::bad("BACKEND_TYPE", v, "must be redis or memory");
     }
   }
+  if (!r.raw("BACKEND_TYPE")) {
+    // envoyproxy/ratelimit's default backend is redis: follow it when Redis is configured, and
+    // say which store serves either way (N replicas each counting alone must not be silent).
+    std::string set;
+    for (const char* v : {"REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_TLS",
+                          "REDIS_POOL_SIZE"}) {
+      if (r.raw(v)) set += std::string(set.empty() ? "" : ", ") + v;
+    }
+    if (!set.empty()) {
+      s.backend = Backend::kRedis;
+      s.notices.push_back("BACKEND_TYPE is not set: redis (envoyproxy/ratelimit's default), "
+                          "because " + set + " is set");
+    } else {
+      s.notices.push_back("BACKEND_TYPE is not set and no REDIS_* setting is: the memory store "
+                          "(each instance counts alone; set BACKEND_TYPE=redis and REDIS_URL to "
+                          "share counts)");
+    }
+  }
   RLS_TRY(r.text("REDIS_SOCKET_TYPE", s.redis_socket_type));
   if (s.redis_socket_type != "tcp" && s.redis_socket_type != "unix") {
     return Reader::bad("REDIS_SOCKET_TYPE", s.redis_socket_type, "must be tcp or unix");
@@ -248,6 +265,16 @@ Result<EnvoySettings> parse_envoy_env(const EnvLookup& lookup) {
   RLS_TRY(r.integer("REDIS_POOL_SIZE", 1, 1024, pool));
   s.redis_pool_size = static_cast<int>(pool);
   RLS_TRY(r.boolean("REDIS_TLS", s.redis_tls));
+  RLS_TRY(r.text("REDIS_KEY_LAYOUT", s.redis_key_layout));
+  if (s.redis_key_layout != "envoy" && s.redis_key_layout != "native") {
+    return Reader::bad("REDIS_KEY_LAYOUT", s.redis_key_layout, "must be envoy or native");
+  }
+  RLS_TRY(r.integer("LOCAL_CACHE_SIZE_IN_BYTES", 0, int64_t{1} << 40, s.local_cache_size_bytes));
+  if (s.local_cache_size_bytes > 0 && s.backend != Backend::kRedis) {
+    s.notices.push_back("ignored: LOCAL_CACHE_SIZE_IN_BYTES=" +
+                        std::to_string(s.local_cache_size_bytes) +
+                        " (the memory store answers without a round trip to save)");
+  }
 
   if (auto v = r.raw("NEAR_LIMIT_RATIO")) {
     const std::string& t = *v;

@@ -30,6 +30,10 @@ namespace ratelimit::rls {
 
 enum class Backend : uint8_t { kMemory, kRedis };
 
+// Bytes one denial-cache entry takes (include/ratelimit/denial_cache.h: about 370 allocator
+// bytes with a short key), to turn LOCAL_CACHE_SIZE_IN_BYTES into max_entries.
+inline constexpr int64_t kDenialCacheEntryBytes = 370;
+
 struct EnvoySettings {
   // Where the configuration files are: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
   std::string runtime_root = "/srv/runtime_data/current";
@@ -45,6 +49,8 @@ struct EnvoySettings {
   std::string debug_host = "0.0.0.0";  // /rlconfig
   uint16_t debug_port = 6070;
 
+  // BACKEND_TYPE; when it is not set, redis if any REDIS_* setting is (envoyproxy/ratelimit's
+  // default backend is redis), else memory — each named in a start-up notice, never silently.
   Backend backend = Backend::kMemory;
   std::string redis_socket_type = "unix";  // tcp | unix
   std::string redis_url = "/var/run/nutcracker/ratelimit.sock";
@@ -52,6 +58,14 @@ struct EnvoySettings {
   std::string redis_type = "SINGLE";       // SINGLE | SENTINEL | CLUSTER (any case)
   int redis_pool_size = 10;
   bool redis_tls = false;
+  // REDIS_KEY_LAYOUT (ours): "envoy" (default) keeps the default rules' counters where
+  // envoyproxy/ratelimit keeps them, so both can run on one Redis during a migration;
+  // "native" uses ratelimitd's own layout (RedisKeyLayout).
+  std::string redis_key_layout = "envoy";
+  // LOCAL_CACHE_SIZE_IN_BYTES: > 0 puts the denial cache in front of the Redis store, sized
+  // to that many bytes (kDenialCacheEntryBytes an entry), remembering over-limit counters
+  // until their window ends as envoyproxy/ratelimit's local cache does. 0: none.
+  int64_t local_cache_size_bytes = 0;
 
   float near_limit_ratio = 0.8F;
   bool shadow_mode = false;  // SHADOW_MODE: every OVER_LIMIT answered OK

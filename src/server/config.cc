@@ -178,7 +178,8 @@ Status parse_denial_cache(const Parser& p, const YAML::Node& n, DenialCacheConfi
 Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   RL_TRY(p.check_map(n, "store", {"type", "max_keys", "max_bytes", "shards", "url", "connections", "pool", "connect_timeout",
                                   "command_timeout", "on_failure", "key_prefix", "tls",
-                                  "require_noeviction", "sentinel_user", "sentinel_password", "denial_cache"}));
+                                  "require_noeviction", "sentinel_user", "sentinel_password", "denial_cache",
+                                  "key_layout"}));
   if (n["denial_cache"]) RL_TRY(parse_denial_cache(p, n["denial_cache"], out.denial_cache));
   if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
   std::string type;
@@ -186,7 +187,7 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   if (type == "memory") {
     out.type = StoreType::kMemory;
     for (const char* k : {"url", "connections", "pool", "connect_timeout", "command_timeout", "on_failure", "key_prefix",
-                          "tls", "require_noeviction", "sentinel_user", "sentinel_password"}) {
+                          "tls", "require_noeviction", "sentinel_user", "sentinel_password", "key_layout"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: redis");
     }
     if (n["max_keys"]) {
@@ -231,6 +232,13 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
     }
     if (n["connect_timeout"]) RL_TRY_ASSIGN(out.connect_timeout, p.duration(n["connect_timeout"], "store.connect_timeout"));
     if (n["command_timeout"]) RL_TRY_ASSIGN(out.command_timeout, p.duration(n["command_timeout"], "store.command_timeout"));
+    if (n["key_layout"]) {  // where envoyproxy/ratelimit-style counters live (RedisKeyLayout)
+      std::string l;
+      RL_TRY_ASSIGN(l, p.string(n["key_layout"], "store.key_layout"));
+      if (l == "native") out.key_layout = RedisKeyLayout::kNative;
+      else if (l == "envoy") out.key_layout = RedisKeyLayout::kEnvoy;
+      else return p.error(n["key_layout"], "store.key_layout must be native or envoy, got '" + l + "'");
+    }
     if (n["on_failure"]) {
       std::string f;
       RL_TRY_ASSIGN(f, p.string(n["on_failure"], "store.on_failure"));

@@ -38,6 +38,7 @@ struct DenialCacheConfig {
   bool enabled = false;
   size_t max_entries = 100'000;
   Micros max_ttl{1'000'000};
+  bool remember_every_hit = false;  // DenialCacheOptions::remember_every_hit (LOCAL_CACHE_SIZE_IN_BYTES)
 
   friend bool operator==(const DenialCacheConfig&, const DenialCacheConfig&) = default;
 };
@@ -56,6 +57,7 @@ struct StoreConfig {
   Micros command_timeout{250'000};
   FailurePolicy on_failure = FailurePolicy::kOpen;
   std::string key_prefix = "rl:";
+  RedisKeyLayout key_layout = RedisKeyLayout::kNative;  // store.key_layout: native | envoy
   RedisTlsOptions tls;              // store.tls: for rediss:// URLs
   bool require_noeviction = false;  // refuse a Redis that may evict keys
   std::string sentinel_user;        // redis-sentinel://: the sentinels' own AUTH

@@ -2,7 +2,10 @@
 // config_source.h).
 #include "config_source.h"
 
+#include <algorithm>
+
 #include "log.h"
+#include "ratelimit/policy.h"
 
 namespace ratelimit::server {
 
@@ -84,6 +87,15 @@ Config envoy_config(const rls::EnvoyStartup& e) {
     c.store.type = StoreType::kRedis;
     c.store.url = e.store;
     c.store.connections = static_cast<size_t>(e.settings.redis_pool_size);
+    c.store.key_layout = e.settings.redis_key_layout == "native" ? RedisKeyLayout::kNative
+                                                                 : RedisKeyLayout::kEnvoy;
+    if (e.settings.local_cache_size_bytes > 0) {  // envoyproxy/ratelimit's local cache
+      c.store.denial_cache.enabled = true;
+      c.store.denial_cache.max_entries = static_cast<size_t>(std::clamp<int64_t>(
+          e.settings.local_cache_size_bytes / rls::kDenialCacheEntryBytes, 1, 100'000'000));
+      c.store.denial_cache.max_ttl = kMaxWindow;  // until the window ends, as there
+      c.store.denial_cache.remember_every_hit = true;
+    }
   }
   c.limits.max_body_bytes = 64 * 1024;
   return c;

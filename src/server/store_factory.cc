@@ -25,6 +25,7 @@ RedisStoreOptions redis_options(const StoreConfig& config) {
   o.command_timeout = std::chrono::milliseconds(http::ceil_millis(config.command_timeout));
   o.on_failure = config.on_failure;
   o.key_prefix = config.key_prefix;
+  o.key_layout = config.key_layout;
   o.tls = config.tls;
   o.require_noeviction = config.require_noeviction;
   o.sentinel_user = config.sentinel_user;
@@ -67,9 +68,7 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
   opened.ready = [weak]() -> Status {
     auto s = weak.lock();
     if (!s) return Status::unavailable("the store is closed");
-    if (s->ready_connections() > 0) return {};
-    const Status e = s->last_error();
-    return e.is_ok() ? Status::unavailable("no Redis connection is ready") : e;
+    return s->serving();  // a cluster: every slot served (issue 23 item 2)
   };
   return opened;
 }
@@ -113,6 +112,7 @@ Result<OpenedStore> add_denial_cache(OpenedStore opened, const DenialCacheConfig
   DenialCacheOptions o;
   o.max_entries = config.max_entries;
   o.max_ttl = config.max_ttl;
+  o.remember_every_hit = config.remember_every_hit;
   auto cache = DenialCache::wrap(opened.store, o);
   if (!cache) return cache.status();
   std::weak_ptr<DenialCache> weak = *cache;

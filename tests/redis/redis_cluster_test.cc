@@ -268,8 +268,23 @@ TEST_F(ClusterStoreTest, MasterKilledReplicaPromotedFailurePolicyOnlyDuringElect
     }
   } joiner{stop, load};
   std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(store->serving().is_ok()) << store->serving().to_string();
   const auto killed_at = steady_clock::now();
   cluster_.node(victim).kill();
+  // Issue 23 item 2: the outage shows in serving() (readiness, the outage log) — every decision
+  // on the victim's slots fails now, though the other masters' connections are ready.
+  auto poll_serving = [&](bool want_ok, milliseconds bound) {
+    const auto until = steady_clock::now() + bound;
+    Status st = store->serving();
+    while (st.is_ok() != want_ok && steady_clock::now() < until) {
+      std::this_thread::sleep_for(milliseconds(10));
+      st = store->serving();
+    }
+    return st;
+  };
+  Status outage = poll_serving(false, milliseconds(3000));
+  EXPECT_FALSE(outage.is_ok()) << "a killed master left serving() OK";
+  EXPECT_NE(outage.message().find("slots"), std::string::npos) << outage.to_string();
 
   // The replica is promoted (bounded); the same store answers from it again by itself.
   Status promoted = cluster_.wait_until_ok(milliseconds(30000), slot, victim);
@@ -287,6 +302,7 @@ TEST_F(ClusterStoreTest, MasterKilledReplicaPromotedFailurePolicyOnlyDuringElect
     std::this_thread::sleep_for(milliseconds(10));
   }
   ASSERT_NE(recovered, steady_clock::time_point{}) << "the store never answered from the new master";
+  EXPECT_TRUE(poll_serving(true, milliseconds(5000)).is_ok()) << "serving() after the failover";
   std::this_thread::sleep_for(milliseconds(1000));  // one more second of load, all real
   stop = true;
   load.join();
@@ -321,6 +337,16 @@ TEST_F(ClusterStoreTest, MasterKilledReplicaPromotedFailurePolicyOnlyDuringElect
   }
   EXPECT_GT(store->counters().failed_closed, 0u);
   EXPECT_GE(store->counters().topology_refreshes, 2u);
+
+  // The promoted master dies too, with no replica left (cluster_state:fail): serving() says so
+  // and keeps saying so.
+  cluster_.node(*new_master).kill();
+  outage = poll_serving(false, milliseconds(3000));
+  EXPECT_FALSE(outage.is_ok()) << "a slot range with no node left serving() OK";
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    EXPECT_FALSE(store->serving().is_ok()) << i;
+  }
 }
 
 TEST(ClusterUrl, FormsAndErrors) {

@@ -59,10 +59,16 @@ TEST(EnvoyEnv, DefaultsAreEnvoysExceptTheBackend) {
   EXPECT_EQ(s->prometheus_addr, ":9090");
   EXPECT_EQ(s->prometheus_path, "/metrics");
   EXPECT_EQ(config_directory(*s), "/srv/runtime_data/current/config");
-  // statsd is on by default in envoyproxy/ratelimit: say once that it is not here.
-  ASSERT_EQ(s->notices.size(), 1u);
-  EXPECT_EQ(s->notices[0], "ignored: USE_STATSD=true (the default) (statsd is not implemented; "
+  // Which store serves is said (issue 23: never silently), and statsd, on by default in
+  // envoyproxy/ratelimit, is said once not to be here.
+  ASSERT_EQ(s->notices.size(), 2u);
+  EXPECT_EQ(s->notices[0], "BACKEND_TYPE is not set and no REDIS_* setting is: the memory store "
+                           "(each instance counts alone; set BACKEND_TYPE=redis and REDIS_URL to "
+                           "share counts)");
+  EXPECT_EQ(s->notices[1], "ignored: USE_STATSD=true (the default) (statsd is not implemented; "
                            "Prometheus metrics are on DEBUG_PORT /metrics)");
+  EXPECT_EQ(s->redis_key_layout, "envoy");
+  EXPECT_EQ(s->local_cache_size_bytes, 0);
 }
 
 TEST(EnvoyEnv, EveryVariableIsRead) {
@@ -159,13 +165,40 @@ TEST(EnvoyEnv, UnimplementedSettingsAreNamedOnce) {
                   {"TRACING_ENABLED", "true"}, {"DISABLE_STATS", "false"},
                   {"MEMCACHE_HOST_PORT", "127.0.0.1:11211"}, {"EXPIRATION_JITTER_MAX_SECONDS", "60"}});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
-  ASSERT_EQ(s->notices.size(), 4u);
-  EXPECT_EQ(s->notices[3], "ignored: EXPIRATION_JITTER_MAX_SECONDS=60 (a counter's key expires "
+  ASSERT_EQ(s->notices.size(), 5u);
+  EXPECT_EQ(s->notices[0].rfind("BACKEND_TYPE is not set and no REDIS_* setting is", 0), 0u);
+  // The local cache is the denial cache in front of Redis; the memory store needs none.
+  EXPECT_EQ(s->notices[1], "ignored: LOCAL_CACHE_SIZE_IN_BYTES=1048576 (the memory store answers "
+                           "without a round trip to save)");
+  EXPECT_EQ(s->notices[2], "ignored: TRACING_ENABLED=true (tracing is not implemented)");
+  EXPECT_EQ(s->notices[3], "ignored: MEMCACHE_HOST_PORT=127.0.0.1:11211 (memcache is not implemented)");
+  EXPECT_EQ(s->notices[4], "ignored: EXPIRATION_JITTER_MAX_SECONDS=60 (a counter's key expires "
                            "exactly when its window ends)");
-  EXPECT_EQ(s->notices[0], "ignored: LOCAL_CACHE_SIZE_IN_BYTES=1048576 (no local over-limit "
-                           "cache; every decision asks the store)");
-  EXPECT_EQ(s->notices[1], "ignored: TRACING_ENABLED=true (tracing is not implemented)");
-  EXPECT_EQ(s->notices[2], "ignored: MEMCACHE_HOST_PORT=127.0.0.1:11211 (memcache is not implemented)");
+}
+
+// Issue 23 item 6: with Redis settings and no BACKEND_TYPE, envoyproxy/ratelimit serves from
+// Redis (its default); so do we, and say so. LOCAL_CACHE_SIZE_IN_BYTES sizes the denial cache;
+// REDIS_KEY_LAYOUT chooses where the default rules' counters live.
+TEST(EnvoyEnv, RedisSettingsWithoutBackendTypeFollowEnvoysDefault) {
+  auto s = parse({{"USE_STATSD", "false"}, {"REDIS_SOCKET_TYPE", "tcp"}, {"REDIS_URL", "redis:6379"},
+                  {"LOCAL_CACHE_SIZE_IN_BYTES", "1048576"}});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->backend, Backend::kRedis);
+  ASSERT_EQ(s->notices.size(), 1u);
+  EXPECT_EQ(s->notices[0], "BACKEND_TYPE is not set: redis (envoyproxy/ratelimit's default), "
+                           "because REDIS_URL, REDIS_SOCKET_TYPE is set");
+  EXPECT_EQ(s->local_cache_size_bytes, 1048576);
+  EXPECT_EQ(s->redis_key_layout, "envoy");
+  auto m = parse({{"BACKEND_TYPE", "memory"}, {"REDIS_URL", "redis:6379"}, {"USE_STATSD", "false"}});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->backend, Backend::kMemory);  // said explicitly: no notice
+  EXPECT_TRUE(m->notices.empty());
+  auto n = parse({{"REDIS_KEY_LAYOUT", "native"}});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->redis_key_layout, "native");
+  EXPECT_EQ(error_of({{"REDIS_KEY_LAYOUT", "hash"}}), "REDIS_KEY_LAYOUT: 'hash' must be envoy or native");
+  EXPECT_EQ(error_of({{"LOCAL_CACHE_SIZE_IN_BYTES", "-1"}}),
+            "LOCAL_CACHE_SIZE_IN_BYTES: '-1' must be between 0 and 1099511627776");
 }
 
 TEST(EnvoyEnv, RedisUrlForEveryTypeAndSocket) {

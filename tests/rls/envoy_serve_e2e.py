@@ -18,11 +18,16 @@ Scenarios (one per ctest test, each well under 20 s):
   refused a bad file in the watched directory is refused once per change (issue 23 item 4): one
           log line and reloads_total{result="error"} 1 however long it stays; a second bad
           version is one more; the fix is loaded.
+  mixed   a rolling migration on one Redis (issue 23 item 6): ratelimitd (REDIS_URL set, no
+          BACKEND_TYPE: redis, as envoyproxy/ratelimit) and a writer doing exactly what
+          envoyproxy/ratelimit does (INCRBY prefix+domain_key_value_<window start> hits, EXPIRE
+          unit, pipelined) share one count; a request's limit override counts on it too;
+          LOCAL_CACHE_SIZE_IN_BYTES answers over-limit hits locally (not counted, as there).
   env     bad environment values: exit 2 with a message naming the variable, nothing listening;
           --log-level/--log-format for the native daemon (JSON lines, level filter).
 Every process listens on 127.0.0.1 only (PORT=0 etc.: the bound ports are read from the log),
 every wait is bounded, every process is stopped by pid.
-usage: envoy_serve_e2e.py memory|redis|reload|refused|env BIN_DIR
+usage: envoy_serve_e2e.py memory|redis|reload|refused|env|mixed BIN_DIR
 """
 import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -400,6 +405,121 @@ def scenario_redis(work):
     check(ra == 0 and rb == 0, f"exits {ra} {rb}")
 
 
+class EnvoyWriter:
+    """What envoyproxy/ratelimit's redis backend sends for one descriptor
+    (src/limiter/cache_key.go, src/redis/fixed_cache_impl.go): the key prefix + domain + "_" +
+    (key + "_" + value + "_") per entry + the window start (now / unit * unit, Unix seconds);
+    INCRBY key hits and EXPIRE key unit, pipelined on one connection; over the limit when the
+    count after it exceeds requests_per_unit."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+
+    @staticmethod
+    def encode(*args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        return out
+
+    def reply(self):
+        while b"\r\n" not in self.buf:
+            self.buf += self.sock.recv(4096)
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        if line[:1] == b":":
+            return int(line[1:])
+        if line[:1] == b"$":
+            n = int(line[1:])
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.sock.recv(4096)
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data.decode()
+        return line.decode()
+
+    def command(self, *args):
+        self.sock.sendall(self.encode(*args))
+        return self.reply()
+
+    def hit(self, key_base, unit_seconds, hits=1):
+        key = key_base + str(int(time.time()) // unit_seconds * unit_seconds)
+        self.sock.sendall(self.encode("INCRBY", key, hits) + self.encode("EXPIRE", key, unit_seconds))
+        count = self.reply()
+        self.reply()
+        return key, count
+
+
+def json_override(port, entries, rpu, unit):
+    body = {"domain": "edge", "descriptors": [{"entries": [{"key": k, "value": v} for k, v in entries],
+                                               "limit": {"requests_per_unit": rpu, "unit": unit}}]}
+    status, _, text = request(port, "POST", "/json", json.dumps(body))
+    return status, json.loads(text)
+
+
+def scenario_mixed(work):
+    server, port = start_redis(work)
+    try:
+        # Stay inside one minute (the counters are per window): start early in it.
+        if time.time() % 60 > 45:
+            time.sleep(61 - time.time() % 60)
+        cm = ConfigMap(work)
+        cm.publish(CONFIG.format(user_limit=10))
+        prefix = f"mix{os.getpid()}_"
+        env = base_env(work, {"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": f"127.0.0.1:{port}",
+                              "REDIS_POOL_SIZE": "2", "CACHE_KEY_PREFIX": prefix})
+        d = Daemon(work, env, "mixed")
+        try:
+            check("BACKEND_TYPE is not set: redis" in d.text(), "the default backend, said:\n" + d.text())
+            check("store redis" in d.text(), "serving from Redis:\n" + d.text())
+            w = EnvoyWriter(port)
+            base = prefix + "edge_user_alice_"
+            for i in range(4):
+                key, count = w.hit(base, 60)
+                check(count == i + 1, f"writer hit {i}: {count}")
+            for i in range(6):
+                s, r = ask(d.ports["HTTP"], [("user", "alice")])
+                check(s == 200 and r["statuses"][0].get("limitRemaining", 0) == 5 - i,
+                      f"ratelimitd hit {i} after 4 of the writer's: {r}")
+            s, r = ask(d.ports["HTTP"], [("user", "alice")])
+            check(s == 429 and r["statuses"][0]["code"] == "OVER_LIMIT", f"11th hit: {r}")
+            key, count = w.hit(base, 60)
+            check(count == 12, f"the writer sees ratelimitd's hits: {count}")
+            check(w.command("TYPE", key) == "string", "an integer key, as envoyproxy/ratelimit's")
+            ttl = w.command("TTL", key)
+            check(0 < ttl <= 60, f"TTL {ttl}")
+            check(w.command("EXISTS", key) == 1, "the counter exists")
+            # A limit override on the same entries counts on the same counter: 13 of 20.
+            s, r = json_override(d.ports["HTTP"], [("user", "alice")], 20, "MINUTE")
+            check(s == 200 and r["statuses"][0]["limitRemaining"] == 7, f"override: {r}")
+            check(w.command("GET", key) == "13", "the override's hit is on the shared counter")
+        finally:
+            stop_all(d)
+        # LOCAL_CACHE_SIZE_IN_BYTES: over-limit hits of a denied counter answered locally.
+        env2 = dict(env, BACKEND_TYPE="redis", LOCAL_CACHE_SIZE_IN_BYTES="1048576",
+                    USE_PROMETHEUS="true", PROMETHEUS_ADDR="127.0.0.1:0")
+        d = Daemon(work, env2, "cached")
+        try:
+            check("LOCAL_CACHE_SIZE_IN_BYTES" not in d.text(), "not ignored any more:\n" + d.text())
+            w = EnvoyWriter(port)
+            base = prefix + "edge_user_bob_"
+            w.hit(base, 60, 10)
+            for i in range(5):
+                s, r = ask(d.ports["HTTP"], [("user", "bob")])
+                check(s == 429, f"bob over: {r}")
+            key = base + str(int(time.time()) // 60 * 60)
+            check(w.command("GET", key) == "11", "one over-limit hit counted, the rest answered locally")
+            t = request(d.ports["Prometheus"], "GET", "/metrics")[2]
+            check((metric(t, "ratelimitd_denial_cache_hits_total") or 0) >= 4, "denial cache hits:\n" + t[-1500:])
+        finally:
+            stop_all(d)
+    finally:
+        server.kill()
+        server.wait(timeout=5)
+
+
 def scenario_reload(work):
     cm = ConfigMap(work)
     cm.publish(CONFIG.format(user_limit=1000))
@@ -564,7 +684,7 @@ def main():
     work = tempfile.mkdtemp(prefix=f"envoy-serve-{SCENARIO}-")
     try:
         {"memory": scenario_memory, "redis": scenario_redis, "reload": scenario_reload,
-         "refused": scenario_refused, "env": scenario_env}[SCENARIO](work)
+         "refused": scenario_refused, "env": scenario_env, "mixed": scenario_mixed}[SCENARIO](work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"envoy_serve_e2e {SCENARIO}: ok")
