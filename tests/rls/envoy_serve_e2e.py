@@ -438,7 +438,7 @@ class EnvoyWriter:
                 self.buf += self.sock.recv(4096)
             data, self.buf = self.buf[:n], self.buf[n + 2:]
             return data.decode()
-        return line.decode()
+        return line[1:].decode()  # +status or -error
 
     def command(self, *args):
         self.sock.sendall(self.encode(*args))
