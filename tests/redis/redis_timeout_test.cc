@@ -160,6 +160,7 @@ TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
     });
   }
   int failed = 0;
+  int paused_rounds = 0;  // under CPU hogs the pauser may come late; most rounds it does not
   const auto started = steady_clock::now();
   int round = 0;
   for (; round < 24 && steady_clock::now() - started < std::chrono::seconds(40); ++round) {
@@ -177,9 +178,7 @@ TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
     });
     const auto took = steady_clock::now() - t0;
     if (pauser.joinable()) pauser.join();
-    if (paused) {
-      EXPECT_GE(took, milliseconds(80)) << "round " << round << ": the pause missed it";
-    }
+    if (paused && took >= milliseconds(80)) ++paused_rounds;  // the pause met the round
     EXPECT_TRUE(r.finished) << "round " << round;
     EXPECT_EQ(r.allowed, 10) << "round " << round;
     EXPECT_EQ(r.failed + r.errors, 0) << "round " << round;
@@ -188,6 +187,7 @@ TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
   stop = true;
   for (auto& t : hogs) t.join();
   EXPECT_GE(round, 8) << "too few rounds ran within the bound";
+  EXPECT_GE(paused_rounds, 3) << "Redis was hardly ever paused during a round";
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(store->counters().timeouts, 0u);
 }
