@@ -95,7 +95,8 @@ class AlgoSim {
   }
 
   void start(int64_t t0) {
-    const int64_t sync = o_.sync_interval.count();
+    // An instance pushes twice per sync_interval, as ratelimitd does (docs/distributed.md).
+    const int64_t sync = std::max<int64_t>(1, o_.sync_interval.count() / 2);
     for (int64_t i = 0; i < o_.instances; ++i) {
       const int64_t first = t0 - t0 % sync + sync + i * sync / o_.instances;
       schedule(first, [this, i, first] { instance_tick(i, first); });
@@ -290,7 +291,7 @@ class AlgoSim {
         std::erase_if(target.in_flight, [&](const Batch& b) { return b.id == batch; });
       });
     }
-    const int64_t next = t + o_.sync_interval.count();
+    const int64_t next = t + std::max<int64_t>(1, o_.sync_interval.count() / 2);
     schedule(next, [this, i, next] { instance_tick(i, next); });
   }
 

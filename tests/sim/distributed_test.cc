@@ -125,14 +125,15 @@ TEST(Distributed, LeaseNeverOverAdmitsAndAsyncAndRegionsStayWithinTheirBounds) {
   }
 }
 
-// One hot key at a steady 500/s on 1000 per second, two instances: a slice of up to 50 units
-// (limit / 20) serves ~50 decisions per reserve, and async pushes 10 times a second per
-// instance — each at most 0.05 store calls per decision, where exact makes one.
+// One hot key at a steady 1000/s on 2000 per second, two instances: a slice of up to 100 units
+// (limit / 20) serves ~100 decisions per reserve, and async pushes 20 times a second per
+// instance (twice per sync_interval) — each at most 0.05 store calls per decision, where exact
+// makes one.
 TEST(Distributed, LeaseAndAsyncNeedAtMostOneTwentiethOfTheStoreCalls) {
   std::vector<Request> requests;
-  for (int i = 0; i < 30'000; ++i) requests.push_back({1'000'000 + i * 2'000LL, "hot"});
+  for (int i = 0; i < 30'000; ++i) requests.push_back({1'000'000 + i * 1'000LL, "hot"});
   PolicyParams params;
-  params.window_limit = 1000;
+  params.window_limit = 2000;
   DistributedOptions o;
   o.instances = 2;
   const DistributedReport r = run(requests, params, o);
