@@ -1,4 +1,5 @@
-// algorithms.h — the decision math: five pure functions of (policy, state, now, cost).
+// algorithms.h — the decision math: five rate algorithms and one concurrency algorithm, pure
+// functions of (policy, state, now, cost, op) — and, for concurrency, the lease id.
 //
 // Why here and only here: this is the one home of the rate-limit math (DESIGN.md). The memory
 // store and ratelimit-sim call these functions; each Redis Lua script mirrors one of them line
@@ -30,6 +31,7 @@
 
 #include "ratelimit/decision.h"
 #include "ratelimit/policy.h"
+#include "ratelimit/store.h"
 
 namespace ratelimit::algo {
 
@@ -39,7 +41,20 @@ inline constexpr int64_t kUnit = 1'000'000;
 enum class Op : uint8_t {
   kAcquire,  // decide and, when admitted (or in count-denied mode), consume
   kPeek,     // decide what kAcquire would answer; change nothing
+  kRelease,  // concurrency only: free the lease named by its id, if it is still held
+  kRenew,    // concurrency only: extend the lease named by its id to now + lease_ttl, if held
 };
+
+// The core op a store op performs.
+inline Op op_of(StoreOp::Kind kind) {
+  switch (kind) {
+    case StoreOp::Kind::kAcquire: return Op::kAcquire;
+    case StoreOp::Kind::kPeek: return Op::kPeek;
+    case StoreOp::Kind::kRelease: return Op::kRelease;
+    case StoreOp::Kind::kRenew: return Op::kRenew;
+  }
+  return Op::kPeek;
+}
 
 struct FixedWindowState {
   int64_t window_start_us = 0;  // start of the window `count` belongs to (multiple of W)
@@ -117,9 +132,24 @@ struct LeakyBucketState {
   int64_t last_us = 0;  // time of the last leak
 };
 
+// One lease of a concurrency policy: `weight` units held until `expires_us` (exclusive: a
+// lease whose expiry is <= now is gone).
+struct LeaseEntry {
+  LeaseId id;
+  int64_t expires_us = 0;
+  int64_t weight = 1;
+};
+
+// The leases held on one key, in order of expiry (ties: by id) — the order of the Redis sorted
+// set that mirrors it (src/redis/lua/concurrency.lua), so expired leases are a prefix and the
+// leases that free soonest come first. Units held = the sum of the weights.
+struct ConcurrencyState {
+  std::vector<LeaseEntry> leases;
+};
+
 using AlgorithmState = std::variant<FixedWindowState, SlidingWindowLogState,
                                     SlidingWindowCounterState, TokenBucketState,
-                                    LeakyBucketState>;
+                                    LeakyBucketState, ConcurrencyState>;
 
 // Preconditions for every decide(): policy.algorithm() matches the state type; 1 <= cost <=
 // kMaxCost (validate_cost; 0 too for a policy that counts every hit). A cost above the
@@ -132,9 +162,24 @@ Decision decide(const Policy& policy, SlidingWindowCounterState& s, int64_t now_
 Decision decide(const Policy& policy, TokenBucketState& s, int64_t now_us, int64_t cost, Op op);
 Decision decide(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64_t cost, Op op);
 
+// Concurrency (Policy::concurrency): leases whose expiry is <= now free themselves first; then
+//   kAcquire: admitted when units held + cost <= limit, adding a lease {lease, now + lease_ttl,
+//             cost}; denied: retry_after = until enough leases expire for it to fit;
+//   kPeek:    what kAcquire would answer (only expired leases are dropped);
+//   kRelease: frees `lease` if held (allowed), else kLeaseNotHeld — idempotent, and an expired
+//             or foreign id frees nothing;
+//   kRenew:   moves `lease`'s expiry to now + lease_ttl if held (allowed), else kLeaseNotHeld.
+// Every decision: remaining = limit - units held after it (>= 0), reset_after = until the last
+// lease expires. Precondition: `lease` non-empty for kAcquire, kRelease and kRenew, and not
+// already held (the store draws it at random: new_lease_id()). Allocates when a lease is added.
+Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64_t cost, Op op,
+                const LeaseId& lease);
+
 // Dispatches on the policy's algorithm. If `state` holds another algorithm's state (a policy
-// was redefined under the same name), it is replaced by a fresh state first.
-Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op);
+// was redefined under the same name), it is replaced by a fresh state first. `lease` is read by
+// concurrency policies only (see above); the rate algorithms take kAcquire and kPeek only.
+Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
+                const LeaseId& lease = {});
 
 // A fresh (never seen) state for the policy's algorithm.
 AlgorithmState fresh_state(const Policy& policy);
@@ -162,7 +207,8 @@ struct Residue {
 // algorithm: fixed window, the window's count; sliding log, the units of the live entries;
 // sliding window counter, the current estimate's units (curr + the previous window's weighted
 // part, rounded down as decide() rounds it) or, when only the previous window holds units, its
-// count; token and leaky bucket, the level now in whole units, rounded up.
+// count; token and leaky bucket, the level now in whole units, rounded up; concurrency, the
+// units of the live leases (rebuilt as one lease that nobody owns, until the last expiry).
 Residue residue_of(const Policy& policy, const AlgorithmState& state, int64_t now_us);
 
 // Two keys' residues as one: the larger idle time and use; the buckets' exact level is dropped

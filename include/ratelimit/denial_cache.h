@@ -21,8 +21,9 @@
 // What is never cached: admissions; kExceedsCapacity denials (nothing to wait for); the
 // failure policy's answers (kStoreFailedOpen / kStoreFailedClosed: the store did not decide);
 // policies in count-denied mode or counting every hit (every attempt must reach the store to be
-// counted; every-hit policies unless options.remember_every_hit), and cost 0 (a check) — those
-// calls pass straight through.
+// counted; every-hit policies unless options.remember_every_hit), concurrency policies (a
+// release frees units before any retry_after), and cost 0 (a check) — those calls pass
+// straight through.
 //
 // What a cached answer contains, at time now, for a denial remembered at time t:
 //   allowed = false, reason = kOverLimit, limit = the policy's, delay = 0,

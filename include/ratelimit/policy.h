@@ -9,6 +9,8 @@
 //   - sliding_window_counter: (limit + 1) * window_us <= 2^53 (exact in a Lua double);
 //   - rate(): finite, kMinRate ... kMaxRate tokens per second;
 //   - sliding_window_log: limit <= kMaxSlidingLogLimit (its state grows with the limit);
+//   - concurrency: limit <= kMaxConcurrencyLimit (one state entry per lease held), window() is
+//     the lease TTL, kMinWindow ... kMaxLeaseTtl;
 //   - name(): 1 ... kMaxPolicyNameLength characters of [A-Za-z0-9_.:-].
 // Policy is an immutable value type; copies are cheap and thread-safe to share.
 #pragma once
@@ -28,6 +30,8 @@ enum class Algorithm : uint8_t {
   kSlidingWindowCounter,
   kTokenBucket,
   kLeakyBucket,
+  // Not a rate: at most `limit` units held at once by leases (Policy::concurrency).
+  kConcurrency,
 };
 
 // "fixed_window", "sliding_window_log", ... (the names DESIGN.md and the config use).
@@ -44,6 +48,8 @@ inline constexpr int64_t kMaxEveryHitLimit = 4'294'967'295;  // envoyproxy/ratel
 inline constexpr int64_t kMaxEveryHitCount = int64_t{1} << 52;  // a window's count stops there
 inline constexpr int64_t kMaxCost = 1'000'000'000;           // cost of one request
 inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see docs/design.md
+inline constexpr int64_t kMaxConcurrencyLimit = 100'000;     // units held per key at once
+inline constexpr Micros kMaxLeaseTtl{24LL * 3600 * 1'000'000};  // 1 day
 inline constexpr Micros kMinWindow{1'000};                   // 1 ms
 inline constexpr Micros kMaxWindow{366LL * 24 * 3600 * 1'000'000};  // 366 days
 inline constexpr double kMinRate = 1e-6;                     // tokens per second
@@ -103,6 +109,14 @@ class Policy {
   static Result<Policy> leaky_bucket(double rate_per_second, int64_t burst,
                                      LeakyMode mode = LeakyMode::kPolice);
 
+  // Concurrency (throttling, not a rate): at most `limit` units held at once per key. An acquire
+  // of cost c takes a lease of weight c that holds c units until it is released or until
+  // `lease_ttl` passes without a renew (a holder that dies loses its lease then). Decisions:
+  // remaining = limit - units held; reset_after = until every current lease has expired;
+  // retry_after (denied) = until enough current leases expire for the request to fit, if none
+  // is released first. window() is lease_ttl; rate() is 0. Count-denied mode has no effect.
+  static Result<Policy> concurrency(int64_t limit, Micros lease_ttl);
+
   // A copy under another name. The name namespaces the policy's keys in a store, so two
   // policies with different names never share state. Default name: a canonical description
   // of the parameters ("token_bucket:r10:b20"). Error if the name is not valid (see top).
@@ -138,8 +152,12 @@ class Policy {
   uint64_t name_hash() const { return name_hash_; }
   // Capacity in units: L for window algorithms, b for buckets.
   int64_t limit() const { return limit_; }
-  // Window length; for buckets, the time to drain a full bucket (burst / rate), rounded up.
+  // Window length; for buckets, the time to drain a full bucket (burst / rate), rounded up;
+  // for concurrency, the lease TTL.
   Micros window() const { return window_; }
+  // Concurrency: how long a lease lives without a renew (== window()); 0 for rate policies.
+  Micros lease_ttl() const { return algorithm_ == Algorithm::kConcurrency ? window_ : Micros{0}; }
+  bool is_concurrency() const { return algorithm_ == Algorithm::kConcurrency; }
   // Tokens (units) per second; 0 for window algorithms.
   double rate() const { return rate_; }
   LeakyMode leaky_mode() const { return leaky_mode_; }

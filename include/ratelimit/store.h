@@ -14,6 +14,10 @@
 //     When the backing service fails, a store applies its configured failure policy and
 //     answers a Decision with reason kStoreFailedOpen / kStoreFailedClosed instead.
 //   - State is namespaced by policy name: the same key under two policies is two states.
+//   - Concurrency policies (Policy::concurrency) go through the same calls: an acquire takes a
+//     lease whose id the store draws (new_lease_id) and returns in Decision::lease; a release or
+//     renew is a StoreOp of kind kRelease / kRenew naming the lease (release_async, renew_async
+//     below). They are decided alone: never in acquire_all or an all-or-nothing decide_many.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +44,21 @@ using DecisionsCallback = std::function<void(Result<std::vector<Decision>>)>;
 using StatusCallback = std::function<void(Status)>;
 
 // One item of Store::decide_many_async: `cost` units of `key` under `*policy`, consumed
-// (kAcquire) or only checked (kPeek: what an acquire would answer; changes nothing).
+// (kAcquire) or only checked (kPeek: what an acquire would answer; changes nothing); or, on a
+// concurrency policy, the lease `lease` released (kRelease) or renewed (kRenew).
 struct StoreOp {
-  enum class Kind : uint8_t { kAcquire, kPeek };
+  enum class Kind : uint8_t { kAcquire, kPeek, kRelease, kRenew };
   const Policy* policy = nullptr;  // read before decide_many_async returns; not kept
   std::string_view key;            // copied before decide_many_async returns
   int64_t cost = 1;                // 1 ... kMaxCost (0 too: check only, every-hit policies)
   Kind kind = Kind::kAcquire;
+  LeaseId lease{};                 // kRelease / kRenew: the lease (non-empty); else ignored
 };
+
+// A fresh lease id: 128 bits from the kernel's CSPRNG (getrandom), never all zero. Stores call
+// it for each admitted concurrency acquire. Thread-safe; fork-safe (a child never repeats its
+// parent's ids).
+LeaseId new_lease_id();
 
 // How the ops of one decide_many_async call relate.
 enum class Atomicity : uint8_t {
@@ -105,16 +116,28 @@ class Store {
   virtual Status reset(const Policy& policy, std::string_view key);
   // Blocking decide_many_async: the decisions copied out, one per op.
   Result<std::vector<Decision>> decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
+
+  // Concurrency policies: frees `lease` of `key` if it is still held (allowed), else a Decision
+  // with reason kLeaseNotHeld (expired, released before, or never issued here: frees nothing).
+  // Idempotent. A decide_many_async of one kRelease op.
+  void release_async(const Policy& policy, std::string_view key, const LeaseId& lease,
+                     DecisionCallback done);
+  // Extends `lease` to now + lease_ttl if it is still held (allowed), else kLeaseNotHeld.
+  void renew_async(const Policy& policy, std::string_view key, const LeaseId& lease,
+                   DecisionCallback done);
+  Result<Decision> release(const Policy& policy, std::string_view key, const LeaseId& lease);
+  Result<Decision> renew(const Policy& policy, std::string_view key, const LeaseId& lease);
 };
 
 inline constexpr size_t kMaxPoliciesPerCall = 16;
 
 // Validates the shared preconditions of acquire_all: 1 ... kMaxPoliciesPerCall policies, no
-// name twice, a valid key and cost. Stores call it before touching state.
+// name twice, none a concurrency policy, a valid key and cost. Stores call it before touching state.
 Status validate_acquire_all(std::span<const Policy> policies, std::string_view key, int64_t cost);
 
-// Validates the preconditions of decide_many_async (see there). Stores call it before touching
-// state.
+// Validates the preconditions of decide_many_async (see there), and that kRelease / kRenew ops
+// are on concurrency policies with a non-empty lease, and that an all-or-nothing call holds no
+// concurrency policy. Stores call it before touching state.
 Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
 
 }  // namespace ratelimit

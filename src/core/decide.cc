@@ -1,8 +1,9 @@
-// decide.cc — what the five algorithms share: dispatch on the policy's algorithm, fresh
+// decide.cc — what the algorithms share: dispatch on the policy's algorithm, fresh
 // states, idle times (key expiry and Redis TTLs), the all-or-nothing check over several
 // limits, and picking the most restrictive decision for a response.
 #include <algorithm>
 #include <tuple>
+#include <type_traits>
 
 #include "ratelimit/algorithms.h"
 #include "units.h"
@@ -16,13 +17,26 @@ AlgorithmState fresh_state(const Policy& policy) {
     case Algorithm::kSlidingWindowCounter: return SlidingWindowCounterState{};
     case Algorithm::kTokenBucket: return TokenBucketState{};
     case Algorithm::kLeakyBucket: return LeakyBucketState{};
+    case Algorithm::kConcurrency: return ConcurrencyState{};
   }
   return FixedWindowState{};
 }
 
-Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op) {
+Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
+                const LeaseId& lease) {
   if (state.index() != static_cast<size_t>(policy.algorithm())) state = fresh_state(policy);
-  return std::visit([&](auto& s) { return decide(policy, s, now_us, cost, op); }, state);
+  if (auto* c = std::get_if<ConcurrencyState>(&state)) {
+    return decide(policy, *c, now_us, cost, op, lease);
+  }
+  return std::visit(
+      [&](auto& s) -> Decision {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, ConcurrencyState>) {
+          return {};  // handled above
+        } else {
+          return decide(policy, s, now_us, cost, op);
+        }
+      },
+      state);
 }
 
 int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
@@ -49,6 +63,11 @@ int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
     }
     int64_t operator()(const LeakyBucketState& s) const {
       return s.level_u > 0 ? s.last_us + time_to_drain_us(s.level_u, rate) : 0;
+    }
+    int64_t operator()(const ConcurrencyState& s) const {
+      int64_t last = 0;  // leases are in expiry order, so the last one expires last
+      if (!s.leases.empty()) last = s.leases.back().expires_us;
+      return last;
     }
   };
   return std::visit(Visitor{window, policy.rate()}, state);

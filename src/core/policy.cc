@@ -72,6 +72,7 @@ const char* algorithm_name(Algorithm a) {
     case Algorithm::kSlidingWindowCounter: return "sliding_window_counter";
     case Algorithm::kTokenBucket: return "token_bucket";
     case Algorithm::kLeakyBucket: return "leaky_bucket";
+    case Algorithm::kConcurrency: return "concurrency";
   }
   return "unknown";
 }
@@ -79,12 +80,12 @@ const char* algorithm_name(Algorithm a) {
 Result<Algorithm> parse_algorithm(std::string_view name) {
   for (auto a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                  Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
-                 Algorithm::kLeakyBucket}) {
+                 Algorithm::kLeakyBucket, Algorithm::kConcurrency}) {
     if (name == algorithm_name(a)) return a;
   }
   return Status::not_found("unknown algorithm '" + std::string(name) +
                            "' (expected fixed_window, sliding_window_log, "
-                           "sliding_window_counter, token_bucket or leaky_bucket)");
+                           "sliding_window_counter, token_bucket, leaky_bucket or concurrency)");
 }
 
 Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
@@ -170,6 +171,26 @@ Result<Policy> Policy::leaky_bucket(double rate_per_second, int64_t burst, Leaky
   p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
   p.set_name("leaky_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst) +
              (mode == LeakyMode::kShape ? ":shape" : ":police"));
+  return p;
+}
+
+Result<Policy> Policy::concurrency(int64_t limit, Micros lease_ttl) {
+  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
+  if (limit > kMaxConcurrencyLimit) {
+    return Status::invalid_argument("a concurrency policy keeps one entry per lease held, so its "
+                                    "limit is capped at " + std::to_string(kMaxConcurrencyLimit) +
+                                    " (got " + std::to_string(limit) + ")");
+  }
+  if (lease_ttl < kMinWindow || lease_ttl > kMaxLeaseTtl) {
+    return Status::invalid_argument("lease_ttl must be between 1ms and 1d, got " +
+                                    std::to_string(lease_ttl.count()) + "us");
+  }
+  Policy p;
+  p.algorithm_ = Algorithm::kConcurrency;
+  p.limit_ = limit;
+  p.window_ = lease_ttl;
+  p.set_name("concurrency:l" + std::to_string(limit) + ":ttl" +
+             std::to_string(lease_ttl.count()) + "us");
   return p;
 }
 

@@ -1,6 +1,7 @@
 // residue.cc — what a store remembers of a key it had to evict before the key was idle, and
 // the state it rebuilds from that memory (algorithms.h: Residue, residue_of,
-// state_from_residue).
+// state_from_residue). A concurrency key's residue is the units its live leases hold until the
+// last expires; it comes back as one lease nobody owns.
 //
 // Why: the memory store holds a bounded number of keys. Forgetting a key that was not idle
 // hands its client a fresh limit (issue 23: a key at its limit, evicted by a flood of invented
@@ -79,6 +80,13 @@ Residue residue_of(const Policy& policy, const AlgorithmState& state, int64_t no
     // idle = last + time_to_drain(level): the stored pair is (level, idle) exactly.
     Residue operator()(const TokenBucketState& s) const { return bucket(s.taken_u, s.last_us); }
     Residue operator()(const LeakyBucketState& s) const { return bucket(s.level_u, s.last_us); }
+    Residue operator()(const ConcurrencyState& s) const {
+      int64_t held = 0;
+      for (const LeaseEntry& e : s.leases) {
+        if (e.expires_us > now) held += e.weight;
+      }
+      return {idle, held, 0};
+    }
     Residue bucket(int64_t level_u, int64_t last_us) const {
       const int64_t elapsed = std::min(elapsed_since(last_us, now), idle - last_us);
       const int64_t now_level = std::max<int64_t>(0, level_u - drained_u(elapsed, rate));
@@ -132,6 +140,14 @@ AlgorithmState state_from_residue(const Policy& policy, const Residue& r, int64_
       }
       if (policy.algorithm() == Algorithm::kTokenBucket) return TokenBucketState{level, last};
       return LeakyBucketState{level, last};
+    }
+    case Algorithm::kConcurrency: {
+      // The forgotten leases as one that nobody owns (the empty id is never issued, and a
+      // release or renew naming it is refused), holding their units until the last would have
+      // expired: their holders' releases then free nothing, which only errs toward refusing.
+      ConcurrencyState s;
+      if (used > 0) s.leases.push_back({LeaseId{}, r.idle_at_us, used});
+      return s;
     }
   }
   return fresh_state(policy);

@@ -16,6 +16,16 @@ Status validate_key(std::string_view key) {
   return {};
 }
 
+namespace {
+
+Status concurrency_alone(const Policy& p) {
+  return Status::invalid_argument("policy '" + p.name() +
+                                  "' is a concurrency policy: it is decided alone (leases), not "
+                                  "together with other policies");
+}
+
+}  // namespace
+
 Status validate_acquire_all(std::span<const Policy> policies, std::string_view key, int64_t cost) {
   if (policies.empty() || policies.size() > kMaxPoliciesPerCall) {
     return Status::invalid_argument("between 1 and " + std::to_string(kMaxPoliciesPerCall) +
@@ -27,6 +37,7 @@ Status validate_acquire_all(std::span<const Policy> policies, std::string_view k
         return Status::invalid_argument("policy '" + policies[i].name() + "' given twice");
       }
     }
+    if (policies[i].is_concurrency()) return concurrency_alone(policies[i]);
   }
   if (auto s = validate_key(key); !s.is_ok()) return s;
   return validate_cost(cost);
@@ -42,7 +53,15 @@ Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
     if (op.policy == nullptr) return Status::invalid_argument("operation without a policy");
     if (Status s = validate_key(op.key); !s.is_ok()) return s;
     if (Status s = validate_cost(*op.policy, op.cost); !s.is_ok()) return s;
+    const bool lease_op = op.kind == StoreOp::Kind::kRelease || op.kind == StoreOp::Kind::kRenew;
+    if (lease_op && !op.policy->is_concurrency()) {
+      return Status::invalid_argument("policy '" + op.policy->name() +
+                                      "' is not a concurrency policy: it has no leases to release "
+                                      "or renew");
+    }
+    if (lease_op && op.lease.empty()) return Status::invalid_argument("release/renew without a lease id");
     if (atomicity != Atomicity::kAllOrNothing) continue;
+    if (op.policy->is_concurrency()) return concurrency_alone(*op.policy);
     for (size_t j = 0; j < i; ++j) {
       if (ops[j].key == op.key && ops[j].policy->name() == op.policy->name()) {
         return Status::invalid_argument("all or nothing: policy '" + op.policy->name() +
@@ -93,6 +112,40 @@ Result<std::vector<Decision>> Store::decide_many(std::span<const StoreOp> ops,
       done(std::vector<Decision>(r->begin(), r->end()));
     });
   });
+}
+
+namespace {
+
+void lease_op(Store& store, const Policy& policy, std::string_view key, const LeaseId& lease,
+              StoreOp::Kind kind, DecisionCallback done) {
+  const StoreOp op{&policy, key, 1, kind, lease};
+  store.decide_many_async({&op, 1}, Atomicity::kIndependent,
+                          [done = std::move(done)](Result<std::span<const Decision>> r) {
+                            if (!r) return done(r.status());
+                            done(r->front());
+                          });
+}
+
+}  // namespace
+
+void Store::release_async(const Policy& policy, std::string_view key, const LeaseId& lease,
+                          DecisionCallback done) {
+  lease_op(*this, policy, key, lease, StoreOp::Kind::kRelease, std::move(done));
+}
+
+void Store::renew_async(const Policy& policy, std::string_view key, const LeaseId& lease,
+                        DecisionCallback done) {
+  lease_op(*this, policy, key, lease, StoreOp::Kind::kRenew, std::move(done));
+}
+
+Result<Decision> Store::release(const Policy& policy, std::string_view key, const LeaseId& lease) {
+  return wait_for<Result<Decision>>(
+      [&](auto done) { release_async(policy, key, lease, std::move(done)); });
+}
+
+Result<Decision> Store::renew(const Policy& policy, std::string_view key, const LeaseId& lease) {
+  return wait_for<Result<Decision>>(
+      [&](auto done) { renew_async(policy, key, lease, std::move(done)); });
 }
 
 }  // namespace ratelimit

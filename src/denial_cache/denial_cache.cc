@@ -293,8 +293,11 @@ namespace {
 // A policy whose denied requests change state (count-denied mode, every-hit counting unless
 // the options say to remember its denials as envoyproxy/ratelimit's local cache does): every
 // request must reach the store.
+// Also true for concurrency policies: a release gives units back before any retry_after, so
+// none of their denials may be cached (and leases must reach the store).
 bool counts_denials(const DenialCacheOptions& o, const Policy& p) {
-  return p.count_denied() || (p.counts_every_hit() && !o.remember_every_hit);
+  return p.count_denied() || (p.counts_every_hit() && !o.remember_every_hit) ||
+         p.is_concurrency();
 }
 
 // Cost 0 (a check that counts nothing) and invalid input go to the store.
@@ -466,7 +469,9 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   const bool group = atomicity == Atomicity::kAllOrNothing && ops.size() > 1;
   const bool counts = std::any_of(ops.begin(), ops.end(),
                                   [&](const StoreOp& op) { return counts_denials(core_->options, *op.policy); });
-  if (group && counts) {
+  const bool leases = std::any_of(ops.begin(), ops.end(),
+                                  [](const StoreOp& op) { return op.policy->is_concurrency(); });
+  if ((group && counts) || leases) {
     Core::bump(core_->bypassed);
     return inner_->decide_many_async(ops, atomicity, std::move(done));
   }

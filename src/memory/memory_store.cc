@@ -47,8 +47,12 @@ struct MemoryStore::Impl {
     return Status::resource_exhausted("more than 65,534 policy names in use in one shard");
   }
 
-  // acquire or peek on one key; inputs already validated.
-  Result<Decision> decide_one(const Policy& policy, std::string_view key, int64_t cost, Op op) {
+  // One op on one key; inputs already validated. `lease`: the lease a release or renew names
+  // (a concurrency acquire draws its own, outside the lock).
+  Result<Decision> decide_one(const Policy& policy, std::string_view key, int64_t cost, Op op,
+                              LeaseId lease = {}) {
+    const bool leases = policy.is_concurrency();
+    if (leases && op == Op::kAcquire) lease = new_lease_id();
     const int64_t now = clock->now().count();
     const Where w = locate(policy, key);
     Shard& shard = shards[w.shard];
@@ -56,7 +60,8 @@ struct MemoryStore::Impl {
     shard.begin_op(now);
     const uint32_t i = shard.find_named(policy, w.name_hash, key, w.hash);
     if (i != kNil) {
-      const Decision d = shard.decide(i, policy, now, cost, op);
+      const Decision d = leases ? shard.decide_lease(i, policy, now, cost, op, lease)
+                                : shard.decide(i, policy, now, cost, op);
       // An admitted acquire holds the units it took: not idle, no need to ask.
       if (op == Op::kAcquire && d.allowed) {
         shard.touch(i, memory::standing_after(d, memory::kRoomy));
@@ -73,7 +78,7 @@ struct MemoryStore::Impl {
     // redefinition under a known name).
     const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
     AlgorithmState state = shard.starting_state(policy, w.hash, now);
-    const Decision d = algo::decide(policy, state, now, cost, op);
+    const Decision d = algo::decide(policy, state, now, cost, op, lease);
     if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {
       if (id == memory::kNoPolicy) return too_many_policies();
       shard.insert(id, key, w.hash, std::move(state), memory::standing_after(d, memory::kRoomy),
@@ -265,8 +270,7 @@ void MemoryStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   }
   // Independent: one after the other. A single op (the common case) needs no buffer at all.
   auto one = [&](const StoreOp& op) {
-    return impl_->decide_one(*op.policy, op.key, op.cost,
-                             op.kind == StoreOp::Kind::kAcquire ? Op::kAcquire : Op::kPeek);
+    return impl_->decide_one(*op.policy, op.key, op.cost, algo::op_of(op.kind), op.lease);
   };
   if (ops.size() == 1) {
     auto d = one(ops[0]);

@@ -15,10 +15,13 @@ namespace ratelimit::memory {
 namespace {
 
 using algo::AlgorithmState;
+using algo::ConcurrencyState;
 using algo::SlidingWindowLogState;
 
-// Variant indices (the order of algo::AlgorithmState).
+// Variant indices (the order of algo::AlgorithmState). The log and the leases own heap blocks:
+// their state object lives in the slot and is moved, never copied bytewise.
 constexpr uint8_t kLogTag = 1;
+constexpr uint8_t kLeasesTag = 5;
 constexpr uint8_t kNoState = 0xff;  // a fresh slot: nothing to free
 
 template <typename T>
@@ -34,6 +37,10 @@ static_assert(std::is_same_v<std::variant_alternative_t<kLogTag, AlgorithmState>
 static_assert(sizeof(SlidingWindowLogState) <= sizeof(Slot::state) &&
               alignof(SlidingWindowLogState) <= 8,
               "the sliding log's state lives in the slot");
+static_assert(std::is_same_v<std::variant_alternative_t<kLeasesTag, AlgorithmState>,
+                             ConcurrencyState>);
+static_assert(sizeof(ConcurrencyState) <= sizeof(Slot::state) && alignof(ConcurrencyState) <= 8,
+              "the leases' state lives in the slot");
 
 SlidingWindowLogState* log_in(Slot& s) {
   return std::launder(reinterpret_cast<SlidingWindowLogState*>(s.state));
@@ -41,6 +48,13 @@ SlidingWindowLogState* log_in(Slot& s) {
 const SlidingWindowLogState* log_in(const Slot& s) {
   return std::launder(reinterpret_cast<const SlidingWindowLogState*>(s.state));
 }
+ConcurrencyState* leases_in(Slot& s) {
+  return std::launder(reinterpret_cast<ConcurrencyState*>(s.state));
+}
+const ConcurrencyState* leases_in(const Slot& s) {
+  return std::launder(reinterpret_cast<const ConcurrencyState*>(s.state));
+}
+bool owns_heap(uint8_t tag) { return tag == kLogTag || tag == kLeasesTag; }
 
 template <typename T>
 AlgorithmState unpack_inline(const Slot& s) {
@@ -165,15 +179,30 @@ uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const
 }
 
 size_t Shard::log_bytes(const Slot& s) const {
-  return s.tag == kLogTag ? heap_block(log_in(s)->entries.heap_bytes()) : 0;
+  if (s.tag == kLogTag) return heap_block(log_in(s)->entries.heap_bytes());
+  if (s.tag == kLeasesTag) {
+    return heap_block(leases_in(s)->leases.capacity() * sizeof(algo::LeaseEntry));
+  }
+  return 0;
 }
 
 void Shard::free_state(Slot& s) {
   if (s.tag == kLogTag) {
     sub_bytes(log_bytes(s));
     log_in(s)->~SlidingWindowLogState();
+  } else if (s.tag == kLeasesTag) {
+    sub_bytes(log_bytes(s));
+    leases_in(s)->~ConcurrencyState();
   }
   s.tag = kNoState;
+}
+
+Decision Shard::decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
+                             algo::Op op, const LeaseId& lease) {
+  AlgorithmState state = take_state(i);
+  const Decision d = algo::decide(policy, state, now_us, cost, op, lease);
+  put_state(i, std::move(state));
+  return d;
 }
 
 Decision Shard::decide_log(Slot& s, const Policy& policy, int64_t now_us, int64_t cost,
@@ -200,6 +229,10 @@ AlgorithmState Shard::take_state(uint32_t i) {
       sub_bytes(log_bytes(s));
       return std::move(*log_in(s));  // leaves an empty queue behind (no block)
     }
+    case kLeasesTag: {
+      sub_bytes(log_bytes(s));
+      return std::move(*leases_in(s));  // leaves an empty vector behind (no block)
+    }
     case 2: return unpack_inline<std::variant_alternative_t<2, AlgorithmState>>(s);
     case 3: return unpack_inline<std::variant_alternative_t<3, AlgorithmState>>(s);
     case 4: return unpack_inline<std::variant_alternative_t<4, AlgorithmState>>(s);
@@ -223,6 +256,19 @@ void Shard::put_state(uint32_t i, AlgorithmState&& state) {
     add_bytes(log_bytes(s));
     return;
   }
+  if (tag == kLeasesTag) {
+    auto& leases = std::get<kLeasesTag>(state);
+    if (s.tag == kLeasesTag) {
+      sub_bytes(log_bytes(s));
+      *leases_in(s) = std::move(leases);
+    } else {
+      free_state(s);
+      new (s.state) ConcurrencyState(std::move(leases));
+    }
+    s.tag = tag;
+    add_bytes(log_bytes(s));
+    return;
+  }
   free_state(s);
   std::visit(
       [&s](auto& v) {
@@ -240,9 +286,9 @@ int64_t Shard::idle_at(uint32_t i) {
   // decision replaces it with a fresh one, so it is as good as idle. (idle_at_us must not see
   // it: it assumes the policy's own state type.)
   if (s.tag != static_cast<uint8_t>(policy.algorithm())) return std::numeric_limits<int64_t>::min();
-  AlgorithmState state = take_state(i);  // a copy, or the log's queue moved out
+  AlgorithmState state = take_state(i);  // a copy, or the log's queue / the leases moved out
   const int64_t t = algo::idle_at_us(policy, state);
-  if (s.tag == kLogTag) put_state(i, std::move(state));
+  if (owns_heap(s.tag)) put_state(i, std::move(state));
   return t;
 }
 

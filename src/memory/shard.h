@@ -15,7 +15,8 @@
 //     key is found in one probe (find_named: key bytes, then the slot's policy entry's name),
 //     so the hot path never consults the policy table; only a new key looks its name up;
 //   - per-key state is stored in the slot (16-24 bytes; the sliding log's is its queue's
-//     pointer, head and size, the entries on the heap) and decided in place, so the decision
+//     pointer, head and size, the entries on the heap; a concurrency key's is the vector of its
+//     leases, 32 bytes per lease on the heap) and decided in place, so the decision
 //     math stays in src/core and a redefined policy's state is replaced there;
 //   - idleness is computed only when it can be true: an admitted acquire holds the units it
 //     took, so it is never idle; every other touch, the sweep and eviction ask
@@ -183,6 +184,9 @@ class alignas(64) Shard {
   }
   // Forgets the key's own eviction residue (reset).
   void forget_residue(uint64_t hash) { residue_.forget(hash); }
+  // algo::decide with a lease id (concurrency policies), on the slot's state moved out and back.
+  Decision decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
+                        algo::Op op, const LeaseId& lease);
   // Moves the slot's state out (the slot keeps a placeholder until put_state).
   algo::AlgorithmState take_state(uint32_t i);
   // Stores a state back into the slot.

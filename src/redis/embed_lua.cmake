@@ -6,18 +6,19 @@
 # A script is assembled from parts: common.lua (the units.h mirror and shared plumbing), the
 # algorithm file(s), entry.lua (run_single) and an entry point. One script per algorithm
 # (common + <algorithm> + entry + `local algorithm = <algorithm>` + single.lua), plus
-# acquire_all (common + all five + entry + multi.lua + acquire_all.lua), batch (the same with
+# acquire_all (common + all six + entry + multi.lua + acquire_all.lua), batch (the same with
 # batch.lua), decide_many (the same with decide_many.lua), and reserve and add_hits (common +
 # fixed_window + sliding_window_counter + distributed.lua + reserve.lua / add_hits.lua). Order of kScripts =
 # enum ScriptId in lua_scripts.h. The library is `#!lua name=ratelimit_<version>` + common + all
-# five + entry + multi + distributed + library.lua, with @V@ replaced by the version: the first 12 hex digits
+# six + entry + multi + distributed + library.lua, with @V@ replaced by the version: the first 12 hex digits
 # of the SHA1 of that text before the replacement.
 # The library is also written on its own, as the contract every client loads (docs/
 # redis-functions.md): <LIBRARY_DIR>/ratelimit_<version>.lua (FUNCTION LOAD-able as is) and
 # <LIBRARY_DIR>/VERSION (the version, one line); older ratelimit_*.lua files there are removed,
 # so the directory always holds exactly the library of this build.
 # Inputs: -DLUA_DIR=<dir> -DOUT=<file> -DLIBRARY_DIR=<dir>.
-set(algorithms fixed_window sliding_window_log sliding_window_counter token_bucket leaky_bucket)
+set(algorithms fixed_window sliding_window_log sliding_window_counter token_bucket leaky_bucket
+               concurrency)
 
 file(READ ${LUA_DIR}/common.lua common)
 file(READ ${LUA_DIR}/entry.lua entry)

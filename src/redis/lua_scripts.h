@@ -1,7 +1,7 @@
 // lua_scripts.h — the Lua scripts the Redis store runs, embedded at build time
 // (embed_lua.cmake assembles src/redis/lua/*.lua into lua_scripts.cc, with each script's SHA1).
 //
-// Invariants: kLuaScripts[i] is the script for ScriptId i; the first five follow the order of
+// Invariants: kLuaScripts[i] is the script for ScriptId i; the first six follow the order of
 // ratelimit::Algorithm, so a policy's algorithm is its script's index. `sha1` is the SHA1 of
 // `text`, the name SCRIPT LOAD answers and EVALSHA takes.
 #pragma once
@@ -18,12 +18,13 @@ enum ScriptId : size_t {
   kScriptSlidingWindowCounter = 2,
   kScriptTokenBucket = 3,
   kScriptLeakyBucket = 4,
-  kScriptAcquireAll = 5,
-  kScriptBatch = 6,
-  kScriptDecideMany = 7,  // all or nothing across keys (decide_many.lua)
-  kScriptReserve = 8,     // lease: give back, then reserve a slice (distributed.lua)
-  kScriptAddHits = 9,     // async: add pushed hits (distributed.lua)
-  kScriptCount = 10,
+  kScriptConcurrency = 5,
+  kScriptAcquireAll = 6,
+  kScriptBatch = 7,
+  kScriptDecideMany = 8,  // all or nothing across keys (decide_many.lua)
+  kScriptReserve = 9,     // lease: give back, then reserve a slice (distributed.lua)
+  kScriptAddHits = 10,    // async: add pushed hits (distributed.lua)
+  kScriptCount = 11,
 };
 
 struct LuaScript {

@@ -209,21 +209,27 @@ struct RedisStore::Impl {
                  });
   }
 
-  // One decision, batched by the invoker with whatever else is queued.
+  // One decision, batched by the invoker with whatever else is queued. `lease`: the lease a
+  // release or renew names (a concurrency acquire draws its own). A concurrency decision that
+  // Redis answered carries the lease (an acquire's only when admitted); a failure-policy answer
+  // carries none: nothing was stored under it.
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
-              DecisionCallback done) {
+              DecisionCallback done, LeaseId lease = {}) {
     if (Status s = validate_key(key); !s.is_ok()) return done(s);
     if (Status s = validate_cost(policy, cost); !s.is_ok()) return done(s);
     if (envoy_layout(policy)) return decide_envoy(policy, key, cost, op, std::move(done));
     const int64_t limit = policy.limit();
+    if (policy.is_concurrency() && op == algo::Op::kAcquire) lease = new_lease_id();
     invoker->invoke_batched(
-        decide_call(options.key_prefix, policy, key, cost, op, now_arg()),
-        [this, limit, done = std::move(done)](const Status& error, const redisReply* reply,
-                                              size_t index, size_t count) {
+        decide_call(options.key_prefix, policy, key, cost, op, now_arg(), lease),
+        [this, limit, lease, op, done = std::move(done)](const Status& error,
+                                                         const redisReply* reply, size_t index,
+                                                         size_t count) {
           if (error.is_ok()) {
             auto d = decode_decision_at(reply, index, count, limit);
             if (d.ok()) {
               counters.commands.fetch_add(1, std::memory_order_relaxed);
+              if (!lease.empty() && (op != algo::Op::kAcquire || d->allowed)) d->lease = lease;
               return done(*d);
             }
             return done(fail_decisions(d.status(), {&limit, 1}).front());
@@ -314,9 +320,7 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
   if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);
   auto& impl = *impl_;
   const std::string_view prefix = impl.options.key_prefix;
-  auto op_of = [](const StoreOp& op) {
-    return op.kind == StoreOp::Kind::kAcquire ? algo::Op::kAcquire : algo::Op::kPeek;
-  };
+  auto op_of = [](const StoreOp& op) { return algo::op_of(op.kind); };
   if (atomicity == Atomicity::kAllOrNothing && ops.size() > 1) {
     // One script over every key. A cluster runs a script on one node and refuses keys of
     // different slots (CROSSSLOT): say so before sending anything.
@@ -347,6 +351,18 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
                       });
     return;
   }
+  if (ops.size() == 1 && ops[0].policy->is_concurrency()) {
+    // A lease op (release_async, renew_async): batched like acquire_async, and carrying its lease.
+    const StoreOp& op = ops[0];
+    impl.decide(
+        *op.policy, op.key, op.cost, op_of(op),
+        [done = std::move(done)](Result<Decision> d) {
+          if (!d) return done(d.status());
+          done(std::span<const Decision>(&*d, 1));
+        },
+        op.lease);
+    return;
+  }
   if (ops.size() == 1) {
     const StoreOp& op = ops[0];
     impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
@@ -365,24 +381,29 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
   join->out.resize(ops.size());
   join->left.store(ops.size(), std::memory_order_relaxed);
   join->done = std::move(done);
+  auto arrive = [join](size_t i, const Decision& d) {
+    join->out[i] = d;
+    if (join->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      join->done(std::span<const Decision>(join->out));
+    }
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     const StoreOp& op = ops[i];
     if (impl.envoy_layout(*op.policy)) {
-      impl.decide_envoy(*op.policy, op.key, op.cost, op_of(op), [join, i](Result<Decision> d) {
-        join->out[i] = d.ok() ? *d : Decision{};  // decide_envoy answers every failure by policy
-        if (join->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          join->done(std::span<const Decision>(join->out));
-        }
-      });
+      // decide_envoy answers every failure by policy
+      impl.decide_envoy(*op.policy, op.key, op.cost, op_of(op),
+                        [arrive, i](Result<Decision> d) { arrive(i, d.ok() ? *d : Decision{}); });
+      continue;
+    }
+    if (op.policy->is_concurrency()) {  // validated: decide() cannot fail on input here
+      impl.decide(
+          *op.policy, op.key, op.cost, op_of(op),
+          [arrive, i](Result<Decision> d) { arrive(i, d ? *d : Decision{}); }, op.lease);
       continue;
     }
     impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
-                    {op.policy->limit()}, [join, i](std::vector<Decision> d) {
-                      join->out[i] = d.front();
-                      if (join->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-                        join->done(std::span<const Decision>(join->out));
-                      }
-                    });
+                    {op.policy->limit()},
+                    [arrive, i](std::vector<Decision> d) { arrive(i, d.front()); });
   }
 }
 

@@ -37,7 +37,16 @@ void append_policy_args(const Policy& p, std::vector<std::string>& args) {
   args.push_back(p.counts_every_hit() ? "2" : p.count_denied() ? "1" : "0");
 }
 
-std::string op_arg(algo::Op op) { return op == algo::Op::kAcquire ? "0" : "1"; }
+// algo::Op as common.lua numbers it: 0 acquire, 1 peek, 2 release, 3 renew.
+std::string op_arg(algo::Op op) {
+  switch (op) {
+    case algo::Op::kAcquire: return "0";
+    case algo::Op::kPeek: return "1";
+    case algo::Op::kRelease: return "2";
+    case algo::Op::kRenew: return "3";
+  }
+  return "1";
+}
 
 }  // namespace
 
@@ -57,17 +66,22 @@ std::string escape_key(std::string_view key) {
 
 std::string log_key(const std::string& state_key) { return state_key + "#log"; }
 
+std::string leases_key(const std::string& state_key) { return state_key + "#leases"; }
+
 ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::string_view key,
-                       int64_t cost, algo::Op op, std::optional<int64_t> now_us) {
+                       int64_t cost, algo::Op op, std::optional<int64_t> now_us,
+                       const LeaseId& lease) {
   ScriptCall call;
   call.script = static_cast<ScriptId>(static_cast<size_t>(policy.algorithm()));
   call.keys.push_back(redis_state_key(prefix, key, policy.name()));
   if (policy.algorithm() == Algorithm::kSlidingWindowLog) call.keys.push_back(log_key(call.keys[0]));
-  call.args.reserve(8);
+  if (policy.is_concurrency()) call.keys.push_back(leases_key(call.keys[0]));
+  call.args.reserve(9);
   call.args.push_back(now_arg(now_us));
   call.args.push_back(int_arg(cost));
   call.args.push_back(op_arg(op));
   append_policy_args(policy, call.args);
+  if (policy.is_concurrency()) call.args.push_back(lease.to_hex());
   return call;
 }
 
@@ -159,8 +173,8 @@ Result<algo::SharedView> decode_shared_view(const redisReply* reply) {
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key) {
   std::string state = redis_state_key(prefix, key, policy.name());
-  std::string log = log_key(state);
-  return {std::move(state), std::move(log)};
+  std::string second = policy.is_concurrency() ? leases_key(state) : log_key(state);
+  return {std::move(state), std::move(second)};
 }
 
 std::string function_name(ScriptId id) {
@@ -168,11 +182,13 @@ std::string function_name(ScriptId id) {
 }
 
 ScriptCall batch_call(std::span<const ScriptCall* const> items) {
-  // decide_call's args: now, cost, op, then the five policy fields.
-  constexpr size_t kPolicyFirst = 3, kPolicyFields = 5;
+  // decide_call's args: now, cost, op, then the five policy fields (then a concurrency
+  // policy's lease id, which is the item's, not the policy's).
+  constexpr size_t kPolicyFirst = 3, kPolicyFields = 5, kPolicyEnd = kPolicyFirst + kPolicyFields;
   auto same_policy = [](const ScriptCall& a, const ScriptCall& b) {
-    return a.script == b.script && std::equal(a.args.begin() + kPolicyFirst, a.args.end(),
-                                              b.args.begin() + kPolicyFirst, b.args.end());
+    return a.script == b.script && std::equal(a.args.begin() + kPolicyFirst,
+                                              a.args.begin() + kPolicyEnd,
+                                              b.args.begin() + kPolicyFirst);
   };
   // Every distinct (algorithm, policy) once, in first-seen order; an item names its entry.
   // Arguments are what a call costs Redis most per item (each one is parsed, interned and
@@ -207,16 +223,18 @@ ScriptCall batch_call(std::span<const ScriptCall* const> items) {
   call.args.push_back(timed ? "t" : "-");
   for (const ScriptCall* d : distinct) {
     call.args.push_back(int_arg(static_cast<int64_t>(d->script)));
-    call.args.insert(call.args.end(), d->args.begin() + kPolicyFirst, d->args.end());
+    call.args.insert(call.args.end(), d->args.begin() + kPolicyFirst, d->args.begin() + kPolicyEnd);
   }
   for (size_t i = 0; i < items.size(); ++i) {
     const ScriptCall& item = *items[i];
     call.keys.insert(call.keys.end(), item.keys.begin(), item.keys.end());
     // The policy's index (Lua indices from 1); cost and op only when not an acquire of 1.
     std::string arg = int_arg(static_cast<int64_t>(entry[i] + 1));
-    if (item.args[1] != "1" || item.args[2] != op_arg(algo::Op::kAcquire)) {
+    const bool lease = item.args.size() > kPolicyEnd;
+    if (lease || item.args[1] != "1" || item.args[2] != op_arg(algo::Op::kAcquire)) {
       arg += ':' + item.args[1] + ':' + item.args[2];
     }
+    if (lease) arg += ':' + item.args[kPolicyEnd];
     call.args.push_back(std::move(arg));
     if (timed) call.args.push_back(item.args[0]);
   }
@@ -270,7 +288,9 @@ Result<Decision> decision_at(const redisReply* reply, size_t index, int64_t limi
     if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
     f[j] = static_cast<int64_t>(e->integer);
   }
-  if (f[0] < 0 || f[0] > 2) {
+  const bool known = (f[0] >= 0 && f[0] <= 2) ||
+                     f[0] == static_cast<int64_t>(DecisionReason::kLeaseNotHeld);
+  if (!known) {
     return Status::internal("script reply out of range (reason " + std::to_string(f[0]) + ")");
   }
   Decision d;

@@ -39,6 +39,8 @@ std::string escape_key(std::string_view key);
 
 // The sorted set that holds a sliding log's entries, beside the state key.
 std::string log_key(const std::string& state_key);
+// The sorted set of a concurrency policy's leases (id -> expiry), beside its hash.
+std::string leases_key(const std::string& state_key);
 
 // One EVALSHA: which script, its KEYS and its ARGV.
 struct ScriptCall {
@@ -47,10 +49,13 @@ struct ScriptCall {
   std::vector<std::string> args;
 };
 
-// A decision on one policy. `now_us` is set only in test mode.
+// A decision on one policy. `now_us` is set only in test mode. A concurrency policy's call
+// carries `lease` (its acquire: the new lease's id; release, renew: the lease named) as a ninth
+// argument, 32 hex digits.
 // Preconditions: validate_key(key) and validate_cost(cost) are ok.
 ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::string_view key,
-                       int64_t cost, algo::Op op, std::optional<int64_t> now_us);
+                       int64_t cost, algo::Op op, std::optional<int64_t> now_us,
+                       const LeaseId& lease = {});
 
 // All or nothing over several policies. Precondition: validate_acquire_all(...) is ok.
 ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> policies,
@@ -75,13 +80,14 @@ ScriptCall add_hits_call(std::string_view prefix, const Policy& policy, std::str
 // for anything else (an error reply included: its text).
 Result<algo::SharedView> decode_shared_view(const redisReply* reply);
 
-// The keys reset deletes (state and log).
+// The keys reset deletes (state and log, or state and leases).
 std::vector<std::string> reset_keys(std::string_view prefix, const Policy& policy,
                                     std::string_view key);
 
 // Several single-policy decisions (each built by decide_call) as one call of the batch script:
 // the items' keys in order; the distinct (algorithm, policy) pairs once each; per item one
-// argument, the pair's index ("<index>:<cost>:<op>" unless an acquire of cost 1), and its now
+// argument, the pair's index ("<index>:<cost>:<op>" unless an acquire of cost 1;
+// "<index>:<cost>:<op>:<lease>" for a concurrency policy), and its now
 // only when a test clock set one (run_batch in lua/multi.lua). The reply holds one decision per
 // item, in order.
 // Precondition: 1 ... kMaxBatch items, each an algorithm's script (not acquire_all or batch).

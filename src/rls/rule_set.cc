@@ -603,6 +603,12 @@ class Loader {
       RL_ASSIGN(alg_name, string(alg, "algorithm"));
       auto a = parse_algorithm(alg_name);
       if (!a) return error(alg, a.status().message());
+      if (*a == Algorithm::kConcurrency) {
+        // Envoy's rate limit service has no release: a lease taken by ShouldRateLimit could only
+        // expire (docs/throttling.md says what works there instead).
+        return error(alg, "the concurrency algorithm is not available to the Envoy rate limit "
+                          "service: RLS calls cannot release a lease (see docs/throttling.md)");
+      }
       const bool bucket = *a == Algorithm::kTokenBucket || *a == Algorithm::kLeakyBucket;
       if (!bucket && (rl["burst"] || rl["mode"])) {
         return error(rl["burst"] ? rl["burst"] : rl["mode"],
@@ -634,6 +640,7 @@ class Loader {
           policy = Policy::leaky_bucket(rate, burst, mode);
           break;
         }
+        case Algorithm::kConcurrency: break;  // refused above
       }
     }
     if (!policy) return error(rl, "rate_limit: " + policy.status().message());

@@ -322,11 +322,25 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   if (!algo) {
     return p.error(n["algorithm"], what + ": unknown algorithm '" + algo_name +
                                        "' (fixed_window, sliding_window_log, "
-                                       "sliding_window_counter, token_bucket, leaky_bucket)");
+                                       "sliding_window_counter, token_bucket, leaky_bucket, "
+                                       "concurrency)");
   }
   Result<Policy> policy = Status::internal("unset");
   const bool bucket = *algo == Algorithm::kTokenBucket || *algo == Algorithm::kLeakyBucket;
-  if (bucket) {
+  if (*algo == Algorithm::kConcurrency) {
+    // lease_ttl is the leases' lifetime here; the consistency keys do not apply (a concurrency
+    // policy is always decided exactly).
+    for (const char* k : {"window", "rate", "burst", "mode", "count_denied", "consistency", "sync_interval",
+                          "lease_max"}) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' does not apply to concurrency (it takes limit and lease_ttl)");
+    }
+    if (!n["limit"] || !n["lease_ttl"]) return p.error(n, what + ": concurrency needs 'limit' (units held at once) and 'lease_ttl'");
+    int64_t limit = 0;
+    Micros ttl{0};
+    RL_TRY_ASSIGN(limit, p.integer(n["limit"], what + ".limit", 1, kMaxConcurrencyLimit));
+    RL_TRY_ASSIGN(ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
+    policy = Policy::concurrency(limit, ttl);
+  } else if (bucket) {
     for (const char* k : {"limit", "window"}) {
       if (n[k]) return p.error(n[k], what + ": '" + k + "' is for window algorithms; a bucket takes rate and burst");
     }
@@ -372,7 +386,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
     RL_TRY_ASSIGN(cd, p.boolean(n["count_denied"], what + ".count_denied"));
     pc.policy = pc.policy.with_count_denied(cd);
   }
-  RL_TRY(parse_consistency_fields(p, n, what, pc.policy));
+  if (!pc.policy.is_concurrency()) RL_TRY(parse_consistency_fields(p, n, what, pc.policy));  // its lease_ttl is its own
   if (n["request_limit"]) RL_TRY(parse_request_limit(p, n["request_limit"], what, pc));
   return pc;
 }

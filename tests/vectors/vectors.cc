@@ -44,22 +44,25 @@ int64_t int_field_or(const json& obj, const char* name, int64_t fallback) {
 DecisionReason parse_reason(const std::string& s) {
   for (auto r : {DecisionReason::kWithinLimit, DecisionReason::kOverLimit,
                  DecisionReason::kExceedsCapacity, DecisionReason::kStoreFailedOpen,
-                 DecisionReason::kStoreFailedClosed}) {
+                 DecisionReason::kStoreFailedClosed, DecisionReason::kLeaseNotHeld}) {
     if (s == decision_reason_name(r)) return r;
   }
   fail("unknown reason '" + s + "'");
 }
 
 StepOp parse_op(const std::string& s) {
-  for (auto op : {StepOp::kAcquire, StepOp::kPeek, StepOp::kReset}) {
+  for (auto op : {StepOp::kAcquire, StepOp::kPeek, StepOp::kReset, StepOp::kRelease,
+                  StepOp::kRenew}) {
     if (s == step_op_name(op)) return op;
   }
-  fail("unknown op '" + s + "' (expected acquire, peek or reset)");
+  fail("unknown op '" + s + "' (expected acquire, peek, reset, release or renew)");
 }
 
 Policy parse_policy(Algorithm algorithm, const json& p, bool count_denied, bool every_hit) {
   Result<Policy> r = Status::internal("unreachable");
-  if (every_hit) {
+  if (algorithm == Algorithm::kConcurrency) {
+    r = Policy::concurrency(int_field(p, "limit"), Micros{int_field(p, "lease_ttl_us")});
+  } else if (every_hit) {
     if (algorithm != Algorithm::kFixedWindow) fail("'every_hit' applies to fixed_window only");
     r = Policy::fixed_window_every_hit(int_field(p, "limit"), Micros{int_field(p, "window_us")});
   } else if (algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket) {
@@ -104,13 +107,19 @@ Expect parse_expect(const json& e) {
   return x;
 }
 
-Step parse_step(const json& j) {
+Step parse_step(const json& j, Algorithm algorithm) {
   Step s;
   s.t_us = int_field(j, "t_us");
   if (s.t_us < 0) fail("t_us must be >= 0");
   s.cost = int_field_or(j, "cost", 1);
   if (j.contains("op")) s.op = parse_op(field(j, "op").get<std::string>());
   if (j.contains("key")) s.key = field(j, "key").get<std::string>();
+  if (j.contains("lease")) s.lease = field(j, "lease").get<std::string>();
+  const bool lease_op = s.op == StepOp::kRelease || s.op == StepOp::kRenew;
+  if ((lease_op || !s.lease.empty()) && algorithm != Algorithm::kConcurrency) {
+    fail("release, renew and 'lease' apply to concurrency only");
+  }
+  if (lease_op && s.lease.empty()) fail("a release or renew step names its 'lease'");
   if (s.op == StepOp::kReset) {
     if (j.contains("expect")) fail("a reset step has no 'expect'");
   } else {
@@ -126,8 +135,29 @@ const char* step_op_name(StepOp op) {
     case StepOp::kAcquire: return "acquire";
     case StepOp::kPeek: return "peek";
     case StepOp::kReset: return "reset";
+    case StepOp::kRelease: return "release";
+    case StepOp::kRenew: return "renew";
   }
   return "unknown";
+}
+
+algo::Op algo_op(StepOp op) {
+  switch (op) {
+    case StepOp::kPeek: return algo::Op::kPeek;
+    case StepOp::kRelease: return algo::Op::kRelease;
+    case StepOp::kRenew: return algo::Op::kRenew;
+    default: return algo::Op::kAcquire;
+  }
+}
+
+Result<Decision> store_step(Store& store, const Policy& policy, const std::string& key,
+                            const Step& step) {
+  switch (step.op) {
+    case StepOp::kPeek: return store.peek(policy, key, step.cost);
+    case StepOp::kRelease: return store.release(policy, key, step.lease_id);
+    case StepOp::kRenew: return store.renew(policy, key, step.lease_id);
+    default: return store.acquire(policy, key, step.cost);
+  }
 }
 
 Result<VectorFile> load_file(const std::string& path) {
@@ -162,7 +192,7 @@ Result<VectorFile> load_file(const std::string& path) {
       std::vector<Step> parsed;
       for (size_t si = 0; si < steps.size(); ++si) {
         where = path + ": case '" + name + "' step " + std::to_string(si);
-        parsed.push_back(parse_step(steps[si]));
+        parsed.push_back(parse_step(steps[si], file.algorithm));
       }
       file.cases.push_back(Case{std::move(name), std::move(policy), std::move(parsed)});
     }
@@ -236,8 +266,15 @@ std::vector<Failure> run_file(const VectorFile& file, const std::string& key_pre
   std::vector<Failure> failures;
   for (size_t ci = 0; ci < file.cases.size(); ++ci) {
     const Case& c = file.cases[ci];
+    std::map<std::string, LeaseId> leases;  // case-local names -> ids the store returned
     for (size_t si = 0; si < c.steps.size(); ++si) {
-      const Step& step = c.steps[si];
+      Step step = c.steps[si];
+      if (step.op == StepOp::kRelease || step.op == StepOp::kRenew) {
+        auto it = leases.find(step.lease);
+        step.lease_id = it != leases.end() ? it->second : new_lease_id();  // unbound: foreign
+      } else if (step.op == StepOp::kAcquire && c.policy.is_concurrency()) {
+        step.lease_id = new_lease_id();
+      }
       const std::string key = key_prefix + std::to_string(ci) + ":" + step.key;
       auto report = [&](std::string message) {
         failures.push_back({file.path, c.name, si,
@@ -256,6 +293,15 @@ std::vector<Failure> run_file(const VectorFile& file, const std::string& key_pre
         continue;
       }
       std::string diff = compare(*step.expect, c.policy.limit(), *d);
+      // The lease a decision carries: an admitted concurrency acquire's new id, the id a release
+      // or renew asked about; nothing otherwise.
+      const bool lease_op = step.op == StepOp::kRelease || step.op == StepOp::kRenew;
+      const bool acquired = step.op == StepOp::kAcquire && c.policy.is_concurrency() && d->allowed;
+      auto add = [&](const char* what) { diff += (diff.empty() ? "" : "; ") + std::string(what); };
+      if (lease_op && d->lease != step.lease_id) add("lease: not the id asked about");
+      if (acquired && d->lease.empty()) add("lease: an admitted acquire carries none");
+      if (!lease_op && !acquired && !d->lease.empty()) add("lease: unexpected");
+      if (acquired && !step.lease.empty()) leases[step.lease] = d->lease;
       if (!diff.empty()) report(diff);
     }
   }
@@ -269,8 +315,7 @@ std::vector<Failure> run_vectors(Store& store, ManualClock& clock, const VectorF
       file, prefix,
       [&](const Policy& policy, const std::string& key, const Step& step) {
         clock.set(Micros{step.t_us});
-        return step.op == StepOp::kPeek ? store.peek(policy, key, step.cost)
-                                        : store.acquire(policy, key, step.cost);
+        return store_step(store, policy, key, step);
       },
       [&](const Policy& policy, const std::string& key) { return store.reset(policy, key); });
 }
@@ -282,8 +327,8 @@ std::vector<Failure> run_vectors_pure(const VectorFile& file) {
       [&](const Policy& policy, const std::string& key, const Step& step) -> Result<Decision> {
         if (auto s = validate_cost(policy, step.cost); !s.is_ok()) return s;
         auto it = states.try_emplace(key, algo::fresh_state(policy)).first;
-        return algo::decide(policy, it->second, step.t_us, step.cost,
-                            step.op == StepOp::kPeek ? algo::Op::kPeek : algo::Op::kAcquire);
+        return algo::decide(policy, it->second, step.t_us, step.cost, algo_op(step.op),
+                            step.lease_id);
       },
       [&](const Policy&, const std::string& key) {
         states.erase(key);

@@ -18,7 +18,8 @@
 //   {"algorithm": "token_bucket",
 //    "cases": [{"name": "...", "comment": "...",
 //               "policy": {"limit": 10, "window_us": 1000000}          (window algorithms)
-//                      or {"rate": 2.5, "burst": 5, "mode": "police"}  (buckets; mode: leaky),
+//                      or {"rate": 2.5, "burst": 5, "mode": "police"}  (buckets; mode: leaky)
+//                      or {"limit": 10, "lease_ttl_us": 1000000}       (concurrency),
 //               "count_denied": false,                                  (optional, default false)
 //               "every_hit": false,          (optional; fixed_window: Policy::fixed_window_every_hit)
 //               "steps": [{"t_us": 0, "cost": 1, "op": "acquire",       (cost default 1;
@@ -28,6 +29,11 @@
 //                                     "retry_after_us": 0, "delay_us": 0}}]}]}
 //   A "reset" step has no "expect". Every decision field is required in "expect"; the runner
 //   also checks Decision::limit against the policy's capacity.
+//   Concurrency steps may also have op release|renew and "lease": "<name>": an admitted acquire
+//   binds the name (case-local) to the lease id the store returned; a release or renew names a
+//   bound lease, or an unbound name, which stands for a foreign id (drawn at random, never
+//   issued). The runner checks that every concurrency decision carries its lease (an admitted
+//   acquire: a non-empty id; release, renew: the id asked about) and no other decision does.
 // Invariants: each case starts from fresh keys — the runners prefix every key with a prefix
 // unique to the run and the case (unique_run_prefix()), so a persistent store (Redis) needs no
 // cleanup between runs. Steps run in order; the clock is set to t_us before each step.
@@ -53,9 +59,9 @@ namespace ratelimit::vectors {
 // The algorithms with a vector file, in the order load_all() returns them.
 inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
-    Algorithm::kTokenBucket, Algorithm::kLeakyBucket};
+    Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kConcurrency};
 
-enum class StepOp : uint8_t { kAcquire, kPeek, kReset };
+enum class StepOp : uint8_t { kAcquire, kPeek, kReset, kRelease, kRenew };
 
 struct Expect {
   bool allowed = false;
@@ -72,7 +78,18 @@ struct Step {
   StepOp op = StepOp::kAcquire;
   std::string key = "k";         // case-local key name; runners add a unique prefix
   std::optional<Expect> expect;  // absent only for kReset
+  std::string lease;             // concurrency: the case-local lease name (may be empty)
+  // Filled in by run_file before the step reaches a DecideFn: for release/renew the lease the
+  // name is bound to (or a foreign id); for an acquire a fresh id, which a pure runner uses
+  // (a store draws its own).
+  LeaseId lease_id;
 };
+
+// The core op of a step (precondition: not kReset).
+algo::Op algo_op(StepOp op);
+// The step on a Store: acquire, peek, release or renew (precondition: not kReset).
+Result<Decision> store_step(Store& store, const Policy& policy, const std::string& key,
+                            const Step& step);
 
 struct Case {
   std::string name;
@@ -93,7 +110,7 @@ Result<VectorFile> load_file(const std::string& path);
 // Loads <dir>/<algorithm_name>.json for every algorithm in kAllAlgorithms.
 Result<std::vector<VectorFile>> load_all(const std::string& dir);
 
-// "acquire", "peek", "reset".
+// "acquire", "peek", "reset", "release", "renew".
 const char* step_op_name(StepOp op);
 // Empty when `d` matches `e` (and d.limit == limit); else "field: got X, want Y; ...".
 std::string compare(const Expect& e, int64_t limit, const Decision& d);

@@ -59,6 +59,7 @@ Result<Policy> race_policy(const std::string& algorithm, int64_t limit) {
     case Algorithm::kSlidingWindowCounter: return Policy::sliding_window_counter(limit, minute);
     case Algorithm::kTokenBucket: return Policy::token_bucket(1e-6, limit);
     case Algorithm::kLeakyBucket: return Policy::leaky_bucket(1e-6, limit);
+    case Algorithm::kConcurrency: return Policy::concurrency(limit, minute);  // none released
   }
   return Status::invalid_argument("unknown algorithm");
 }
@@ -76,6 +77,10 @@ Result<Policy> allow_policy(const std::string& algorithm) {
     case Algorithm::kSlidingWindowCounter: return Policy::sliding_window_counter(1'000'000'000, second);
     case Algorithm::kTokenBucket: return Policy::token_bucket(1e9 / 60, 1'000'000'000);
     case Algorithm::kLeakyBucket: return Policy::leaky_bucket(1e9 / 60, 1'000'000'000);
+    case Algorithm::kConcurrency:
+      return Status::invalid_argument(
+          "a concurrency policy's acquires hold their units: its throughput is measured as "
+          "acquire + release pairs, not as an allow limit");
   }
   return Status::invalid_argument("unknown algorithm");
 }

@@ -13,10 +13,13 @@ local kMaxEveryHitCount = 4503599627370496  -- 2^52, policy.h kMaxEveryHitCount
 
 local kAcquire = 0     -- algo::Op
 local kPeek = 1
+local kRelease = 2
+local kRenew = 3
 
 local kWithinLimit = 0 -- DecisionReason, same order as include/ratelimit/decision.h
 local kOverLimit = 1
 local kExceedsCapacity = 2
+local kLeaseNotHeld = 5
 
 -- In test mode (time given by the caller) TTLs are computed from a fake clock and mean
 -- nothing in real time; they are raised to this floor so state cannot expire mid-test.

@@ -5,8 +5,14 @@
 -- One decision on `keys` (the algorithm's keys), appended to `out`: what run_single and every
 -- item of run_batch do. cost_arg is cost as a decimal string (an argument as it came).
 -- An algorithm with an `acquire` (fixed_window.lua) decides the acquires its `fast` accepts
--- itself, with fewer commands; every other decision is load + decide + persist.
-local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost_arg, op, out)
+-- itself, with fewer commands; one with a `run` (concurrency.lua) works on its keys in place and
+-- takes the lease id; every other decision is load + decide + persist.
+local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost_arg, op, out,
+                          lease)
+  if algorithm.run ~= nil then
+    push_decision(out, algorithm.run(policy, keys, now_us, test_mode, cost, op, lease))
+    return
+  end
   if algorithm.acquire ~= nil and op == kAcquire and algorithm.fast(policy, cost) then
     algorithm.acquire(policy, keys[1], now_us, test_mode, cost, cost_arg, out)
     return
@@ -21,13 +27,14 @@ end
 -- run_single: one decision.
 -- keys: the algorithm's keys (keys[1] its state; the sliding log also keys[2], its entries).
 -- args: now ('-' = the server's TIME; an integer µs only in test mode), cost, op (0 acquire,
---       1 peek), limit, window_us, rate, shape (0/1), count_denied (0/1).
+--       1 peek, 2 release, 3 renew), limit, window_us, rate, shape (0/1), count_denied (0/1),
+--       and for concurrency the lease id (32 hex digits).
 -- Returns: push_decision's four integers (reason, remaining, reset_after_us, delay_us or
 --          retry_after_us).
 local function run_single(algorithm, keys, args)
   local now_us, test_mode = read_now(args[1])
   local out = {}
   decide_one(algorithm, read_policy(args, 4), keys, now_us, test_mode, tonumber(args[2]), args[2],
-             tonumber(args[3]), out)
+             tonumber(args[3]), out, args[9])
   return out
 end

@@ -1,7 +1,7 @@
 -- library.lua — the Redis Functions library (Redis >= 7): the same entry points as the EVALSHA
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
--- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the five algorithm files,
+-- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the six algorithm files,
 -- entry.lua, multi.lua and distributed.lua, and replaces @V@ by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
@@ -9,9 +9,9 @@
 -- rl@V@_batch (run_batch), rl@V@_decide_many (run_many), rl@V@_reserve (run_reserve),
 -- rl@V@_add_hits (run_add_hits).
 local names = {[0] = 'fixed_window', [1] = 'sliding_window_log', [2] = 'sliding_window_counter',
-               [3] = 'token_bucket', [4] = 'leaky_bucket'}
+               [3] = 'token_bucket', [4] = 'leaky_bucket', [5] = 'concurrency'}
 -- (A numeric loop: Redis 7.0 loads a library with only some globals, and `pairs` is not one.)
-for id = 0, 4 do
+for id = 0, 5 do
   local algorithm = algorithms[id]
   redis.register_function('rl@V@_' .. names[id],
                           function(keys, args) return run_single(algorithm, keys, args) end)

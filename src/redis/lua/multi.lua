@@ -4,7 +4,7 @@
 -- decide_many EVALSHA scripts and the function library. Appended after
 -- common.lua, the five algorithm files and entry.lua.
 local algorithms = {[0] = fixed_window, [1] = sliding_window_log, [2] = sliding_window_counter,
-                    [3] = token_bucket, [4] = leaky_bucket}
+                    [3] = token_bucket, [4] = leaky_bucket, [5] = concurrency}
 
 -- The all-or-nothing step shared by run_all and run_many: mirrors
 -- algo::decide_all(std::span<const LimitOp>) in src/core/decide.cc — every item is peeked at its
@@ -65,11 +65,13 @@ end
 -- A batch of independent decisions, each exactly run_single's, in order (a later item on the
 -- same key sees the earlier one's effect, as pipelined calls would). The server's clock is read
 -- once for the whole batch: every item is decided at that instant.
--- keys: each item's keys in order (2 for the sliding log: state and log; 1 otherwise).
+-- keys: each item's keys in order (2 for the sliding log: state and log, and for concurrency:
+--       hash and leases; 1 otherwise).
 -- args: the number P of distinct policies; the clock: '-' (the server's TIME, one argument per
 --       item) or 't' (test mode: two per item, the second its time in µs); six per policy:
 --       algorithm, limit, window_us, rate, shape, counting; then per item its policy (1 ... P)
---       when it acquires at cost 1, else "<policy>:<cost>:<op>". A policy's arguments travel
+--       when it acquires at cost 1, else "<policy>:<cost>:<op>", and for a concurrency policy
+--       "<policy>:<cost>:<op>:<lease id>". A policy's arguments travel
 --       once per batch and an item's usual case is one number: each argument costs Redis more
 --       than most of a decision (see batch_call in script_codec.cc).
 -- Returns: push_decision's four integers per item, in order.
@@ -103,21 +105,21 @@ local function run_batch(keys, args)
       batch_algorithms[p].acquire(policies[p], keys[k], now_us, test_mode, 1, '1', out)
       k = k + 1
     else
-      local cost, op, cost_arg = 1, kAcquire, '1'
+      local cost, op, cost_arg, lease = 1, kAcquire, '1', nil
       if p == nil then
-        local ps, cs, os = string.match(item, '^(%d+):(%d+):(%d)$')
-        p, cost, op, cost_arg = tonumber(ps), tonumber(cs), tonumber(os), cs
+        local ps, cs, os, ls = string.match(item, '^(%d+):(%d+):(%d):?(%x*)$')
+        p, cost, op, cost_arg, lease = tonumber(ps), tonumber(cs), tonumber(os), cs, ls
       end
       local algorithm = batch_algorithms[p]
       ikeys[1] = keys[k]
-      if algorithm == sliding_window_log then
+      if algorithm == sliding_window_log or algorithm == concurrency then
         ikeys[2] = keys[k + 1]
         k = k + 2
       else
         ikeys[2] = nil
         k = k + 1
       end
-      decide_one(algorithm, policies[p], ikeys, now_us, test_mode, cost, cost_arg, op, out)
+      decide_one(algorithm, policies[p], ikeys, now_us, test_mode, cost, cost_arg, op, out, lease)
     end
   end
   return out
