@@ -10,7 +10,7 @@
 //   - rate(): finite, kMinRate ... kMaxRate tokens per second;
 //   - sliding_window_log: limit <= kMaxSlidingLogLimit (its state grows with the limit);
 //   - concurrency: limit <= kMaxConcurrencyLimit (one state entry per lease held), window() is
-//     the lease TTL, kMinWindow ... kMaxLeaseTtl;
+//     the lease TTL, kMinWindow ... kMaxConcurrencyLeaseTtl;
 //   - name(): 1 ... kMaxPolicyNameLength characters of [A-Za-z0-9_.:-].
 // Policy is an immutable value type; copies are cheap and thread-safe to share.
 #pragma once
@@ -49,7 +49,7 @@ inline constexpr int64_t kMaxEveryHitCount = int64_t{1} << 52;  // a window's co
 inline constexpr int64_t kMaxCost = 1'000'000'000;           // cost of one request
 inline constexpr int64_t kMaxSlidingLogLimit = 100'000;      // entries per key, see docs/design.md
 inline constexpr int64_t kMaxConcurrencyLimit = 100'000;     // units held per key at once
-inline constexpr Micros kMaxLeaseTtl{24LL * 3600 * 1'000'000};  // 1 day
+inline constexpr Micros kMaxConcurrencyLeaseTtl{24LL * 3600 * 1'000'000};  // 1 day
 inline constexpr Micros kMinWindow{1'000};                   // 1 ms
 inline constexpr Micros kMaxWindow{366LL * 24 * 3600 * 1'000'000};  // 366 days
 inline constexpr double kMinRate = 1e-6;                     // tokens per second

@@ -181,7 +181,7 @@ Result<Policy> Policy::concurrency(int64_t limit, Micros lease_ttl) {
                                     "limit is capped at " + std::to_string(kMaxConcurrencyLimit) +
                                     " (got " + std::to_string(limit) + ")");
   }
-  if (lease_ttl < kMinWindow || lease_ttl > kMaxLeaseTtl) {
+  if (lease_ttl < kMinWindow || lease_ttl > kMaxConcurrencyLeaseTtl) {
     return Status::invalid_argument("lease_ttl must be between 1ms and 1d, got " +
                                     std::to_string(lease_ttl.count()) + "us");
   }

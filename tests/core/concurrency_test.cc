@@ -146,7 +146,7 @@ TEST(ConcurrencyPolicy, ParametersAreValidated) {
   EXPECT_FALSE(Policy::concurrency(0, Micros{1'000'000}).ok());
   EXPECT_FALSE(Policy::concurrency(kMaxConcurrencyLimit + 1, Micros{1'000'000}).ok());
   EXPECT_FALSE(Policy::concurrency(10, Micros{999}).ok());
-  EXPECT_FALSE(Policy::concurrency(10, kMaxLeaseTtl + Micros{1}).ok());
+  EXPECT_FALSE(Policy::concurrency(10, kMaxConcurrencyLeaseTtl + Micros{1}).ok());
   const Policy p = Policy::concurrency(10, Micros{30'000'000}).value();
   EXPECT_EQ(p.algorithm(), Algorithm::kConcurrency);
   EXPECT_EQ(p.lease_ttl(), Micros{30'000'000});
