@@ -12,7 +12,8 @@
 //     client to fix the request instead of retrying it.
 //   - the rate-limit fields depend on the HeaderSet (RenderOptions::headers):
 //       kIetf (default), draft-ietf-httpapi-ratelimit-headers (-08 … -11 syntax):
-//         RateLimit-Policy: one item per policy, `"name";q=<quota>;w=<seconds>`;
+//         RateLimit-Policy: one item per policy, `"name";q=<quota>;w=<seconds>`, or for a
+//                           concurrency policy `"name";q=<limit>;qu="concurrent-requests"`;
 //         RateLimit:        one item per policy, `"name";r=<remaining>;t=<seconds>`,
 //         in the order the policies were given; names are sf-strings (see append_sf_string).
 //         w = the window rounded up to whole seconds (for buckets: the time to drain a full
@@ -56,8 +57,14 @@ struct PolicyInfo {
   std::string_view name;  // must outlive the render call only
   int64_t quota = 0;      // q: the policy's capacity (limit or burst)
   Micros window{0};       // w: the window, or the time to drain a full bucket
+  // qu: the quota unit when it is not requests — "concurrent-requests" for a concurrency policy
+  // (then no w: its quota is not per time window). Empty: requests (qu omitted, the default).
+  std::string_view quota_unit{};
 
-  static PolicyInfo of(const Policy& p) { return {p.name(), p.limit(), p.window()}; }
+  static PolicyInfo of(const Policy& p) {
+    if (p.is_concurrency()) return {p.name(), p.limit(), Micros{0}, "concurrent-requests"};
+    return {p.name(), p.limit(), p.window()};
+  }
 };
 
 struct Field {

@@ -50,6 +50,11 @@ void add_policy_item(std::string& v, const PolicyInfo& p) {
   append_sf_string(v, p.name);
   v += ";q=";
   append_int(v, p.quota);
+  if (!p.quota_unit.empty()) {
+    v += ";qu=";
+    append_sf_string(v, p.quota_unit);
+    return;
+  }
   v += ";w=";
   append_int(v, ceil_seconds(p.window));
 }

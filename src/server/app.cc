@@ -47,7 +47,7 @@ T& keep(std::vector<std::unique_ptr<Handler>>& handlers, Args&&... args) {
 }
 
 constexpr const char* kNativeNotFound =
-    "no such endpoint (POST /v1/acquire, /v1/peek, /v1/reset; GET /v1/forward-auth[/...], /healthz, /readyz, /metrics)";
+    "no such endpoint (POST /v1/acquire, /v1/peek, /v1/reset, /v1/leases; DELETE /v1/leases/{id}; GET /v1/forward-auth[/...], /healthz, /readyz, /metrics)";
 constexpr const char* kAdminNotFound = "the admin listener serves /healthz, /readyz, /metrics and /v1/reset only";
 constexpr const char* kEnvoyNotFound = "no such endpoint (POST /json, GET /healthcheck)";
 constexpr const char* kEnvoyDebugIndex =
@@ -71,6 +71,7 @@ const Served& App::serve(const ListenerPlan& l) {
           .exact("/v1/peek", keep<DecisionHandler>(handlers_, native, true), Endpoint::kPeek)
           .subtree("/v1/forward-auth", keep<ForwardAuthHandler>(handlers_, native), Endpoint::kForwardAuth)
           .exact("/v1/reset", keep<ResetHandler>(handlers_, native), Endpoint::kReset)
+          .subtree("/v1/leases", keep<LeaseHandler>(handlers_, native, lease_metrics_), Endpoint::kLeases)
           .exact("/healthz", healthz, Endpoint::kHealthz)
           .exact("/readyz", readyz, Endpoint::kReadyz)
           .exact("/metrics", keep<MetricsHandler>(handlers_, metrics_), Endpoint::kMetrics)
@@ -117,6 +118,7 @@ int App::open() {
   store_ = std::move(*opened);
   state_.store_ready = store_->ready;
   decisions_ = std::make_unique<service::DecisionService>(store_->store, &metrics_);
+  metrics_.add_extra([this](std::string& out) { lease_metrics_.render(out); });
 
   // Envoy's rate-limit API: one RateLimitService for gRPC and /json, its per-rule statistics on
   // /metrics, every rule's outcomes under policy="envoy".

@@ -33,6 +33,7 @@
 #include "decision_service.h"
 #include "grpc_server.h"
 #include "h2c.h"
+#include "lease_api.h"
 #include "listener.h"
 #include "ops_api.h"
 #include "rls_service.h"
@@ -134,6 +135,7 @@ class App {
   ConfigCell cell_;
   ConnectionCaps caps_{cell_, metrics_};
   rls::RuleStats rule_stats_;
+  LeaseMetrics lease_metrics_;  // concurrency policies' leases (/v1/leases), on /metrics
   std::unique_ptr<rls::RateLimitService> rls_;
   std::vector<std::unique_ptr<Handler>> handlers_;
   // h2c on the HTTP ports (h2c.h): outlives the workers' connections, like the handlers.

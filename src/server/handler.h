@@ -40,7 +40,7 @@
 
 namespace ratelimit::server {
 
-enum class Method : uint8_t { kGet, kHead, kPost, kOther };
+enum class Method : uint8_t { kGet, kHead, kPost, kDelete, kOther };
 enum class Protocol : uint8_t { kHttp1, kHttp2 };
 
 // The header fields of one request as received, in order. Reused across requests: clear()

@@ -36,6 +36,7 @@ void Http1Parser::on_request_impl(bhttp::verb method, string_view, string_view t
     case bhttp::verb::get: req_.method = Method::kGet; break;
     case bhttp::verb::head: req_.method = Method::kHead; break;
     case bhttp::verb::post: req_.method = Method::kPost; break;
+    case bhttp::verb::delete_: req_.method = Method::kDelete; break;
     default: req_.method = Method::kOther; break;
   }
   req_.version = static_cast<unsigned>(version);

@@ -133,7 +133,8 @@ constexpr Family kStoreFamilies[kStoreMetricCount] = {
 
 constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
                                                         "healthz", "readyz", "metrics", "json",
-                                                        "healthcheck", "rlconfig", "other"};
+                                                        "healthcheck", "rlconfig", "other",
+                                                        "leases"};
 constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
                                                       "failed_open", "failed_closed"};
 constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};

@@ -30,9 +30,10 @@ namespace ratelimit::server {
 
 // kJson, kHealthcheck, kRlconfig: the --envoy-env endpoints (POST /json, /healthcheck, /rlconfig).
 enum class Endpoint : uint8_t {
-  kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kJson, kHealthcheck, kRlconfig, kOther
+  kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kJson, kHealthcheck, kRlconfig, kOther,
+  kLeases
 };
-inline constexpr size_t kEndpointCount = 11;
+inline constexpr size_t kEndpointCount = 12;
 
 // Decision outcomes are counted by the decision service, per rule (rule_counters.h).
 using service::kOutcomeCount;

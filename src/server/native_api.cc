@@ -126,6 +126,15 @@ bool decide(service::DecisionService& decisions, NativeState& st, const Publishe
       http::render_error(400, "unknown_policy", "unknown policy '" + r.policies[i] + "'", out);
       return true;
     }
+    if (rule->policy.is_concurrency() && !peek) {
+      // Nothing here could ever release the unit: the lease API holds and frees it by id.
+      http::render_error(400, "concurrency_policy",
+                         "policy '" + r.policies[i] + "' is a concurrency policy: take a lease with "
+                         "POST /v1/leases and release it with DELETE /v1/leases/{id} (acquire and "
+                         "forward-auth cannot release; see docs/throttling.md)",
+                         out);
+      return true;
+    }
     st.items.push_back({rule, r.key, r.cost, peek ? StoreOp::Kind::kPeek : StoreOp::Kind::kAcquire});
     st.infos.push_back(http::PolicyInfo::of(rule->policy));
   }

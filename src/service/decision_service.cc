@@ -50,7 +50,8 @@ bool DecisionService::decide(const Snapshot& snapshot, std::span<const Item> ite
   for (size_t i = 0; i < n; ++i) {
     const Item& it = items[i];
     const bool shadow = it.rule->shadow || snapshot.shadow_all;
-    p.slots_[i] = {it.rule->counters, shadow, it.kind == StoreOp::Kind::kAcquire};
+    const bool lease_op = it.kind == StoreOp::Kind::kRelease || it.kind == StoreOp::Kind::kRenew;
+    p.slots_[i] = {it.rule->counters, shadow, it.kind == StoreOp::Kind::kAcquire, lease_op};
     enforced += shadow ? 0 : 1;
   }
   // The all-or-nothing group is the enforced items; with fewer than two of them, independent
@@ -58,7 +59,7 @@ bool DecisionService::decide(const Snapshot& snapshot, std::span<const Item> ite
   const bool group = atomicity == Atomicity::kAllOrNothing && enforced >= 2;
   auto add = [&](size_t i) {
     const Item& it = items[i];
-    p.ops_.push_back({it.policy != nullptr ? it.policy : &it.rule->policy, it.key, it.cost, it.kind});
+    p.ops_.push_back({it.policy != nullptr ? it.policy : &it.rule->policy, it.key, it.cost, it.kind, it.lease});
     p.items_.push_back(static_cast<uint32_t>(i));
   };
   if (group) {
@@ -123,7 +124,7 @@ void DecisionService::finish(Pending& p) {
     const Pending::Slot& s = p.slots_[i];
     Decision& d = p.decisions[i];
     if (s.acquire) s.counters->count(outcome_of(d, s.shadow));
-    if (s.shadow && !d.allowed) {
+    if (s.shadow && !s.lease_op && !d.allowed) {
       p.shadow_denied[i] = 1;
       d.allowed = true;
       d.reason = DecisionReason::kWithinLimit;

@@ -12,7 +12,8 @@
 //     the all-or-nothing group; shadow items are decided on their own, so a dark-launched rule
 //     can neither block nor un-count the enforced ones;
 //   - shadow mode: a shadow item's denial is counted (Outcome::kShadowDenied) and answered as
-//     admitted (allowed, retry_after 0);
+//     admitted (allowed, retry_after 0) — except a lease's release or renew, whose answer
+//     (held or not) is a fact, not a verdict;
 //   - counting: one outcome per acquired item in its rule's counters (a peek counts nothing);
 //     store errors and the decision latency go to the Observer.
 // Completion: decide() returns true when the answer is complete on return (a store that
@@ -44,7 +45,8 @@ namespace ratelimit::service {
 
 class DecisionService;
 
-// One decision to make: `cost` units of `key` under `*rule`, consumed or only checked.
+// One decision to make: `cost` units of `key` under `*rule`, consumed or only checked; or, on a
+// concurrency rule, the lease `lease` released or renewed (StoreOp).
 struct Item {
   const Rule* rule = nullptr;
   std::string_view key;  // read before decide() returns
@@ -53,6 +55,7 @@ struct Item {
   // Null: rule->policy. Else the request's own variant of it (Policy::with_limit: same name,
   // so the same counter); must outlive the decision (the store reads it until completion).
   const Policy* policy = nullptr;
+  LeaseId lease{};  // kRelease / kRenew
 };
 
 // Where the service reports what it measures (the daemon's Metrics).
@@ -89,6 +92,7 @@ class Pending {
     RuleCounters* counters;
     bool shadow;
     bool acquire;
+    bool lease_op;  // a release or renew: never answered by shadow mode
   };
   DecisionService* service_ = nullptr;
   std::vector<Slot> slots_;                  // per item

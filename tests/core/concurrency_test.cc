@@ -142,6 +142,25 @@ TEST(ConcurrencyAlgorithm, RandomOpsAgreeWithANaiveModel) {
   }
 }
 
+// A concurrency key evicted while leases are live comes back holding their units, owned by
+// nobody, until the last would have expired: never more admitted than before the eviction.
+TEST(ConcurrencyAlgorithm, AnEvictionResidueKeepsTheLiveUnitsUntilTheLastExpiry) {
+  const Policy p = Policy::concurrency(5, Micros{1000}).value();
+  algo::AlgorithmState s = algo::fresh_state(p);
+  const LeaseId a = new_lease_id(), b = new_lease_id();
+  ASSERT_TRUE(algo::decide(p, s, 0, 2, algo::Op::kAcquire, a).allowed);
+  ASSERT_TRUE(algo::decide(p, s, 300, 1, algo::Op::kAcquire, b).allowed);
+  const algo::Residue r = algo::residue_of(p, s, 500);
+  EXPECT_EQ(r.used, 3);
+  EXPECT_EQ(r.idle_at_us, 1300);
+  algo::AlgorithmState back = algo::state_from_residue(p, r, 500);
+  EXPECT_EQ(algo::decide(p, back, 500, 3, algo::Op::kPeek, {}).reason, DecisionReason::kOverLimit);
+  EXPECT_TRUE(algo::decide(p, back, 500, 2, algo::Op::kPeek, {}).allowed);
+  EXPECT_EQ(algo::decide(p, back, 600, 1, algo::Op::kRelease, a).reason, DecisionReason::kLeaseNotHeld);
+  EXPECT_EQ(algo::decide(p, back, 1299, 1, algo::Op::kPeek, {}).remaining, 2);
+  EXPECT_EQ(algo::decide(p, back, 1300, 1, algo::Op::kPeek, {}).remaining, 5);
+}
+
 TEST(ConcurrencyPolicy, ParametersAreValidated) {
   EXPECT_FALSE(Policy::concurrency(0, Micros{1'000'000}).ok());
   EXPECT_FALSE(Policy::concurrency(kMaxConcurrencyLimit + 1, Micros{1'000'000}).ok());

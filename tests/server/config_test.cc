@@ -459,3 +459,29 @@ TEST(Config, RequestLimitBoundsAPerRequestLimit) {
 
 }  // namespace
 }  // namespace ratelimit::server
+
+namespace ratelimit::server {
+namespace {
+
+TEST(Config, ConcurrencyPoliciesTakeLimitAndLeaseTtl) {
+  auto c = parse_config("policies:\n  db: { algorithm: concurrency, limit: 10, lease_ttl: 30s }\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const PolicyConfig* db = c->find_policy("db");
+  ASSERT_NE(db, nullptr);
+  const Policy& p = db->policy;
+  EXPECT_TRUE(p.is_concurrency());
+  EXPECT_EQ(p.limit(), 10);
+  EXPECT_EQ(p.lease_ttl(), Micros{30'000'000});
+  expect_error("policies:\n  db: { algorithm: concurrency, limit: 10 }\n", "cfg.yaml:2:", "lease_ttl");
+  expect_error("policies:\n  db: { algorithm: concurrency, limit: 10, lease_ttl: 30s, window: 1s }\n",
+               "cfg.yaml:2:", "'window' does not apply to concurrency");
+  expect_error("policies:\n  db: { algorithm: concurrency, limit: 100001, lease_ttl: 30s }\n", "cfg.yaml:2:",
+               "limit");
+  expect_error("policies:\n  db: { algorithm: concurrency, limit: 1, lease_ttl: 2d }\n", "cfg.yaml:2:",
+               "lease_ttl");
+  expect_error("policies:\n  api: { algorithm: fixed_window, limit: 1, window: 1s, lease_ttl: 1s }\n",
+               "cfg.yaml:2:", "'lease_ttl' applies only to concurrency");
+}
+
+}  // namespace
+}  // namespace ratelimit::server

@@ -1,0 +1,290 @@
+// lease_api.cc — the lease endpoints (see lease_api.h). Like native_api.cc, every store call
+// goes through the decision service (one item: an acquire, a release or a renew, carrying the
+// lease id), answered inline (memory store) or later (complete() on the transport's thread);
+// both end in the same render.
+#include "lease_api.h"
+
+#include <vector>
+
+#include "answers.h"
+#include "lease_token.h"
+#include "request.h"
+
+namespace ratelimit::server {
+namespace {
+
+enum class LeaseOp : uint8_t { kAcquire, kRenew, kRelease };
+
+class LeaseState final : public ExchangeState, public service::Pending {
+ public:
+  explicit LeaseState(Exchange& x) : exchange_(x) {}
+  void resume() override { exchange_.resume(); }
+
+  ConfigCell::Cache cache;
+  DecisionRequest request;
+  RequestError error;
+  LeaseToken token;
+  LeaseOp op = LeaseOp::kAcquire;
+  std::string policy;  // the rule's name, for the answer and the metrics
+  Micros ttl{0};
+  http::PolicyInfo info;
+  std::vector<service::Item> items;
+  http::RenderOptions render;
+
+ private:
+  Exchange& exchange_;
+};
+
+constexpr std::string_view kPrefix = "/v1/leases";
+
+// The answer's RateLimit-Policy (qu="concurrent-requests") and RateLimit fields, as the
+// decision renderer writes them, onto a body of our own.
+void lease_fields(const LeaseState& st, const Decision& d, http::Response& out) {
+  http::Response fields;
+  Decision shown = d;
+  shown.allowed = true;  // only the fields are kept: render them as for an admitted answer
+  shown.retry_after = Micros{0};
+  http::render_decisions({&shown, 1}, {&st.info, 1}, fields, st.render);
+  out.clear();
+  for (auto& f : fields.fields) out.fields.push_back(std::move(f));
+}
+
+void append_lease_members(std::string& b, const LeaseState& st, const Decision& d, const LeaseId& id) {
+  b += R"("lease_id":)";
+  if (id.empty()) {
+    b += "null";  // admitted by the store's fail-open policy: nothing to release or renew
+  } else {
+    http::append_json_string(b, encode_lease_token(st.policy, st.token.key, id));
+  }
+  b += R"(,"expires_ms":)";
+  b += std::to_string(http::ceil_millis(st.ttl));
+  b += R"(,"policy":)";
+  http::append_json_string(b, st.policy);
+  b += R"(,"limit":)";
+  b += std::to_string(d.limit);
+  b += R"(,"remaining":)";
+  b += std::to_string(d.remaining);
+}
+
+void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
+  if (!st.status.is_ok()) {
+    render_store_failure(st.status, out);
+    return;
+  }
+  const Decision& d = st.decisions.front();
+  switch (st.op) {
+    case LeaseOp::kAcquire: {
+      if (d.reason == DecisionReason::kOverLimit) metrics.denied(st.policy);
+      if (!d.allowed) {
+        http::render_decisions({&d, 1}, {&st.info, 1}, out, st.render);  // 429 / 400, Retry-After
+        return;
+      }
+      if (!d.lease.empty()) metrics.acquired(st.policy, d.lease, st.ttl);
+      http::render_decisions({&d, 1}, {&st.info, 1}, out, st.render);
+      out.body = R"({"allowed":true,)";
+      append_lease_members(out.body, st, d, d.lease);
+      out.body += R"(,"reason":)";
+      http::append_json_string(out.body, decision_reason_name(d.reason));
+      out.body += '}';
+      return;
+    }
+    case LeaseOp::kRenew: {
+      const bool held = d.reason == DecisionReason::kWithinLimit;
+      if (d.reason == DecisionReason::kWithinLimit || d.reason == DecisionReason::kLeaseNotHeld) {
+        metrics.renewed(st.policy, st.token.id, st.ttl, held);
+      }
+      if (!held && d.reason != DecisionReason::kLeaseNotHeld) {  // the store failed open/closed
+        http::render_error(503, "store_error", "the store could not renew the lease", out);
+        return;
+      }
+      lease_fields(st, d, out);
+      if (!held) {
+        out.status = 404;
+        out.body = R"({"error":"lease_not_held","message":"the lease expired, was released, or was never issued under this key and policy: acquire a new one","renewed":false})";
+        return;
+      }
+      out.body = R"({"renewed":true,)";
+      append_lease_members(out.body, st, d, st.token.id);
+      out.body += '}';
+      return;
+    }
+    case LeaseOp::kRelease: {
+      const bool held = d.reason == DecisionReason::kWithinLimit;
+      if (!held && d.reason != DecisionReason::kLeaseNotHeld) {
+        http::render_error(503, "store_error", "the store could not release the lease", out);
+        return;
+      }
+      metrics.released(st.policy, st.token.id, held);
+      lease_fields(st, d, out);
+      out.body = held ? R"({"released":true,"policy":)" : R"({"released":false,"policy":)";
+      http::append_json_string(out.body, st.policy);
+      out.body += R"(,"remaining":)";
+      out.body += std::to_string(d.remaining);
+      out.body += '}';
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+bool LeaseHandler::handle(Exchange& x) {
+  LeaseState& st = x.state<LeaseState>();
+  const Published& snap = api_.config.get(st.cache);
+  const Config& cfg = *snap.config;
+  const RequestBounds bounds{cfg.limits.max_key_length, cfg.limits.max_cost};
+  const std::string_view path = x.request.path();
+  std::string_view rest = path.substr(kPrefix.size());  // "", "/{id}" or "/{id}/renew"
+  st.items.clear();
+  StoreOp::Kind kind = StoreOp::Kind::kAcquire;
+  if (rest.empty() || rest == "/") {
+    if (x.request.method != Method::kPost) {
+      method_not_allowed(x.response, path, "POST");
+      return true;
+    }
+    if (!parse_request_body(x.request.body, BodyKind::kDecision, bounds, st.request, st.error)) {
+      http::render_error(st.error.status, st.error.error, st.error.message, x.response);
+      return true;
+    }
+    if (st.request.multi) {
+      http::render_error(400, "invalid_request", "a lease is taken under one policy: use \"policy\", not \"policies\"", x.response);
+      return true;
+    }
+    st.op = LeaseOp::kAcquire;
+    st.token.policy = st.request.policies[0];
+    st.token.key = st.request.key;
+  } else {
+    rest.remove_prefix(1);
+    constexpr std::string_view kRenew = "/renew";
+    const bool renew = rest.size() > kRenew.size() && rest.ends_with(kRenew);
+    if (renew) rest.remove_suffix(kRenew.size());
+    const Method want = renew ? Method::kPost : Method::kDelete;
+    if (x.request.method != want) {
+      method_not_allowed(x.response, path, renew ? "POST" : "DELETE");
+      return true;
+    }
+    auto token = decode_lease_token(rest);
+    if (!token || token->key.size() > bounds.max_key_length) {
+      http::render_error(400, "invalid_lease_id", "not a lease id this service issued (the lease_id of POST /v1/leases)", x.response);
+      return true;
+    }
+    st.token = std::move(*token);
+    st.op = renew ? LeaseOp::kRenew : LeaseOp::kRelease;
+    kind = renew ? StoreOp::Kind::kRenew : StoreOp::Kind::kRelease;
+  }
+  const service::Rule* rule = snap.rules->find(st.token.policy);
+  if (rule == nullptr) {
+    http::render_error(404, "unknown_policy", "unknown policy '" + st.token.policy + "'", x.response);
+    return true;
+  }
+  if (!rule->policy.is_concurrency()) {
+    http::render_error(400, "not_a_concurrency_policy",
+                       "policy '" + st.token.policy + "' is a rate (" + algorithm_name(rule->policy.algorithm()) +
+                           "): leases are taken under concurrency policies; use POST /v1/acquire",
+                       x.response);
+    return true;
+  }
+  st.policy = rule->policy.name();
+  st.ttl = rule->policy.lease_ttl();
+  st.info = http::PolicyInfo::of(rule->policy);
+  st.render = cfg.render;
+  st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind, nullptr, st.token.id});
+  if (!api_.decisions.decide(*snap.rules, st.items, Atomicity::kIndependent, st)) return false;
+  render_lease(st, metrics_, x.response);
+  return true;
+}
+
+void LeaseHandler::complete(Exchange& x) { render_lease(x.state<LeaseState>(), metrics_, x.response); }
+
+// --- LeaseMetrics ----------------------------------------------------------------------------
+
+void LeaseMetrics::expire_locked(PerPolicy& p, Clock::time_point now) {
+  for (auto it = p.live.begin(); it != p.live.end();) {
+    if (it->second <= now) {
+      ++p.expired;
+      --tracked_;
+      it = p.live.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LeaseMetrics::acquired(const std::string& policy, const LeaseId& id, Micros ttl) {
+  std::lock_guard lock(mu_);
+  PerPolicy& p = policies_[policy];
+  ++p.acquired;
+  if (tracked_ < kMaxTracked && p.live.emplace(id.to_hex(), Clock::now() + ttl).second) ++tracked_;
+}
+
+void LeaseMetrics::denied(const std::string& policy) {
+  std::lock_guard lock(mu_);
+  ++policies_[policy].denied;
+}
+
+void LeaseMetrics::released(const std::string& policy, const LeaseId& id, bool held) {
+  std::lock_guard lock(mu_);
+  PerPolicy& p = policies_[policy];
+  auto it = p.live.find(id.to_hex());
+  if (held) ++p.released;
+  if (it == p.live.end()) return;
+  // Tracked here: freed now, or (not held) lapsed before this late release.
+  if (!held) ++p.expired;
+  p.live.erase(it);
+  --tracked_;
+}
+
+void LeaseMetrics::renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held) {
+  std::lock_guard lock(mu_);
+  PerPolicy& p = policies_[policy];
+  auto it = p.live.find(id.to_hex());
+  if (held) {
+    ++p.renewed;
+    if (it != p.live.end()) it->second = Clock::now() + ttl;
+    return;
+  }
+  if (it == p.live.end()) return;
+  ++p.expired;
+  p.live.erase(it);
+  --tracked_;
+}
+
+void LeaseMetrics::render(std::string& out) {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  for (auto& [name, p] : policies_) expire_locked(p, now);
+  struct Counter {
+    const char* name;
+    const char* help;
+    uint64_t PerPolicy::*field;
+  };
+  static constexpr Counter kCounters[] = {
+      {"ratelimitd_leases_acquired_total", "Leases granted (concurrency policies), by policy.", &PerPolicy::acquired},
+      {"ratelimitd_leases_denied_total", "Lease requests refused over the limit, by policy.", &PerPolicy::denied},
+      {"ratelimitd_leases_released_total", "Releases that freed a held lease, by policy.", &PerPolicy::released},
+      {"ratelimitd_leases_renewed_total", "Renews that extended a held lease, by policy.", &PerPolicy::renewed},
+      {"ratelimitd_leases_expired_total",
+       "Leases granted by this process that lapsed (lease_ttl passed without a release or renew), by policy.",
+       &PerPolicy::expired},
+  };
+  for (const Counter& c : kCounters) {
+    out += "# HELP ";
+    out += c.name;
+    out += ' ';
+    out += c.help;
+    out += "\n# TYPE ";
+    out += c.name;
+    out += " counter\n";
+    for (const auto& [name, p] : policies_) {
+      out += c.name;
+      out += "{policy=\"" + name + "\"} " + std::to_string(p.*c.field) + '\n';
+    }
+  }
+  out += "# HELP ratelimitd_leases_held Leases granted by this process, not released, lease_ttl not passed, by policy.\n"
+         "# TYPE ratelimitd_leases_held gauge\n";
+  for (const auto& [name, p] : policies_) {
+    out += "ratelimitd_leases_held{policy=\"" + name + "\"} " + std::to_string(p.live.size()) + '\n';
+  }
+}
+
+}  // namespace ratelimit::server

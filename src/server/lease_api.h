@@ -1,0 +1,70 @@
+// lease_api.h — ratelimitd's lease endpoints for concurrency policies, as one Handler on the
+// subtree /v1/leases:
+//   POST   /v1/leases              {"key", "policy", "cost"}  -> 200 the lease, or 429
+//   POST   /v1/leases/{id}/renew                              -> 200 renewed, or 404 not held
+//   DELETE /v1/leases/{id}                                    -> 200 {"released": true|false}
+// {id} is the lease token (lease_token.h): the store's random 128-bit lease id with the policy
+// and key, so any ratelimitd on the same store answers it and no body is needed. Every answer
+// carries RateLimit-Policy with qu="concurrent-requests". The contract: docs/http-api.md and
+// docs/throttling.md.
+//
+// Invariants:
+//   - only concurrency policies are accepted here (400 otherwise), and nothing else in the API
+//     takes a lease (native_api.cc refuses them), so every unit taken can be given back by id;
+//   - a release is idempotent and ownership-checked by the store: an expired, released or
+//     foreign id frees nothing (200 {"released": false});
+//   - bad input (a malformed token, an unknown policy) is refused before the store is touched.
+// Metrics (LeaseMetrics, rendered on /metrics): per policy, leases acquired, denied, released,
+// renewed, and expired (granted by this process and neither released nor renewed within
+// lease_ttl), and held now (granted by this process, not released, TTL not passed). The held
+// and expired figures are this process's view: with several ratelimitd on one Redis, a lease
+// released through another instance is counted as expired by the one that granted it.
+// Thread-safety: the handler is shared by every worker; per-request state lives in the
+// Exchange; LeaseMetrics is guarded by its own mutex.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "handler.h"
+#include "native_api.h"
+
+namespace ratelimit::server {
+
+class LeaseMetrics {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void acquired(const std::string& policy, const LeaseId& id, Micros ttl);
+  void denied(const std::string& policy);
+  void released(const std::string& policy, const LeaseId& id, bool held);
+  void renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held);
+  // Appends the lease families (Prometheus text), expiring what lapsed first.
+  void render(std::string& out);
+
+ private:
+  struct PerPolicy {
+    uint64_t acquired = 0, denied = 0, released = 0, renewed = 0, expired = 0;
+    std::unordered_map<std::string, Clock::time_point> live;  // hex id -> local expiry
+  };
+  static constexpr size_t kMaxTracked = 1'000'000;  // per process; beyond, not tracked
+  void expire_locked(PerPolicy& p, Clock::time_point now);
+  std::mutex mu_;
+  std::map<std::string, PerPolicy> policies_;
+  size_t tracked_ = 0;
+};
+
+class LeaseHandler final : public Handler {
+ public:
+  LeaseHandler(NativeApi api, LeaseMetrics& metrics) : api_(api), metrics_(metrics) {}
+  bool handle(Exchange& x) override;
+  void complete(Exchange& x) override;
+
+ private:
+  NativeApi api_;
+  LeaseMetrics& metrics_;
+};
+
+}  // namespace ratelimit::server
