@@ -41,6 +41,9 @@ Policy unnamed_allow_policy(Algorithm a) {
       return Policy::sliding_window_counter(1'000'000'000, second).value();
     case Algorithm::kTokenBucket: return Policy::token_bucket(1e9 / 60, 1'000'000'000).value();
     case Algorithm::kLeakyBucket: return Policy::leaky_bucket(1e9 / 60, 1'000'000'000).value();
+    // Not in the benchmarks below (acquires without releases would fill it): leases are measured
+    // as acquire + release pairs by ratelimit-bench throughput --algorithm concurrency.
+    case Algorithm::kConcurrency: return Policy::concurrency(kMaxConcurrencyLimit, second).value();
   }
   return Policy::fixed_window(1, second).value();
 }
@@ -166,6 +169,7 @@ Policy memory_policy(Algorithm a) {
       break;
     case Algorithm::kTokenBucket: p = Policy::token_bucket(0.01, 100).value(); break;
     case Algorithm::kLeakyBucket: p = Policy::leaky_bucket(0.01, 100).value(); break;
+    case Algorithm::kConcurrency: p = Policy::concurrency(100, hour).value(); break;  // one lease
   }
   return p.with_name("api").value();
 }

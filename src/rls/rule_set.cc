@@ -602,7 +602,11 @@ class Loader {
       std::string alg_name;
       RL_ASSIGN(alg_name, string(alg, "algorithm"));
       auto a = parse_algorithm(alg_name);
-      if (!a) return error(alg, a.status().message());
+      if (!a) {
+        // The rate algorithms only: concurrency is refused below with its own reason.
+        return error(alg, "unknown algorithm '" + alg_name + "' (expected fixed_window, sliding_window_log, "
+                          "sliding_window_counter, token_bucket or leaky_bucket)");
+      }
       if (*a == Algorithm::kConcurrency) {
         // Envoy's rate limit service has no release: a lease taken by ShouldRateLimit could only
         // expire (docs/throttling.md says what works there instead).

@@ -65,6 +65,8 @@ std::string show(const AlgorithmState& s) {
         } else if constexpr (std::is_same_v<T, algo::SlidingWindowCounterState>) {
           return "{start " + std::to_string(v.window_start_us) + ", prev " + std::to_string(v.prev) +
                  ", curr " + std::to_string(v.curr) + "}";
+        } else if constexpr (std::is_same_v<T, algo::ConcurrencyState>) {
+          return "{leases " + std::to_string(v.leases.size()) + "}";
         } else {
           return "{log units " + std::to_string(v.units) + ", entries " + std::to_string(v.entries.size()) + "}";
         }

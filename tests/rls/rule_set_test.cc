@@ -629,6 +629,10 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"UnlimitedWithAlgorithm",
                 kHead + "  - key: a\n    rate_limit: {unlimited: true, algorithm: token_bucket}\n",
                 "f1.yaml:4: an unlimited rate_limit takes no algorithm"},
+        Refusal{"ConcurrencyCannotRelease",
+                kHead + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: concurrency}\n",
+                "f1.yaml:4: the concurrency algorithm is not available to the Envoy rate limit service: RLS "
+                "calls cannot release a lease (see docs/throttling.md)"},
         Refusal{"AlgorithmZeroLimit",
                 kHead + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0, algorithm: sliding_window_log}\n",
                 "f1.yaml:4: rate_limit: limit must be between 1 and 1000000000, got 0"}),
