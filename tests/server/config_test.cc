@@ -479,8 +479,8 @@ TEST(Config, ConcurrencyPoliciesTakeLimitAndLeaseTtl) {
                "limit");
   expect_error("policies:\n  db: { algorithm: concurrency, limit: 1, lease_ttl: 2d }\n", "cfg.yaml:2:",
                "lease_ttl");
-  expect_error("policies:\n  api: { algorithm: fixed_window, limit: 1, window: 1s, lease_ttl: 1s }\n",
-               "cfg.yaml:2:", "'lease_ttl' applies only to concurrency");
+  expect_error("policies:\n  db: { algorithm: concurrency, limit: 1, lease_ttl: 1s, consistency: lease }\n",
+               "cfg.yaml:2:", "'consistency' does not apply to concurrency");
 }
 
 }  // namespace
