@@ -21,6 +21,7 @@ Method method_of(std::string_view m) {
   if (m == "GET") return Method::kGet;
   if (m == "HEAD") return Method::kHead;
   if (m == "POST") return Method::kPost;
+  if (m == "DELETE") return Method::kDelete;
   return Method::kOther;
 }
 
