@@ -280,6 +280,8 @@ Result<Policy> Policy::with_limit(int64_t limit) const {
         return token_bucket(rate_, limit);
       case Algorithm::kLeakyBucket:
         return leaky_bucket(rate_, limit, leaky_mode_);
+      case Algorithm::kConcurrency:
+        return concurrency(limit, window_);
     }
     return Status::invalid_argument("unknown algorithm");
   }();
