@@ -60,7 +60,7 @@ int main() {
   check(std::string(RATELIMIT_TEST_VECTORS_DIR) == CONSUMER_VECTORS_DIR_FROM_CMAKE,
         "RATELIMIT_TEST_VECTORS_DIR (macro) matches the CMake variable");
   auto files = ratelimit::vectors::load_all(RATELIMIT_TEST_VECTORS_DIR);
-  check(files.ok() && files->size() == 5, "the five installed vector files load");
+  check(files.ok() && files->size() == 6, "the six installed vector files load (five rate algorithms, concurrency)");
   if (files.ok()) {
     size_t cases = 0;
     for (const auto& f : *files) {
