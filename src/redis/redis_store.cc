@@ -1,25 +1,22 @@
 // redis_store.cc — RedisStore: the Store interface on Redis/Valkey (see
-// include/ratelimit/redis_store.h for the contract).
+// include/ratelimit/redis_store.h for the contract): connecting, the Store entry points and the
+// counters.
 //
 // Layers, bottom up: resp_connection (transport: pipelined RESP over a ByteStream), router
 // (which node: standalone or cluster; one NodePool of connections per node), script_invoker
 // (FCALL or EVALSHA, batching, the reloads), script_codec (pure: key names, encoding, decoding,
-// failure decisions), and this file, which validates input, builds the calls, and turns every
-// transport or Redis failure into the configured failure-policy decision, counted. No
-// exception leaves this file: the completion is always called, exactly once.
+// failure decisions), and RedisStore::Impl (redis_store_impl.h), which validates input, builds
+// the calls, and turns every transport or Redis failure into the configured failure-policy
+// decision, counted. Its paths live beside this file by concern: redis_store_decide.cc (one
+// batched decision; the lease ops), redis_store_envoy.cc (envoyproxy/ratelimit's key layout),
+// redis_store_shared.cc (reserve / add_hits). No exception leaves these files: the completion
+// is always called, exactly once.
 #include "ratelimit/redis_store.h"
 
 #include <hiredis/hiredis.h>
 
-#include <condition_variable>
-#include <thread>
-
-#include "envoy_counter.h"
 #include "hash_slot.h"
-#include "router.h"
-#include "script_codec.h"
-#include "script_invoker.h"
-#include "server_info.h"
+#include "redis_store_impl.h"
 #include "tls_stream.h"
 
 namespace ratelimit {
@@ -69,175 +66,38 @@ Status validate_options(const RedisStoreOptions& o) {
 
 }  // namespace
 
-// Store-level counters beside the router's (see RedisStoreCounters).
-struct StoreCounters {
-  std::atomic<uint64_t> commands{0}, errors{0}, timeouts{0}, failed_open{0}, failed_closed{0};
-};
-
-struct RedisStore::Impl {
-  RedisStoreOptions options;
-  StoreCounters counters;
-  InvokerCounters invoker_counters;
-  RouterCounters router_counters;
-  std::unique_ptr<ServerInfoWatch> info;  // before the router: its handshakes and polls use it
-  std::unique_ptr<Router> router;  // after the counters: it uses them until it is gone
-  std::unique_ptr<ScriptInvoker> invoker;
-  // The INFO poller (evicted_keys growth, a changed policy): one thread asleep between polls.
-  std::thread poller;
-  std::mutex poller_mu;
-  std::condition_variable poller_wake;
-  bool stopping = false;  // guarded by poller_mu
-
-  ~Impl() {
-    if (poller.joinable()) {
-      {
-        std::lock_guard lock(poller_mu);
-        stopping = true;
-      }
-      poller_wake.notify_all();
-      poller.join();
+RedisStore::Impl::~Impl() {
+  if (poller.joinable()) {
+    {
+      std::lock_guard lock(poller_mu);
+      stopping = true;
     }
-    if (router != nullptr) router->close();  // pending calls complete (failure policy) here
+    poller_wake.notify_all();
+    poller.join();
   }
+  if (router != nullptr) router->close();  // pending calls complete (failure policy) here
+}
 
-  // Fire and forget: the reply (or its failure) lands in `info` on an I/O thread; a slow server
-  // costs at most one outstanding INFO per interval.
-  void start_poller() {
-    if (options.server_info_interval.count() == 0) return;
-    poller = std::thread([this] {
-      const auto command =
-          std::make_shared<const std::string>(encode_command(std::vector<std::string>{"INFO"}));
-      std::unique_lock lock(poller_mu);
-      for (;;) {
-        lock.unlock();
-        router->send(kAnySlot, command, [w = info.get()](const Status& e, const redisReply* r) {
-          if (e.is_ok() && r != nullptr && r->type == REDIS_REPLY_STRING) {
-            w->observe(std::string_view(r->str, r->len));
-          }
-        });
-        lock.lock();
-        if (poller_wake.wait_for(lock, options.server_info_interval, [this] { return stopping; })) {
-          return;
+void RedisStore::Impl::start_poller() {
+  if (options.server_info_interval.count() == 0) return;
+  poller = std::thread([this] {
+    const auto command =
+        std::make_shared<const std::string>(encode_command(std::vector<std::string>{"INFO"}));
+    std::unique_lock lock(poller_mu);
+    for (;;) {
+      lock.unlock();
+      router->send(kAnySlot, command, [w = info.get()](const Status& e, const redisReply* r) {
+        if (e.is_ok() && r != nullptr && r->type == REDIS_REPLY_STRING) {
+          w->observe(std::string_view(r->str, r->len));
         }
-      }
-    });
-  }
-
-  std::optional<int64_t> now_arg() const {
-    if (options.test_clock == nullptr) return std::nullopt;
-    return options.test_clock->now().count();
-  }
-
-  // Counts a failed call; returns the failure-policy decisions for `limits`.
-  std::vector<Decision> fail_decisions(const Status& why, std::span<const int64_t> limits) {
-    counters.errors.fetch_add(1, std::memory_order_relaxed);
-    if (why.code() == StatusCode::kDeadlineExceeded) {
-      counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-    }
-    auto& c = options.on_failure == FailurePolicy::kOpen ? counters.failed_open
-                                                         : counters.failed_closed;
-    c.fetch_add(limits.size(), std::memory_order_relaxed);
-    std::vector<Decision> out;
-    out.reserve(limits.size());
-    for (int64_t limit : limits) out.push_back(failure_decision(options.on_failure, limit));
-    return out;
-  }
-
-  // One script call; `finish` receives the decisions (real or failure policy).
-  template <typename Finish>
-  void run_script(const ScriptCall& call, std::vector<int64_t> limits, Finish finish) {
-    invoker->invoke(call, [this, limits = std::move(limits), finish = std::move(finish)](
-                              const Status& error, const redisReply* reply) mutable {
-      if (error.is_ok()) {
-        auto decoded = decode_decisions(reply, limits);
-        if (decoded.ok()) {
-          counters.commands.fetch_add(1, std::memory_order_relaxed);
-          finish(std::move(decoded).value());
-          return;
-        }
-        finish(fail_decisions(decoded.status(), limits));
+      });
+      lock.lock();
+      if (poller_wake.wait_for(lock, options.server_info_interval, [this] { return stopping; })) {
         return;
       }
-      finish(fail_decisions(error, limits));
-    });
-  }
-
-  // One reserve / add_hits call; the reply decoded into a SharedView, failures as errors.
-  void run_shared(const ScriptCall& call, SharedViewCallback done) {
-    invoker->invoke(call, [this, done = std::move(done)](const Status& error,
-                                                         const redisReply* reply) {
-      Status why = error;
-      if (why.is_ok()) {
-        auto view = decode_shared_view(reply);
-        if (view.ok()) {
-          counters.commands.fetch_add(1, std::memory_order_relaxed);
-          return done(*view);
-        }
-        why = Status::unavailable(view.status().message());
-      }
-      counters.errors.fetch_add(1, std::memory_order_relaxed);
-      if (why.code() == StatusCode::kDeadlineExceeded) {
-        counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-      }
-      done(why);
-    });
-  }
-
-  bool envoy_layout(const Policy& policy) const {
-    return options.key_layout == RedisKeyLayout::kEnvoy && policy.counts_every_hit();
-  }
-
-  // One decision on envoyproxy/ratelimit's counter (envoy_counter.h): its own command, not a
-  // script of the library. The window is this host's clock's, as there.
-  void decide_envoy(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
-                    DecisionCallback done) {
-    const int64_t now = (options.test_clock != nullptr ? options.test_clock
-                                                       : &SystemClock::instance())->now().count();
-    const std::string redis_key = envoy_counter_key(key, policy, now);
-    const int slot = router->routes_by_slot() ? key_hash_slot(redis_key) : kAnySlot;
-    auto command = std::make_shared<const std::string>(
-        envoy_counter_command(redis_key, policy, cost, op));
-    const int64_t limit = policy.limit();
-    router->send(slot, std::move(command),
-                 [this, policy, cost, op, now, limit, done = std::move(done)](
-                     const Status& error, const redisReply* reply) {
-                   if (!error.is_ok()) return done(fail_decisions(error, {&limit, 1}).front());
-                   auto d = envoy_counter_decision(reply, policy, cost, op, now);
-                   if (!d.ok()) return done(fail_decisions(d.status(), {&limit, 1}).front());
-                   counters.commands.fetch_add(1, std::memory_order_relaxed);
-                   done(*d);
-                 });
-  }
-
-  // One decision, batched by the invoker with whatever else is queued. `lease`: the lease a
-  // release or renew names (a concurrency acquire draws its own). A concurrency decision that
-  // Redis answered carries the lease (an acquire's only when admitted); a failure-policy answer
-  // carries none: nothing was stored under it.
-  void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
-              DecisionCallback done, LeaseId lease = {}) {
-    if (Status s = validate_key(key); !s.is_ok()) return done(s);
-    if (Status s = validate_cost(policy, cost); !s.is_ok()) return done(s);
-    if (envoy_layout(policy)) return decide_envoy(policy, key, cost, op, std::move(done));
-    const int64_t limit = policy.limit();
-    if (policy.is_concurrency() && op == algo::Op::kAcquire) lease = new_lease_id();
-    invoker->invoke_batched(
-        decide_call(options.key_prefix, policy, key, cost, op, now_arg(), lease),
-        [this, limit, lease, op, done = std::move(done)](const Status& error,
-                                                         const redisReply* reply, size_t index,
-                                                         size_t count) {
-          if (error.is_ok()) {
-            auto d = decode_decision_at(reply, index, count, limit);
-            if (d.ok()) {
-              counters.commands.fetch_add(1, std::memory_order_relaxed);
-              if (!lease.empty() && (op != algo::Op::kAcquire || d->allowed)) d->lease = lease;
-              return done(*d);
-            }
-            return done(fail_decisions(d.status(), {&limit, 1}).front());
-          }
-          done(fail_decisions(error, {&limit, 1}).front());
-        });
-  }
-};
+    }
+  });
+}
 
 Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions options) {
   if (Status s = validate_options(options); !s.is_ok()) return s;
@@ -320,7 +180,6 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
   if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);
   auto& impl = *impl_;
   const std::string_view prefix = impl.options.key_prefix;
-  auto op_of = [](const StoreOp& op) { return algo::op_of(op.kind); };
   if (atomicity == Atomicity::kAllOrNothing && ops.size() > 1) {
     // One script over every key. A cluster runs a script on one node and refuses keys of
     // different slots (CROSSSLOT): say so before sending anything.
@@ -343,35 +202,14 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
                     });
     return;
   }
-  if (ops.size() == 1 && impl.envoy_layout(*ops[0].policy)) {
-    impl.decide_envoy(*ops[0].policy, ops[0].key, ops[0].cost, op_of(ops[0]),
-                      [done = std::move(done)](Result<Decision> d) {
-                        if (!d.ok()) return done(d.status());
-                        done(std::span<const Decision>(&*d, 1));
-                      });
-    return;
-  }
-  if (ops.size() == 1 && ops[0].policy->is_concurrency()) {
-    // A lease op (release_async, renew_async): batched like acquire_async, and carrying its lease.
-    const StoreOp& op = ops[0];
-    impl.decide(
-        *op.policy, op.key, op.cost, op_of(op),
-        [done = std::move(done)](Result<Decision> d) {
-          if (!d) return done(d.status());
-          done(std::span<const Decision>(&*d, 1));
-        },
-        op.lease);
-    return;
-  }
   if (ops.size() == 1) {
-    const StoreOp& op = ops[0];
-    impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
-                    {op.policy->limit()}, [done = std::move(done)](std::vector<Decision> d) {
-                      done(std::span<const Decision>(d));
-                    });
+    impl.decide_op(ops[0], [done = std::move(done)](Result<Decision> d) {
+      if (!d.ok()) return done(d.status());
+      done(std::span<const Decision>(&*d, 1));
+    });
     return;
   }
-  // Independent: one script call per op, pipelined; the last reply completes the call.
+  // Independent: one call per op, pipelined; the last reply completes the call.
   struct Join {
     std::vector<Decision> out;
     std::atomic<size_t> left;
@@ -388,67 +226,16 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
     }
   };
   for (size_t i = 0; i < ops.size(); ++i) {
-    const StoreOp& op = ops[i];
-    if (impl.envoy_layout(*op.policy)) {
-      // decide_envoy answers every failure by policy
-      impl.decide_envoy(*op.policy, op.key, op.cost, op_of(op),
-                        [arrive, i](Result<Decision> d) { arrive(i, d.ok() ? *d : Decision{}); });
-      continue;
-    }
-    if (op.policy->is_concurrency()) {  // validated: decide() cannot fail on input here
-      impl.decide(
-          *op.policy, op.key, op.cost, op_of(op),
-          [arrive, i](Result<Decision> d) { arrive(i, d ? *d : Decision{}); }, op.lease);
-      continue;
-    }
-    impl.run_script(decide_call(prefix, *op.policy, op.key, op.cost, op_of(op), impl.now_arg()),
-                    {op.policy->limit()},
-                    [arrive, i](std::vector<Decision> d) { arrive(i, d.front()); });
+    // Validated above: decide_op answers every failure by policy, never with an error.
+    impl.decide_op(ops[i], [arrive, i](Result<Decision> d) { arrive(i, d.ok() ? *d : Decision{}); });
   }
-}
-
-namespace {
-
-Status check_shared(const Policy& policy, std::string_view key, std::initializer_list<int64_t> counts) {
-  if (Status s = validate_key(key); !s.is_ok()) return s;
-  if (policy.algorithm() != Algorithm::kFixedWindow &&
-      policy.algorithm() != Algorithm::kSlidingWindowCounter) {
-    return Status::invalid_argument(std::string("reserve and add_hits are defined for fixed_window and "
-                                                "sliding_window_counter only, not ") +
-                                    algorithm_name(policy.algorithm()));
-  }
-  for (int64_t n : counts) {
-    if (n < 0 || n > kMaxCost) return Status::invalid_argument("unit counts must be 0 ... kMaxCost");
-  }
-  return {};
-}
-
-}  // namespace
-
-void RedisStore::reserve_async(const Policy& policy, std::string_view key,
-                               int64_t give_back_window_us, int64_t give_back, int64_t want,
-                               SharedViewCallback done) {
-  if (Status s = check_shared(policy, key, {give_back, want}); !s.is_ok()) return done(s);
-  impl_->run_shared(reserve_call(impl_->options.key_prefix, policy, key, give_back_window_us,
-                                 give_back, want, impl_->now_arg()),
-                    std::move(done));
-}
-
-void RedisStore::add_hits_async(const Policy& policy, std::string_view key, int64_t window_us,
-                                int64_t hits, SharedViewCallback done) {
-  if (Status s = check_shared(policy, key, {hits}); !s.is_ok()) return done(s);
-  impl_->run_shared(add_hits_call(impl_->options.key_prefix, policy, key, window_us, hits,
-                                  impl_->now_arg()),
-                    std::move(done));
 }
 
 void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
   if (Status s = validate_key(key); !s.is_ok()) return done(s);
   std::vector<std::string> argv = {"DEL"};
   if (impl_->envoy_layout(policy)) {  // the current window's counter
-    const Clock& clock = impl_->options.test_clock != nullptr ? *impl_->options.test_clock
-                                                               : SystemClock::instance();
-    argv.push_back(envoy_counter_key(key, policy, clock.now().count()));
+    argv.push_back(impl_->envoy_key_now(policy, key));
   } else {
     for (auto& k : reset_keys(impl_->options.key_prefix, policy, key)) argv.push_back(std::move(k));
   }
@@ -459,10 +246,7 @@ void RedisStore::reset_async(const Policy& policy, std::string_view key, StatusC
                                                     const Status& error, const redisReply* reply) {
     auto& c = impl->counters;
     if (!error.is_ok()) {
-      c.errors.fetch_add(1, std::memory_order_relaxed);
-      if (error.code() == StatusCode::kDeadlineExceeded) {
-        c.timeouts.fetch_add(1, std::memory_order_relaxed);
-      }
+      impl->count_error(error);
       return done(error);
     }
     if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER) {
