@@ -6,7 +6,7 @@
 //   node node_client.js hot|keys   1 key or NKEYS round-robin, CONC decisions in flight (closed
 //                                  loop), fixed_window allow limit 10^9 per 60 s
 // Env: REDIS_PORT (required), CONC (50), WARMUP_S, MEASURE_S, NKEYS, SERVER_PIDS (as redis.js),
-//      MAX_IN_FLIGHT (the client's maxInFlight, default 2),
+//      MAX_IN_FLIGHT (the client's maxInFlight; unset = its default),
 //      CLIENT_DIST (the compiled client: build/clients/node/dist), RATELIMIT_REDIS_LIBRARY.
 const path = require('path');
 const { ALLOW_POINTS, settings, keySet, emitter, cpuSeconds, percentile, nowNs, sleep } =
@@ -23,7 +23,7 @@ async function main() {
   const serverPids = (process.env.SERVER_PIDS || '').split(/\s+/).filter(Boolean);
   const limiter = new RedisLimiter({
     redis: `redis://127.0.0.1:${process.env.REDIS_PORT}/0`, keyPrefix: `bench${process.pid}x${Date.now()}:`,
-    commandTimeoutMs: 5000, maxInFlight: Number(process.env.MAX_IN_FLIGHT || 2), policies: { p: { algorithm: 'fixed_window', limit: ALLOW_POINTS, window: '60s' } },
+    commandTimeoutMs: 5000, maxInFlight: process.env.MAX_IN_FLIGHT ? Number(process.env.MAX_IN_FLIGHT) : undefined, policies: { p: { algorithm: 'fixed_window', limit: ALLOW_POINTS, window: '60s' } },
   });
   await limiter.connect();
   const keys = keySet(mode);

@@ -5,13 +5,14 @@ python3-limits on the same Redis, 50 decisions in flight, one JSON line per run
 
 usage: python_client.py LIMITER hot|keys
   LIMITER  ours-async     AsyncRedisLimiter, CONC asyncio tasks (batched FCALL rl<version>_batch)
-           ours-threads   RedisLimiter, CONC threads (one FCALL per decision)
+           ours-threads   RedisLimiter, CONC threads (batched across threads)
            limits-fixed   limits FixedWindowRateLimiter + RedisStorage, CONC threads
            limits-moving  limits MovingWindowRateLimiter + RedisStorage, CONC threads
   Workload: a cost-1 hit under an allow limit of 10^9 per minute (ours: fixed_window; the moving
   window is the log-like peer, ours sliding_window_log is not compared: its log would grow by
   every hit of the run), 1 key or NKEYS round-robin.
 env: REDIS_URL, CONC (50), WARMUP_S (1), MEASURE_S (3), NKEYS (10000), SERVER_PIDS,
+     MAX_IN_FLIGHT (ours: the limiter's max_in_flight; unset = its default),
      RATELIMIT_REDIS_LIBRARY, PYTHONPATH including clients/python."""
 import asyncio
 import json
@@ -25,6 +26,7 @@ CONC = int(os.environ.get("CONC", 50))
 WARMUP_S = float(os.environ.get("WARMUP_S", 1))
 MEASURE_S = float(os.environ.get("MEASURE_S", 3))
 NKEYS = int(os.environ.get("NKEYS", 10000))
+OURS = {"max_in_flight": int(os.environ["MAX_IN_FLIGHT"])} if os.environ.get("MAX_IN_FLIGHT") else {}
 PIDS = os.environ.get("SERVER_PIDS", "").split()
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers", "python"))
 from limits_peer import server_seconds as peer_server_seconds  # noqa: E402 (the peers' one CPU reader)
@@ -119,14 +121,14 @@ def main():
         from ratelimit_client import AsyncRedisLimiter
 
         async def run():
-            lim = AsyncRedisLimiter(url, policies, key_prefix=prefix + ":", timeout=5)
+            lim = AsyncRedisLimiter(url, policies, key_prefix=prefix + ":", timeout=5, **OURS)
             await lim.connect()
             await measure_async("py-client-async", keys, lim)
             await lim.close()
         asyncio.run(run())
     elif which == "ours-threads":
         from ratelimit_client import RedisLimiter
-        lim = RedisLimiter(url, policies, key_prefix=prefix + ":", timeout=5)
+        lim = RedisLimiter(url, policies, key_prefix=prefix + ":", timeout=5, **OURS)
         lim.connect()
         lim.redis.connection_pool.max_connections = CONC
         measure_threads("py-client-threads", keys, lambda k: lim.acquire("p", k).reason == "within_limit")

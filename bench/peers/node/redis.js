@@ -5,7 +5,9 @@
 //   node redis.js keys   remote.c<N>.100k   NKEYS keys round-robin, otherwise the same
 //   node redis.js exact  exact.10of200      limit 10 per 60 s, 200 concurrent consume() on one key
 // Env: REDIS_PORT (required), REDIS_HOST (127.0.0.1), CONC = N (50), WARMUP_S (1), MEASURE_S (3),
-//      NKEYS (100000), SERVER_PIDS ("pid ..." whose CPU use is reported as server_cpu).
+//      NKEYS (100000), SERVER_PIDS ("pid ..." whose CPU use is reported as server_cpu),
+//      PEER_AUTOPIPELINE (1: ioredis enableAutoPipelining; the peer is then named
+//      node-rlf-redis-autopipe).
 // Invariant: ops counts the consume() calls that resolved inside the measured window, and every
 // latency sample is one of those, so decisions_per_s, p50_us and p99_us describe the same calls.
 const Redis = require('ioredis');
@@ -14,7 +16,7 @@ const {
   ALLOW_POINTS, ALLOW_WINDOW_S, settings, keySet, emitter, cpuSeconds, percentile, nowNs, sleep,
 } = require('./common');
 
-const PEER = 'node-rlf-redis';
+const PEER = process.env.PEER_AUTOPIPELINE === '1' ? 'node-rlf-redis-autopipe' : 'node-rlf-redis';
 const emit = emitter(PEER);
 
 function config() {
@@ -118,10 +120,12 @@ async function main() {
     return 2;
   }
   const cfg = config();
-  // One connection, ioredis defaults (no auto-pipelining); fail fast if Redis is not there.
+  // One connection, ioredis defaults (no auto-pipelining unless PEER_AUTOPIPELINE=1: ioredis'
+  // enableAutoPipelining, which sends the commands of one event-loop tick in one write);
+  // fail fast if Redis is not there.
   const client = new Redis({
     host: cfg.host, port: cfg.port, lazyConnect: true, maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
+    retryStrategy: () => null, enableAutoPipelining: process.env.PEER_AUTOPIPELINE === '1',
   });
   await client.connect();
   await client.ping();

@@ -38,10 +38,11 @@ export function decodeAt(reply: unknown, i: number, limit: number): Decision {
   if (!Array.isArray(reply) || reply.length < 4 * (i + 1)) {
     throw new RateLimitError('protocol', `unexpected reply from the function library: ${JSON.stringify(reply)}`);
   }
-  const [r, remaining, reset, last] = reply.slice(4 * i, 4 * i + 4) as number[];
-  const reason = REASONS[r];
-  if (reason === undefined || ![remaining, reset, last].every(Number.isInteger)) {
-    throw new RateLimitError('protocol', `unexpected decision in the library's reply: ${JSON.stringify(reply.slice(4 * i, 4 * i + 4))}`);
+  const b = 4 * i;
+  const reason = REASONS[reply[b] as number];
+  const remaining = reply[b + 1], reset = reply[b + 2], last = reply[b + 3];
+  if (reason === undefined || !Number.isInteger(remaining) || !Number.isInteger(reset) || !Number.isInteger(last)) {
+    throw new RateLimitError('protocol', `unexpected decision in the library's reply: ${JSON.stringify(reply.slice(b, b + 4))}`);
   }
   const allowed = reason === 'within_limit';
   return { allowed, reason, limit, remaining, resetAfterUs: reset, retryAfterUs: allowed ? 0 : last, delayUs: allowed ? last : 0 };

@@ -6,6 +6,10 @@
 // leave together as one batch when a reply comes back (at most 1024 per batch). Redis then runs
 // one function call for many decisions and reads the policy's arguments once: at low load a
 // decision waits for nothing, at high load Redis stays busy with few, large calls.
+// A batch takes at most its share (1 / maxInFlight) of the decisions outstanding, so the calls
+// in flight stay of even size: Redis decides one while this process answers another. Without
+// that, a lone early decision leaves as a batch of 1 beside a batch of all the rest, and the
+// big batch alternates between Redis and this process with one side idle at a time.
 // The clock is Redis' own TIME, read once per batch; `nowUs` (conformance tests only) overrides.
 // Failures: a connection that is down, a command timeout or an error reply decide by
 // `onFailure` ('open' admits, 'closed' denies for 1 s), counted in `failures`; a flushed library
@@ -34,7 +38,7 @@ export interface RedisLimiterOptions {
   commandTimeoutMs?: number;
   /** The library: its text, a path, or {version} of one already loaded (see library.ts). */
   library?: string | { version: string };
-  /** Calls outstanding before decisions queue into a batch (default 2). */
+  /** Calls outstanding before decisions queue into a batch (default 4). */
   maxInFlight?: number;
   /** Told about every failure the failure policy answered (for logs and metrics). */
   onError?: (err: Error) => void;
@@ -50,7 +54,8 @@ export interface DecideOptions {
 
 interface Item {
   policy: Policy;
-  keys: string[];
+  /** The state key; a sliding log's second key is `${state}#log`. */
+  state: string;
   cost: number;
   peek: boolean;
   nowUs?: number;
@@ -79,6 +84,8 @@ export class RedisLimiter {
   private readonly fn: string;
   private queue: Item[] = [];
   private inFlight = 0;
+  /** Decisions in the calls in flight. */
+  private inFlightItems = 0;
   private loaded: Promise<void> | null = null;
 
   constructor(options: RedisLimiterOptions) {
@@ -92,7 +99,7 @@ export class RedisLimiter {
     }
     this.onFailure = options.onFailure ?? 'open';
     if (this.onFailure !== 'open' && this.onFailure !== 'closed') throw new RateLimitError('invalid_policy', "onFailure must be 'open' or 'closed'");
-    this.maxInFlight = Math.max(1, options.maxInFlight ?? 2);
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? 4);
     this.onError = options.onError;
     this.library = findLibrary(options.library);
     this.fn = `rl${this.library.version}_batch`;
@@ -151,7 +158,7 @@ export class RedisLimiter {
   }
 
   private stateKey(p: Policy, key: string): string {
-    return `${this.prefix}{${escapeKey(key)}}:${p.name}`;
+    return `${this.prefix}{${NEEDS_ESCAPE.test(key) ? escapeKey(key) : key}}:${p.name}`;
   }
 
   // Bad input rejects the promise (never a synchronous throw), like every other failure.
@@ -169,9 +176,8 @@ export class RedisLimiter {
       return Promise.reject(e);
     }
     const state = this.stateKey(policy, key);
-    const keys = policy.algorithm === 'sliding_window_log' ? [state, `${state}#log`] : [state];
     return new Promise<Decision>((resolve, reject) => {
-      this.queue.push({ policy, keys, cost, peek: options.peek === true, nowUs: options.nowUs, resolve, reject });
+      this.queue.push({ policy, state, cost, peek: options.peek === true, nowUs: options.nowUs, resolve, reject });
       if (this.inFlight < this.maxInFlight) this.flush();
     });
   }
@@ -195,30 +201,38 @@ export class RedisLimiter {
   }
 
   private flush(): void {
-    if (this.queue.length === 0) return;
-    const items = this.queue.splice(0, MAX_BATCH);
-    this.inFlight++;
-    this.send(items).finally(() => {
-      this.inFlight--;
-      this.flush();
-    });
+    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
+      const share = Math.ceil((this.queue.length + this.inFlightItems) / this.maxInFlight);
+      const items = this.queue.splice(0, Math.min(MAX_BATCH, share));
+      this.inFlight++;
+      this.inFlightItems += items.length;
+      this.send(items).finally(() => {
+        this.inFlight--;
+        this.inFlightItems -= items.length;
+        this.flush();
+      });
+    }
   }
 
   private async send(items: Item[]): Promise<void> {
     let reply: unknown;
     try {
       await this.ready();
-      const [keys, args] = encodeBatch(items);
+      const argv = encodeBatch(this.fn, items);
       try {
-        reply = await this.redis.call('FCALL', this.fn, keys.length, ...keys, ...args);
+        reply = await this.redis.call('FCALL', argv);
       } catch (e) {
         if (!/Function not found/i.test((e as Error).message)) throw e;
         this.loaded = null; // flushed (restart, FUNCTION FLUSH, failover): load and retry once
         await this.ready();
-        reply = await this.redis.call('FCALL', this.fn, keys.length, ...keys, ...args);
+        reply = await this.redis.call('FCALL', argv);
       }
-      const decisions = items.map((it, i) => decodeAt(reply, i, it.policy.limit));
-      items.forEach((it, i) => it.resolve(decisions[i]));
+      if (!Array.isArray(reply) || reply.length !== 4 * items.length) {
+        throw new RateLimitError('protocol', `unexpected reply from the function library: ${JSON.stringify(reply)}`);
+      }
+      const decisions = new Array<Decision>(items.length);
+      for (let i = 0; i < items.length; i++) decisions[i] = decodeAt(reply, i, items[i].policy.limit);
+      for (let i = 0; i < items.length; i++) items[i].resolve(decisions[i]);
     } catch (e) {
       if (e instanceof RateLimitError && e.code === 'library_missing') {
         // A deployment error, not an outage: no failure policy hides it.
@@ -232,26 +246,36 @@ export class RedisLimiter {
   }
 }
 
-// rl<version>_batch's keys and arguments (run_batch in src/redis/lua/multi.lua): the number of
-// distinct policies, the clock ('-' once, or 't' and a time per item), six arguments per policy,
-// then per item its policy's index, with ':<cost>:<op>' unless an acquire of 1.
-function encodeBatch(items: Item[]): [string[], string[]] {
-  const index = new Map<Policy, number>();
-  const policyArgs: string[] = [];
+const NEEDS_ESCAPE = /[%{}]/;
+
+// FCALL's arguments for rl<version>_batch (run_batch in src/redis/lua/multi.lua), as one array
+// (no per-call spreads): the function, the number of keys, the keys, the number of distinct
+// policies, the clock ('-' once, or 't' and a time per item), six arguments per policy, then per
+// item its policy's index, with ':<cost>:<op>' unless an acquire of 1.
+function encodeBatch(fn: string, items: Item[]): string[] {
+  let first: Policy | null = null;
+  let index: Map<Policy, string> | null = null; // only when the batch mixes policies
+  let nkeys = 0;
+  let timed = false;
   for (const it of items) {
-    if (!index.has(it.policy)) {
-      index.set(it.policy, index.size + 1);
-      policyArgs.push(...it.policy.args);
-    }
+    nkeys += it.policy.algorithm === 'sliding_window_log' ? 2 : 1;
+    if (it.nowUs !== undefined) timed = true;
+    if (first === null) first = it.policy;
+    else if (it.policy !== first && index === null) index = new Map([[first, '1']]);
+    if (index !== null && !index.has(it.policy)) index.set(it.policy, String(index.size + 1));
   }
-  const timed = items.some((it) => it.nowUs !== undefined);
-  const keys: string[] = [];
-  const args: string[] = [String(index.size), timed ? 't' : '-', ...policyArgs];
+  const policies = index === null ? [first as Policy] : [...index.keys()];
+  const argv: string[] = [fn, String(nkeys)];
   for (const it of items) {
-    keys.push(...it.keys);
-    const p = String(index.get(it.policy));
-    args.push(it.cost === 1 && !it.peek ? p : `${p}:${it.cost}:${it.peek ? 1 : 0}`);
-    if (timed) args.push(it.nowUs === undefined ? '-' : String(it.nowUs));
+    argv.push(it.state);
+    if (it.policy.algorithm === 'sliding_window_log') argv.push(`${it.state}#log`);
   }
-  return [keys, args];
+  argv.push(String(policies.length), timed ? 't' : '-');
+  for (const p of policies) for (const a of p.args) argv.push(a);
+  for (const it of items) {
+    const p = index === null ? '1' : (index.get(it.policy) as string);
+    argv.push(it.cost === 1 && !it.peek ? p : `${p}:${it.cost}:${it.peek ? 1 : 0}`);
+    if (timed) argv.push(it.nowUs === undefined ? '-' : String(it.nowUs));
+  }
+  return argv;
 }

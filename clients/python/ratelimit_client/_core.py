@@ -2,7 +2,6 @@
 rl<version>_batch call's encoding (run_batch in src/redis/lua/multi.lua; docs/redis-functions.md).
 Pure: no I/O."""
 import re
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .errors import RateLimitError
@@ -18,13 +17,13 @@ def escape_key(key: str) -> str:
     return _ESCAPE.sub(lambda m: {"%": "%25", "{": "%7B", "}": "%7D"}[m.group(0)], key)
 
 
-@dataclass
 class Item:
-    policy: Policy
-    keys: List[str]
-    cost: int
-    peek: bool
-    now_us: Optional[int]
+    """One decision to send: its policy, state key (a sliding log's second key is state + "#log"),
+    cost, peek flag and test-mode time (None: Redis' clock)."""
+    __slots__ = ("policy", "state", "cost", "peek", "now_us")
+
+    def __init__(self, policy: Policy, state: str, cost: int, peek: bool, now_us: Optional[int]):
+        self.policy, self.state, self.cost, self.peek, self.now_us = policy, state, cost, peek, now_us
 
 
 class LimiterCore:
@@ -54,16 +53,16 @@ class LimiterCore:
         return PolicyInfo(p.name, p.limit, p.window_us) if p else None
 
     def state_key(self, p: Policy, key: str) -> str:
-        return f"{self.prefix}{{{escape_key(key)}}}:{p.name}"
+        if "%" in key or "{" in key or "}" in key:
+            key = escape_key(key)
+        return f"{self.prefix}{{{key}}}:{p.name}"
 
     def item(self, policy: str, key: str, cost: int, peek: bool, now_us: Optional[int]) -> Item:
         p = self.policy(policy)
         validate_request(p, key, cost)
         if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
             raise RateLimitError("invalid_cost", f"now_us must be a non-negative integer, got {now_us!r}")
-        state = self.state_key(p, key)
-        keys = [state, state + "#log"] if p.algorithm == "sliding_window_log" else [state]
-        return Item(p, keys, cost, peek, now_us)
+        return Item(p, self.state_key(p, key), cost, peek, now_us)
 
     def reset_keys(self, policy: str, key: str) -> Tuple[str, str]:
         p = self.policy(policy)
@@ -72,19 +71,30 @@ class LimiterCore:
         return state, state + "#log"
 
     def encode(self, items: Sequence[Item]) -> list:
-        """FCALL's arguments after the function name: numkeys, keys, then the batch's args."""
-        index: Dict[int, int] = {}
-        policy_args: List[str] = []
-        for it in items:
-            if id(it.policy) not in index:
-                index[id(it.policy)] = len(index) + 1
-                policy_args.extend(it.policy.args)
-        timed = any(it.now_us is not None for it in items)
+        """FCALL's arguments after the function name: numkeys, keys, then the batch's args (the
+        number of distinct policies, the clock, six per policy, then per item its policy's index,
+        with ':<cost>:<op>' unless an acquire of 1, and with clock 't' its time)."""
+        first = items[0].policy
+        index = None  # policy id -> its index text, only when the batch mixes policies
+        timed = False
         keys: List[str] = []
-        args: List[str] = [str(len(index)), "t" if timed else "-", *policy_args]
         for it in items:
-            keys.extend(it.keys)
-            p = str(index[id(it.policy)])
+            p = it.policy
+            if p is not first and index is None:
+                index = {id(first): "1"}
+            if index is not None and id(p) not in index:
+                index[id(p)] = str(len(index) + 1)
+            if it.now_us is not None:
+                timed = True
+            keys.append(it.state)
+            if p.algorithm == "sliding_window_log":
+                keys.append(it.state + "#log")
+        policies = [first] if index is None else list({id(it.policy): it.policy for it in items}.values())
+        args: List[str] = [str(len(policies)), "t" if timed else "-"]
+        for p in policies:
+            args.extend(p.args)
+        for it in items:
+            p = "1" if index is None else index[id(it.policy)]
             args.append(p if it.cost == 1 and not it.peek else f"{p}:{it.cost}:{1 if it.peek else 0}")
             if timed:
                 args.append("-" if it.now_us is None else str(it.now_us))

@@ -27,13 +27,30 @@ def failure_decision(policy: str, limit: int) -> Decision:
     return Decision(False, "failed_closed", limit, 0, 0, FAILED_CLOSED_RETRY_AFTER_US, 0)
 
 
-def decode_at(reply, i: int, limit: int) -> Decision:
-    """Decision i of a library reply: reason, remaining, reset_after_us, delay_us when allowed
-    else retry_after_us."""
-    if not isinstance(reply, list) or len(reply) < 4 * (i + 1):
+def decode_reply(reply, limits) -> list:
+    """The decisions of a library reply for items of capacities `limits`: four integers each
+    (reason, remaining, reset_after_us, delay_us when allowed else retry_after_us). Checks the
+    whole reply before answering any of it; raises RateLimitError('protocol') on anything else."""
+    if type(reply) is not list or len(reply) != 4 * len(limits):
         raise RateLimitError("protocol", f"unexpected reply from the function library: {reply!r}")
-    r, remaining, reset, last = reply[4 * i: 4 * i + 4]
-    if not all(isinstance(v, int) for v in (r, remaining, reset, last)) or not 0 <= r <= 2:
-        raise RateLimitError("protocol", f"unexpected decision in the library's reply: {reply[4 * i: 4 * i + 4]!r}")
-    allowed = r == 0
-    return Decision(allowed, REASONS[r], limit, remaining, reset, 0 if allowed else last, last if allowed else 0)
+    out = []
+    for i, limit in enumerate(limits):
+        b = 4 * i
+        r, remaining, reset, last = reply[b:b + 4]
+        if type(remaining) is not int or type(reset) is not int or type(last) is not int or r not in (0, 1, 2):
+            raise RateLimitError("protocol", f"unexpected decision in the library's reply: {reply[b:b + 4]!r}")
+        allowed = r == 0
+        out.append(_decision(allowed, REASONS[r], limit, remaining, reset, 0 if allowed else last, last if allowed else 0))
+    return out
+
+
+_new = object.__new__
+
+
+def _decision(allowed, reason, limit, remaining, reset_after_us, retry_after_us, delay_us) -> Decision:
+    """Decision(...) without the frozen dataclass' per-field object.__setattr__ (half its cost,
+    per decision on the Redis back-end's hot path): the same instance, equal and hashing alike."""
+    d = _new(Decision)
+    d.__dict__.update(allowed=allowed, reason=reason, limit=limit, remaining=remaining,
+                      reset_after_us=reset_after_us, retry_after_us=retry_after_us, delay_us=delay_us)
+    return d

@@ -117,7 +117,8 @@ def validate_request(policy: Policy, key: str, cost) -> None:
     """A key of 1 ... 512 bytes (UTF-8) and a cost of 1 ... 1e9 (0 too when every hit counts)."""
     if not isinstance(key, str) or not key:
         raise RateLimitError("invalid_key", "key must be a non-empty string")
-    n = len(key.encode("utf-8", "surrogatepass"))
+    # At most 4 bytes a code point: a key of <= 128 code points cannot exceed 512 bytes.
+    n = len(key) if len(key) <= MAX_KEY_BYTES // 4 else len(key.encode("utf-8", "surrogatepass"))
     if n > MAX_KEY_BYTES:
         raise RateLimitError("invalid_key", f"key is {n} bytes; the maximum is {MAX_KEY_BYTES}")
     lo = 0 if policy.every_hit else 1

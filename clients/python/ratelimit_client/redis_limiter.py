@@ -7,7 +7,9 @@ Both batch: a call is sent at once while fewer than max_in_flight are outstandin
 decisions that arrive meanwhile (other tasks, or other threads) leave together as one batch (at
 most 1024) when a reply comes back — one Redis call for many decisions. In RedisLimiter the
 thread whose call returns sends the next batch on the others' behalf while they wait.
-acquire_many() sends its own batch.
+AsyncRedisLimiter's batches take even shares of what is outstanding (default 4 calls in flight),
+so Redis decides one batch while the event loop answers another. acquire_many() sends its own
+batch.
 
 Failures: a refused or lost connection, a timeout (socket_timeout, default 0.25 s) or an error
 reply decide by on_failure ('open' admits, 'closed' denies for 1 s), counted in `failures`; a
@@ -25,7 +27,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ._core import Item, LimiterCore
-from .decision import Decision, decode_at, failure_decision
+from .decision import Decision, decode_reply, failure_decision
 from .errors import RateLimitError
 from .library import ensure_library, ensure_library_async
 
@@ -132,7 +134,7 @@ class RedisLimiter(LimiterCore):
     def _decide(self, items: List[Item]) -> List[Decision]:
         try:
             reply = self._call(items)
-            return [decode_at(reply, i, it.policy.limit) for i, it in enumerate(items)]
+            return decode_reply(reply, [it.policy.limit for it in items])
         except RateLimitError as e:
             if e.code == "library_missing":
                 raise
@@ -150,7 +152,7 @@ class RedisLimiter(LimiterCore):
 
 class AsyncRedisLimiter(LimiterCore):
     def __init__(self, redis_url_or_client, policies: Dict[str, object], *, key_prefix: str = "rl:",
-                 on_failure: str = "open", timeout: float = 0.25, library=None, max_in_flight: int = 2,
+                 on_failure: str = "open", timeout: float = 0.25, library=None, max_in_flight: int = 4,
                  on_error=None):
         super().__init__(policies, key_prefix, on_failure, library)
         if isinstance(redis_url_or_client, str):
@@ -161,6 +163,7 @@ class AsyncRedisLimiter(LimiterCore):
         self.on_error = on_error
         self._queue: List[tuple] = []
         self._in_flight = 0
+        self._in_flight_items = 0
         self._loaded = False
 
     async def connect(self) -> None:
@@ -188,15 +191,21 @@ class AsyncRedisLimiter(LimiterCore):
         return fut
 
     def _flush(self) -> None:
-        if not self._queue:
-            return
-        batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-        self._in_flight += 1
-        task = asyncio.ensure_future(self._send(batch))
-        task.add_done_callback(self._sent)
+        # A batch takes at most its share (1 / max_in_flight) of the decisions outstanding, so the
+        # calls in flight stay of even size and Redis decides one while this loop answers another
+        # (else a lone early decision leaves alone beside one batch of all the others).
+        while self._queue and self._in_flight < self.max_in_flight:
+            share = -(-(len(self._queue) + self._in_flight_items) // self.max_in_flight)
+            n = min(MAX_BATCH, share)
+            batch, self._queue = self._queue[:n], self._queue[n:]
+            self._in_flight += 1
+            self._in_flight_items += n
+            task = asyncio.ensure_future(self._send(batch))
+            task.add_done_callback(lambda _t, n=n: self._sent(n))
 
-    def _sent(self, _task) -> None:
+    def _sent(self, n: int) -> None:
         self._in_flight -= 1
+        self._in_flight_items -= n
         self._flush()
 
     async def _call(self, items: List[Item]):
@@ -215,7 +224,7 @@ class AsyncRedisLimiter(LimiterCore):
         items = [it for it, _ in batch]
         try:
             reply = await self._call(items)
-            results = [decode_at(reply, i, it.policy.limit) for i, it in enumerate(items)]
+            results = decode_reply(reply, [it.policy.limit for it in items])
         except RateLimitError as e:
             if e.code == "library_missing":
                 for _, fut in batch:
