@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "ratelimit/algorithms.h"
+#include "sliding_window_roll.h"
 #include "units.h"
 
 namespace ratelimit::algo {
@@ -60,16 +61,7 @@ Residue residue_of(const Policy& policy, const AlgorithmState& state, int64_t no
     }
     Residue operator()(const SlidingWindowCounterState& s) const {
       // Roll the state to now as decide() would.
-      const int64_t t = std::max<int64_t>({now, s.window_start_us, 0});
-      const int64_t start = window_start(t, window);
-      int64_t prev = 0;
-      int64_t curr = 0;
-      if (start == s.window_start_us) {
-        prev = s.prev;
-        curr = s.curr;
-      } else if (start == s.window_start_us + window) {
-        prev = s.curr;
-      }
+      const auto [t, start, prev, curr] = roll_windows(s, now, window);
       if (curr > 0) {  // idle at start + 2W: the estimate's units, the weight frozen at now
         // floor, as decide() rounds the estimate; the weight only falls after now.
         const int64_t weighted = prev * (window - (t - start)) / window;

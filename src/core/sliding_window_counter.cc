@@ -6,6 +6,7 @@
 // (Policy guarantees), so Lua doubles hold it exactly (its division needs care, see the
 // script). State 24 bytes, O(1). Mirrored by src/redis/lua/sliding_window_counter.lua.
 #include "ratelimit/algorithms.h"
+#include "sliding_window_roll.h"
 #include "units.h"
 
 namespace ratelimit::algo {
@@ -24,16 +25,11 @@ Decision decide(const Policy& policy, SlidingWindowCounterState& s, int64_t now_
                 Op op) {
   const int64_t limit = policy.limit();
   const int64_t window = policy.window().count();
-  const int64_t t = std::max<int64_t>({now_us, s.window_start_us, 0});
-  const int64_t start = window_start(t, window);
-  int64_t prev = 0;
-  int64_t curr = 0;
-  if (start == s.window_start_us) {
-    prev = s.prev;
-    curr = s.curr;
-  } else if (start == s.window_start_us + window) {
-    prev = s.curr;
-  }
+  const RolledWindows rolled = roll_windows(s, now_us, window);
+  const int64_t t = rolled.t;
+  const int64_t start = rolled.start;
+  const int64_t prev = rolled.prev;
+  int64_t curr = rolled.curr;  // count_denied adds the refused attempt below
   const int64_t elapsed = t - start;
   const int64_t est = curr + prev * (window - elapsed) / window;
 
