@@ -1,5 +1,10 @@
 // policy.cc — validation of policy parameters, cost, names and durations
 // (see include/ratelimit/policy.h for the invariants every Policy value keeps).
+//
+// Every bounded parameter is one row of the range tables below (kLimit, kWindow, ...), checked
+// by one function per kind (check(IntRange), check(DurationRange)), so each bound and its
+// message live in one place; a duration's bounds are written with the units parse_duration
+// reads (kDurationUnits), e.g. "window must be between 1ms and 366d, got 999us".
 #include "ratelimit/policy.h"
 
 #include <charconv>
@@ -24,20 +29,66 @@ std::string format_rate(double rate) {
   return s;
 }
 
-Status check_limit(const char* what, int64_t v) {
-  if (v < 1 || v > kMaxLimit) {
-    return Status::invalid_argument(std::string(what) + " must be between 1 and " +
-                                    std::to_string(kMaxLimit) + ", got " + std::to_string(v));
+// The units of a duration, largest first: what parse_duration reads, and how a bound is shown.
+struct DurationUnit {
+  std::string_view suffix;
+  int64_t scale;  // microseconds
+};
+constexpr DurationUnit kDurationUnits[] = {{"d", 86'400'000'000}, {"h", 3'600'000'000},
+                                           {"m", 60'000'000},     {"s", 1'000'000},
+                                           {"ms", 1'000},         {"us", 1}};
+
+// `d` in the largest unit that divides it exactly: 1000us -> "1ms", 60s -> "1m".
+std::string format_bound(Micros d) {
+  for (const DurationUnit& u : kDurationUnits) {
+    if (d.count() % u.scale == 0) return std::to_string(d.count() / u.scale) + std::string(u.suffix);
+  }
+  return std::to_string(d.count()) + "us";  // unreachable: the last unit divides everything
+}
+
+// A parameter's inclusive range, named as the message shows it.
+struct IntRange {
+  const char* what;
+  int64_t lo, hi;
+};
+struct DurationRange {
+  const char* what;
+  Micros lo, hi;
+};
+
+constexpr IntRange kLimit{"limit", 1, kMaxLimit};
+constexpr IntRange kBurst{"burst", 1, kMaxLimit};
+constexpr IntRange kEveryHitLimit{"limit", 0, kMaxEveryHitLimit};
+constexpr IntRange kCost{"cost", 1, kMaxCost};
+constexpr DurationRange kWindow{"window", kMinWindow, kMaxWindow};
+constexpr DurationRange kConcurrencyLeaseTtl{"lease_ttl", kMinWindow, kMaxConcurrencyLeaseTtl};
+constexpr DurationRange kSyncInterval{"sync_interval", kMinSyncInterval, kMaxSyncInterval};
+constexpr DurationRange kConsistencyLeaseTtl{"lease_ttl", kMinLeaseTtl, kMaxLeaseTtl};
+
+// "<what> must be between <lo> and <hi>, got <v>" when v is outside [lo, hi].
+Status check(const IntRange& r, int64_t v) {
+  if (v < r.lo || v > r.hi) {
+    return Status::invalid_argument(std::string(r.what) + " must be between " +
+                                    std::to_string(r.lo) + " and " + std::to_string(r.hi) +
+                                    ", got " + std::to_string(v));
   }
   return {};
 }
 
-Status check_window(Micros window) {
-  if (window < kMinWindow || window > kMaxWindow) {
-    return Status::invalid_argument("window must be between 1ms and 366d, got " +
-                                    std::to_string(window.count()) + "us");
+// "<what> must be between <lo> and <hi>, got <v>us", the bounds in their largest exact unit.
+Status check(const DurationRange& r, Micros v) {
+  if (v < r.lo || v > r.hi) {
+    return Status::invalid_argument(std::string(r.what) + " must be between " +
+                                    format_bound(r.lo) + " and " + format_bound(r.hi) +
+                                    ", got " + std::to_string(v.count()) + "us");
   }
   return {};
+}
+
+// The default name of a windowed policy: "<label>:l<limit>:w<window>us".
+std::string windowed_name(const char* label, int64_t limit, Micros window) {
+  return std::string(label) + ":l" + std::to_string(limit) + ":w" +
+         std::to_string(window.count()) + "us";
 }
 
 // Only the sliding window counter multiplies a count by a window length: its retry arithmetic
@@ -89,67 +140,59 @@ Result<Algorithm> parse_algorithm(std::string_view name) {
 }
 
 Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
-  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
-  if (auto s = check_window(window); !s.is_ok()) return s;
+  if (auto s = check(kLimit, limit); !s.is_ok()) return s;
+  if (auto s = check(kWindow, window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kFixedWindow;
   p.limit_ = limit;
   p.window_ = window;
-  p.set_name("fixed_window:l" + std::to_string(limit) + ":w" + std::to_string(window.count()) +
-             "us");
+  p.set_name(windowed_name("fixed_window", limit, window));
   return p;
 }
 
 Result<Policy> Policy::fixed_window_every_hit(int64_t limit, Micros window) {
-  if (limit < 0 || limit > kMaxEveryHitLimit) {
-    return Status::invalid_argument("limit must be between 0 and " +
-                                    std::to_string(kMaxEveryHitLimit) + ", got " +
-                                    std::to_string(limit));
-  }
-  if (auto s = check_window(window); !s.is_ok()) return s;
+  if (auto s = check(kEveryHitLimit, limit); !s.is_ok()) return s;
+  if (auto s = check(kWindow, window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kFixedWindow;
   p.every_hit_ = true;
   p.limit_ = limit;
   p.window_ = window;
-  p.set_name("fixed_window_every_hit:l" + std::to_string(limit) + ":w" +
-             std::to_string(window.count()) + "us");
+  p.set_name(windowed_name("fixed_window_every_hit", limit, window));
   return p;
 }
 
 Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
-  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
+  if (auto s = check(kLimit, limit); !s.is_ok()) return s;
   if (limit > kMaxSlidingLogLimit) {
     return Status::invalid_argument(
         "sliding_window_log keeps one entry per admitted request, so its limit is capped at " +
         std::to_string(kMaxSlidingLogLimit) + " (got " + std::to_string(limit) +
         "); use sliding_window_counter for larger limits");
   }
-  if (auto s = check_window(window); !s.is_ok()) return s;
+  if (auto s = check(kWindow, window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kSlidingWindowLog;
   p.limit_ = limit;
   p.window_ = window;
-  p.set_name("sliding_window_log:l" + std::to_string(limit) + ":w" +
-             std::to_string(window.count()) + "us");
+  p.set_name(windowed_name("sliding_window_log", limit, window));
   return p;
 }
 
 Result<Policy> Policy::sliding_window_counter(int64_t limit, Micros window) {
-  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
-  if (auto s = check_window(window); !s.is_ok()) return s;
+  if (auto s = check(kLimit, limit); !s.is_ok()) return s;
+  if (auto s = check(kWindow, window); !s.is_ok()) return s;
   if (auto s = check_counter_product(limit, window); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kSlidingWindowCounter;
   p.limit_ = limit;
   p.window_ = window;
-  p.set_name("sliding_window_counter:l" + std::to_string(limit) + ":w" +
-             std::to_string(window.count()) + "us");
+  p.set_name(windowed_name("sliding_window_counter", limit, window));
   return p;
 }
 
 Result<Policy> Policy::token_bucket(double rate_per_second, int64_t burst) {
-  if (auto s = check_limit("burst", burst); !s.is_ok()) return s;
+  if (auto s = check(kBurst, burst); !s.is_ok()) return s;
   if (auto s = check_rate(rate_per_second, burst); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kTokenBucket;
@@ -161,7 +204,7 @@ Result<Policy> Policy::token_bucket(double rate_per_second, int64_t burst) {
 }
 
 Result<Policy> Policy::leaky_bucket(double rate_per_second, int64_t burst, LeakyMode mode) {
-  if (auto s = check_limit("burst", burst); !s.is_ok()) return s;
+  if (auto s = check(kBurst, burst); !s.is_ok()) return s;
   if (auto s = check_rate(rate_per_second, burst); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kLeakyBucket;
@@ -175,16 +218,13 @@ Result<Policy> Policy::leaky_bucket(double rate_per_second, int64_t burst, Leaky
 }
 
 Result<Policy> Policy::concurrency(int64_t limit, Micros lease_ttl) {
-  if (auto s = check_limit("limit", limit); !s.is_ok()) return s;
+  if (auto s = check(kLimit, limit); !s.is_ok()) return s;
   if (limit > kMaxConcurrencyLimit) {
     return Status::invalid_argument("a concurrency policy keeps one entry per lease held, so its "
                                     "limit is capped at " + std::to_string(kMaxConcurrencyLimit) +
                                     " (got " + std::to_string(limit) + ")");
   }
-  if (lease_ttl < kMinWindow || lease_ttl > kMaxConcurrencyLeaseTtl) {
-    return Status::invalid_argument("lease_ttl must be between 1ms and 1d, got " +
-                                    std::to_string(lease_ttl.count()) + "us");
-  }
+  if (auto s = check(kConcurrencyLeaseTtl, lease_ttl); !s.is_ok()) return s;
   Policy p;
   p.algorithm_ = Algorithm::kConcurrency;
   p.limit_ = limit;
@@ -232,14 +272,8 @@ Result<Consistency> parse_consistency(std::string_view text) {
 }
 
 Result<Policy> Policy::with_consistency(const ConsistencyOptions& o) const {
-  if (o.sync_interval < kMinSyncInterval || o.sync_interval > kMaxSyncInterval) {
-    return Status::invalid_argument("sync_interval must be between 1ms and 1m, got " +
-                                    std::to_string(o.sync_interval.count()) + "us");
-  }
-  if (o.lease_ttl < kMinLeaseTtl || o.lease_ttl > kMaxLeaseTtl) {
-    return Status::invalid_argument("lease_ttl must be between 1ms and 1h, got " +
-                                    std::to_string(o.lease_ttl.count()) + "us");
-  }
+  if (auto s = check(kSyncInterval, o.sync_interval); !s.is_ok()) return s;
+  if (auto s = check(kConsistencyLeaseTtl, o.lease_ttl); !s.is_ok()) return s;
   if (o.lease_max < 0 || o.lease_max > limit_) {
     return Status::invalid_argument("lease_max must be between 0 (default: limit / 20) and the "
                                     "limit (" + std::to_string(limit_) + "), got " +
@@ -295,13 +329,7 @@ Result<Policy> Policy::with_limit(int64_t limit) const {
   return p.with_consistency(consistency_);
 }
 
-Status validate_cost(int64_t cost) {
-  if (cost < 1 || cost > kMaxCost) {
-    return Status::invalid_argument("cost must be between 1 and " + std::to_string(kMaxCost) +
-                                    ", got " + std::to_string(cost));
-  }
-  return {};
-}
+Status validate_cost(int64_t cost) { return check(kCost, cost); }
 
 Status validate_cost(const Policy& policy, int64_t cost) {
   if (cost == 0 && policy.counts_every_hit()) return {};
@@ -334,15 +362,12 @@ Result<Micros> parse_duration(std::string_view text) {
   if (ec == std::errc::result_out_of_range) return bad("number too large");
   if (ec != std::errc() || ptr == text.data()) return bad("must start with a whole number");
   std::string_view unit(ptr, static_cast<size_t>(text.data() + text.size() - ptr));
+  if (unit.empty()) return bad("missing unit");
   int64_t scale = 0;
-  if (unit == "us") scale = 1;
-  else if (unit == "ms") scale = 1'000;
-  else if (unit == "s") scale = 1'000'000;
-  else if (unit == "m") scale = 60'000'000;
-  else if (unit == "h") scale = 3'600'000'000;
-  else if (unit == "d") scale = 86'400'000'000;
-  else if (unit.empty()) return bad("missing unit");
-  else return bad("unknown unit");
+  for (const DurationUnit& u : kDurationUnits) {
+    if (unit == u.suffix) scale = u.scale;
+  }
+  if (scale == 0) return bad("unknown unit");
   if (n <= 0) return bad("must be positive");
   if (n > INT64_MAX / scale) return bad("too long");
   return Micros{n * scale};

@@ -368,3 +368,46 @@ TEST(PolicyWithLimit, RefusesWhatTheFactoriesRefuse) {
 
 }  // namespace
 }  // namespace ratelimit
+
+namespace ratelimit {
+namespace {
+
+std::string message_of(const Result<Policy>& r) { return r.ok() ? "accepted" : r.status().message(); }
+
+// The exact range messages: config files, the envoyproxy/ratelimit loader and their tests show
+// them to users verbatim, so one table in policy.cc must keep every word.
+TEST(PolicyValidation, RangeMessagesAreExact) {
+  EXPECT_EQ(message_of(Policy::fixed_window(0, kSecond)),
+            "limit must be between 1 and 1000000000, got 0");
+  EXPECT_EQ(message_of(Policy::token_bucket(1, 1'000'000'001)),
+            "burst must be between 1 and 1000000000, got 1000000001");
+  EXPECT_EQ(message_of(Policy::fixed_window_every_hit(-1, kSecond)),
+            "limit must be between 0 and 4294967295, got -1");
+  EXPECT_EQ(message_of(Policy::sliding_window_counter(5, Micros{999})),
+            "window must be between 1ms and 366d, got 999us");
+  EXPECT_EQ(message_of(Policy::fixed_window_every_hit(5, kMaxWindow + Micros{1})),
+            "window must be between 1ms and 366d, got 31622400000001us");
+  EXPECT_EQ(message_of(Policy::concurrency(5, Micros{25LL * 3600 * 1'000'000})),
+            "lease_ttl must be between 1ms and 1d, got 90000000000us");
+  const Policy fw = must(Policy::fixed_window(100, kSecond));
+  ConsistencyOptions o;
+  o.mode = Consistency::kLease;
+  o.sync_interval = Micros{61'000'000};
+  EXPECT_EQ(message_of(fw.with_consistency(o)),
+            "sync_interval must be between 1ms and 1m, got 61000000us");
+  o.sync_interval = Micros{100'000};
+  o.lease_ttl = Micros{500};
+  EXPECT_EQ(message_of(fw.with_consistency(o)),
+            "lease_ttl must be between 1ms and 1h, got 500us");
+  o.lease_ttl = Micros{1'000'000};
+  o.lease_max = 101;
+  EXPECT_EQ(message_of(fw.with_consistency(o)),
+            "lease_max must be between 0 (default: limit / 20) and the limit (100), got 101");
+  EXPECT_EQ(validate_cost(0).message(), "cost must be between 1 and 1000000000, got 0");
+  EXPECT_EQ(message_of(Policy::concurrency(100'001, kSecond)),
+            "a concurrency policy keeps one entry per lease held, so its limit is capped at "
+            "100000 (got 100001)");
+}
+
+}  // namespace
+}  // namespace ratelimit
