@@ -30,8 +30,10 @@ App::~App() {
   grpc_.reset();
   listeners_.clear();
   rls_.reset();
+  if (waiting_) waiting_->shutdown();  // every waiter answered; nothing waits from here on
   decisions_.reset();
   store_.reset();
+  waiting_.reset();  // after the store: a decision still in flight completes through it
   workers_.clear();
 }
 
@@ -62,7 +64,7 @@ const Served& App::serve(const ListenerPlan& l) {
   // The API listeners also speak h2c (by the connection preface); the operator's do not.
   if (l.routes == RouteSet::kNative || l.routes == RouteSet::kEnvoyMain) s->h2c = h2c_.get();
   RouteTable& r = s->routes;
-  const NativeApi native{*decisions_, cell_};
+  const NativeApi native{*decisions_, *waiting_, cell_};
   auto& healthz = keep<HealthzHandler>(handlers_);
   auto& readyz = keep<ReadyzHandler>(handlers_, state_);
   switch (l.routes) {
@@ -118,7 +120,9 @@ int App::open() {
   store_ = std::move(*opened);
   state_.store_ready = store_->ready;
   decisions_ = std::make_unique<service::DecisionService>(store_->store, &metrics_);
+  waiting_ = std::make_unique<service::WaitingService>(*decisions_);
   metrics_.add_extra([this](std::string& out) { lease_metrics_.render(out); });
+  metrics_.add_extra([this](std::string& out) { render_wait_stats(waiting_->stats(), out); });
 
   // Envoy's rate-limit API: one RateLimitService for gRPC and /json, its per-rule statistics on
   // /metrics, every rule's outcomes under policy="envoy".

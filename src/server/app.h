@@ -31,6 +31,7 @@
 
 #include "config_dir.h"
 #include "decision_service.h"
+#include "waiting.h"
 #include "grpc_server.h"
 #include "h2c.h"
 #include "lease_api.h"
@@ -132,6 +133,8 @@ class App {
   ServerState state_;
   std::optional<OpenedStore> store_;
   std::unique_ptr<service::DecisionService> decisions_;
+  // Waiting instead of refusing (waiting.h), in front of decisions_; answers its waiters at drain.
+  std::unique_ptr<service::WaitingService> waiting_;
   ConfigCell cell_;
   ConnectionCaps caps_{cell_, metrics_};
   rls::RuleStats rule_stats_;

@@ -29,6 +29,9 @@ using boost::system::error_code;
 void App::drain() {
   for (auto& l : listeners_) l->close();
   state_.draining.store(true, std::memory_order_relaxed);
+  // Waiters are answered now (429 with the denial they waited on), so the busy connections
+  // they hold finish at once rather than at their max_wait.
+  if (waiting_) waiting_->shutdown();
   if (grpc_) grpc_->drain();
   if (h2c_) h2c_->drain();
   for (auto& w : workers_) w->drain();

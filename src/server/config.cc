@@ -308,13 +308,41 @@ Status parse_request_limit(const Parser& p, const YAML::Node& n, const std::stri
   return {};
 }
 
+// `max_wait: 2s, max_queue: 100` (both or neither): waiting instead of refusing; `hold_delay:
+// true` (leaky_bucket, mode shape): answer an admitted request after its delay.
+Status parse_waiting(const Parser& p, const YAML::Node& n, const std::string& what, PolicyConfig& pc) {
+  if (n["max_wait"].IsDefined() != n["max_queue"].IsDefined()) {
+    return p.error(n, what + ": max_wait and max_queue go together (how long a request may wait, and how many may "
+                             "wait per key)");
+  }
+  if (n["max_wait"]) {
+    RL_TRY_ASSIGN(pc.max_wait, p.duration(n["max_wait"], what + ".max_wait"));
+    if (pc.max_wait > kMaxPolicyWait) return p.error(n["max_wait"], what + ".max_wait must be at most 10m");
+    RL_TRY_ASSIGN(pc.max_queue, p.integer(n["max_queue"], what + ".max_queue", 1, kMaxPolicyQueue));
+    if (pc.policy.consistency().mode != Consistency::kExact) {
+      // A lease/async instance decides locally on a slice; its denials carry no wake-up the
+      // queue could wait for across instances.
+      return p.error(n["max_wait"], what + ".max_wait needs consistency: exact (the policy's is " +
+                                        consistency_name(pc.policy.consistency().mode) + ")");
+    }
+  }
+  if (n["hold_delay"]) {
+    RL_TRY_ASSIGN(pc.hold_delay, p.boolean(n["hold_delay"], what + ".hold_delay"));
+    if (pc.hold_delay && !(pc.policy.algorithm() == Algorithm::kLeakyBucket && pc.policy.leaky_mode() == LeakyMode::kShape)) {
+      return p.error(n["hold_delay"], what + ".hold_delay applies to leaky_bucket with mode: shape (the only "
+                                             "algorithm that answers a delay)");
+    }
+  }
+  return {};
+}
+
 Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, const YAML::Node& key,
                                   const YAML::Node& n) {
   const std::string what = "policy '" + name + "'";
   if (Status s = validate_policy_name(name); !s.is_ok()) return p.error(key, s.message());
   RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
                                "count_denied", "consistency", "sync_interval", "lease_max",
-                               "lease_ttl", "request_limit"}));
+                               "lease_ttl", "request_limit", "max_wait", "max_queue", "hold_delay"}));
   if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
   std::string algo_name;
   RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
@@ -388,6 +416,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   }
   if (!pc.policy.is_concurrency()) RL_TRY(parse_consistency_fields(p, n, what, pc.policy));  // its lease_ttl is its own
   if (n["request_limit"]) RL_TRY(parse_request_limit(p, n["request_limit"], what, pc));
+  RL_TRY(parse_waiting(p, n, what, pc));
   return pc;
 }
 

@@ -74,7 +74,17 @@ struct PolicyConfig {
   // burst for a bucket) within [min, max], decided on the policy's counter. max 0: not allowed.
   int64_t request_limit_min = 0;
   int64_t request_limit_max = 0;
+  // Waiting instead of refusing (docs/throttling.md): a request that would be denied waits up
+  // to max_wait in a FIFO of at most max_queue per key. Both or neither; 0: never waits.
+  Micros max_wait{0};
+  int64_t max_queue = 0;
+  // Leaky bucket in shape mode: hold each admitted request for its delay before answering.
+  bool hold_delay = false;
 };
+
+// Bounds of the waiting keys.
+inline constexpr Micros kMaxPolicyWait{10 * 60 * 1'000'000LL};  // max_wait <= 10 min
+inline constexpr int64_t kMaxPolicyQueue = 100'000;             // waiters per key
 
 struct LimitsConfig {
   size_t max_body_bytes = 8 * 1024;

@@ -86,4 +86,8 @@ void complete(Exchange& exchange) {
   if (h != nullptr) h->complete(exchange);
 }
 
+void cancel(Exchange& exchange) {
+  if (exchange.handler_ != nullptr) exchange.handler_->cancel(exchange);
+}
+
 }  // namespace ratelimit::server

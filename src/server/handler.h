@@ -139,6 +139,7 @@ class Exchange {
   static inline const char kTag = 0;
   friend bool dispatch(const RouteTable& routes, Exchange& exchange);
   friend void complete(Exchange& exchange);
+  friend void cancel(Exchange& exchange);
   Handler* handler_ = nullptr;  // the one dispatch() chose, until complete()
   std::unique_ptr<ExchangeState> state_;
   const void* state_tag_ = nullptr;
@@ -153,6 +154,10 @@ class Handler {
   // Renders an answer that handle() left pending, on the transport's thread, after
   // exchange.resume(). Default: nothing (the answer was complete when resume() was called).
   virtual void complete(Exchange& /*exchange*/) {}
+  // The client went away while handle()'s answer was pending (a transport that can tell, on its
+  // thread): the handler may stop waiting for it. resume() must still come exactly once; the
+  // answer is then discarded. Default: nothing (the answer comes when it comes).
+  virtual void cancel(Exchange& /*exchange*/) {}
 };
 
 // A listener's paths and who answers them. Built once at start-up by the composition root and
@@ -186,5 +191,7 @@ class RouteTable {
 bool dispatch(const RouteTable& routes, Exchange& exchange);
 // On the transport's thread after exchange.resume(): the pending handler's complete().
 void complete(Exchange& exchange);
+// On the transport's thread while an answer is pending: the client went away (Handler::cancel).
+void cancel(Exchange& exchange);
 
 }  // namespace ratelimit::server

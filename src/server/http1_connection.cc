@@ -58,6 +58,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void resume() override {
     asio::post(w_.io_context(), [self = keepalive_] {
       self->keepalive_.reset();
+      self->stop_watching();
       complete(*self);
       self->send_response();
     });
@@ -227,7 +228,33 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     if (dispatch(served_.routes, *this)) {
       keepalive_.reset();
       send_response();
+      return;
     }
+    watch_client();
+  }
+
+  // While an answer is pending (it may wait in a queue for seconds), a readable socket means
+  // the client either sent its next request (pipelining: read after the answer) or went away
+  // (EOF, reset): then the handler is told (cancel: a waiter leaves its queue) and the
+  // connection closes. A client that half-closes its side while waiting is taken as gone, as
+  // nginx does by default.
+  void watch_client() {
+    const uint64_t seq = ++watch_seq_;
+    sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq](error_code ec) {
+      if (ec || self->state_ != State::kHandling || self->watch_seq_ != seq) return;
+      char c = 0;
+      error_code pec;
+      const size_t n = self->sock_.receive(asio::buffer(&c, 1), tcp::socket::message_peek, pec);
+      if (pec == asio::error::would_block || pec == asio::error::try_again) return self->watch_client();
+      if (!pec && n > 0) return;  // a pipelined request
+      cancel(*self);
+      self->close();
+    });
+  }
+  void stop_watching() {
+    ++watch_seq_;
+    error_code ec;
+    if (state_ == State::kHandling) sock_.cancel(ec);
   }
 
   void send_response() {
@@ -253,7 +280,8 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   Http1Framing framing_;
   std::string out_;
   bool got_byte_ = false;
-  bool first_request_ = true;  // nothing parsed yet: the bytes may be another transport's preface
+  bool first_request_ = true;
+  uint64_t watch_seq_ = 0;  // the current watch_client() wait; older ones are stale  // nothing parsed yet: the bytes may be another transport's preface
   State state_ = State::kIdle;
   SteadyClock::time_point deadline_{};
   std::shared_ptr<Connection> keepalive_;  // set while an answer is pending

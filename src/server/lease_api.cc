@@ -189,12 +189,17 @@ bool LeaseHandler::handle(Exchange& x) {
   st.info = http::PolicyInfo::of(rule->policy);
   st.render = cfg.render;
   st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind, nullptr, st.token.id});
-  if (!api_.decisions.decide(*snap.rules, st.items, Atomicity::kIndependent, st)) return false;
+  // An acquire may wait for a lease to free (the waiting service; releases and renews never wait).
+  if (!api_.waiting.decide(*snap.rules, st.items, Atomicity::kIndependent, wait_budget(st.request.max_wait_ms), st)) {
+    return false;
+  }
   render_lease(st, metrics_, x.response);
   return true;
 }
 
 void LeaseHandler::complete(Exchange& x) { render_lease(x.state<LeaseState>(), metrics_, x.response); }
+
+void LeaseHandler::cancel(Exchange& x) { api_.waiting.cancel(x.state<LeaseState>()); }
 
 // --- LeaseMetrics ----------------------------------------------------------------------------
 

@@ -61,6 +61,7 @@ class LeaseHandler final : public Handler {
   LeaseHandler(NativeApi api, LeaseMetrics& metrics) : api_(api), metrics_(metrics) {}
   bool handle(Exchange& x) override;
   void complete(Exchange& x) override;
+  void cancel(Exchange& x) override;
 
  private:
   NativeApi api_;

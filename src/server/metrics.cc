@@ -129,6 +129,24 @@ constexpr Family kStoreFamilies[kStoreMetricCount] = {
      "Pushed hits the shared count had no room for: units admitted past the limit (this instance's share)."},
     {"ratelimitd_async_view_age_seconds", "gauge",
      "Age of the oldest view of the global count among the keys held."},
+    {"ratelimitd_wait_queued_total", "counter",
+     "Requests that waited in their key's queue (max_wait) instead of being refused at once."},
+    {"ratelimitd_wait_admitted_total", "counter",
+     "Waiting requests admitted."},
+    {"ratelimitd_wait_timed_out_total", "counter",
+     "Waiting requests answered 429 at their deadline (or when their retry time passed it)."},
+    {"ratelimitd_wait_queue_full_total", "counter",
+     "Requests refused at once because their key's queue held max_queue waiters."},
+    {"ratelimitd_wait_cancelled_total", "counter",
+     "Waiting requests whose client went away (nothing counted, nothing taken)."},
+    {"ratelimitd_wait_shutdown_total", "counter",
+     "Waiting requests answered 429 because ratelimitd was shutting down."},
+    {"ratelimitd_wait_held_total", "counter",
+     "Admitted answers held for their shaping delay (hold_delay)."},
+    {"ratelimitd_wait_wakeups_total", "counter",
+     "Re-decisions of a queue's head (one store call each): releases and retry times."},
+    {"ratelimitd_wait_waiting", "gauge",
+     "Requests waiting in a queue now."},
 };
 
 constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
@@ -183,6 +201,18 @@ void append_metric(std::string& out, StoreMetric m, uint64_t value) {
 void append_metric_header(std::string& out, StoreMetric m) { header(out, kStoreFamilies[static_cast<size_t>(m)]); }
 
 const char* metric_name(StoreMetric m) { return kStoreFamilies[static_cast<size_t>(m)].name; }
+
+void render_wait_stats(const service::WaitStats& s, std::string& out) {
+  append_metric(out, StoreMetric::kWaitWaitedTotal, s.waited);
+  append_metric(out, StoreMetric::kWaitAdmittedTotal, s.admitted);
+  append_metric(out, StoreMetric::kWaitTimedOutTotal, s.timed_out);
+  append_metric(out, StoreMetric::kWaitQueueFullTotal, s.queue_full);
+  append_metric(out, StoreMetric::kWaitCancelledTotal, s.cancelled);
+  append_metric(out, StoreMetric::kWaitShutdownTotal, s.shutdown);
+  append_metric(out, StoreMetric::kWaitHeldTotal, s.held);
+  append_metric(out, StoreMetric::kWaitWakeupsTotal, s.wakeups);
+  append_metric(out, StoreMetric::kWaitWaiting, static_cast<uint64_t>(std::max<int64_t>(0, s.waiting)));
+}
 
 Metrics::Metrics() = default;
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "decision_service.h"
+#include "waiting.h"
 #include "outage.h"
 #include "rule_counters.h"
 
@@ -86,8 +87,18 @@ enum class StoreMetric : uint8_t {
   kAsyncUnitsPending,
   kAsyncUnitsOverLimitTotal,
   kAsyncViewAgeSeconds,
+  // Waiting instead of refusing (service/waiting.h).
+  kWaitWaitedTotal,
+  kWaitAdmittedTotal,
+  kWaitTimedOutTotal,
+  kWaitQueueFullTotal,
+  kWaitCancelledTotal,
+  kWaitShutdownTotal,
+  kWaitHeldTotal,
+  kWaitWakeupsTotal,
+  kWaitWaiting,
 };
-inline constexpr size_t kStoreMetricCount = 41;
+inline constexpr size_t kStoreMetricCount = 50;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);
@@ -95,6 +106,8 @@ void append_metric(std::string& out, StoreMetric m, uint64_t value);
 void append_metric_header(std::string& out, StoreMetric m);
 // The family's name, for those samples.
 const char* metric_name(StoreMetric m);
+// The waiting service's families (kWait*).
+void render_wait_stats(const service::WaitStats& stats, std::string& out);
 
 class Metrics final : public service::Observer {
  public:

@@ -114,9 +114,9 @@ bool own_limit(NativeState& st, http::Response& out) {
   return true;
 }
 
-// Decides st.request's policies for its key (acquire, or peek) against `snap`.
-bool decide(service::DecisionService& decisions, NativeState& st, const Published& snap, bool peek,
-            http::Response& out) {
+// Decides st.request's policies for its key (acquire, or peek) against `snap`; an acquire on a
+// policy with max_wait may wait (the waiting service decides; this passes the budget).
+bool decide(const NativeApi& api, NativeState& st, const Published& snap, bool peek, http::Response& out) {
   const DecisionRequest& r = st.request;
   st.items.clear();
   st.infos.clear();
@@ -143,7 +143,9 @@ bool decide(service::DecisionService& decisions, NativeState& st, const Publishe
   st.render = snap.config->render;
   // Several policies are all or nothing; peeks change nothing, so they need no group.
   const Atomicity atomicity = r.multi && !peek ? Atomicity::kAllOrNothing : Atomicity::kIndependent;
-  if (!decisions.decide(*snap.rules, st.items, atomicity, st)) return false;
+  const bool now = peek ? api.decisions.decide(*snap.rules, st.items, atomicity, st)
+                        : api.waiting.decide(*snap.rules, st.items, atomicity, wait_budget(r.max_wait_ms), st);
+  if (!now) return false;
   render_decision(st, out);
   return true;
 }
@@ -176,10 +178,12 @@ bool DecisionHandler::handle(Exchange& x) {
     return true;
   }
   st.deny_status = 429;
-  return decide(api_.decisions, st, snap, peek_, x.response);
+  return decide(api_, st, snap, peek_, x.response);
 }
 
 void DecisionHandler::complete(Exchange& x) { render_decision(x.state<NativeState>(), x.response); }
+
+void DecisionHandler::cancel(Exchange& x) { api_.waiting.cancel(x.state<NativeState>()); }
 
 bool ForwardAuthHandler::handle(Exchange& x) {
   // Envoy's ext_authz (HTTP) appends the original request path to the configured prefix, so
@@ -208,10 +212,12 @@ bool ForwardAuthHandler::handle(Exchange& x) {
     return true;
   }
   st.deny_status = st.request.deny_status != 0 ? st.request.deny_status : cfg.forward_auth_deny_status;
-  return decide(api_.decisions, st, snap, false, x.response);
+  return decide(api_, st, snap, false, x.response);
 }
 
 void ForwardAuthHandler::complete(Exchange& x) { render_decision(x.state<NativeState>(), x.response); }
+
+void ForwardAuthHandler::cancel(Exchange& x) { api_.waiting.cancel(x.state<NativeState>()); }
 
 namespace {
 

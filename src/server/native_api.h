@@ -17,16 +17,24 @@
 #include <string_view>
 
 #include "decision_service.h"
+#include "waiting.h"
 #include "handler.h"
 #include "published.h"
 
 namespace ratelimit::server {
 
-// What the native handlers share: the decision service and the published configuration.
+// What the native handlers share: the decision service, the waiting service in front of it
+// (acquires that may wait go there, with their budget), and the published configuration.
 struct NativeApi {
   service::DecisionService& decisions;
+  service::WaitingService& waiting;
   const ConfigCell& config;
 };
+
+// The wait budget a request named (max_wait_ms; -1: none, so the policy's max_wait).
+inline Micros wait_budget(int64_t max_wait_ms) {
+  return max_wait_ms < 0 ? Micros::max() : Micros{max_wait_ms * 1000};
+}
 
 // POST /v1/acquire, or POST /v1/peek (decides without consuming; with peek_requires_admin_token
 // only for the admin).
@@ -35,6 +43,7 @@ class DecisionHandler final : public Handler {
   DecisionHandler(NativeApi api, bool peek) : api_(api), peek_(peek) {}
   bool handle(Exchange& x) override;
   void complete(Exchange& x) override;
+  void cancel(Exchange& x) override;
 
  private:
   NativeApi api_;
@@ -47,6 +56,7 @@ class ForwardAuthHandler final : public Handler {
   explicit ForwardAuthHandler(NativeApi api) : api_(api) {}
   bool handle(Exchange& x) override;
   void complete(Exchange& x) override;
+  void cancel(Exchange& x) override;
 
  private:
   NativeApi api_;

@@ -7,7 +7,8 @@ std::shared_ptr<const service::Snapshot> build_rules(const Config& config, Metri
   auto rules = std::make_shared<service::Snapshot>();
   for (const auto& [name, pc] : config.policies) {
     rules->rules.emplace(name, service::Rule{pc.policy, pc.shadow, metrics.policy(name),
-                                             pc.request_limit_min, pc.request_limit_max});
+                                             pc.request_limit_min, pc.request_limit_max,
+                                             pc.max_wait, pc.max_queue, pc.hold_delay});
   }
   return rules;
 }

@@ -64,6 +64,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   out.multi = false;
   out.cost = 1;
   out.limit = 0;
+  out.max_wait_ms = -1;
   out.key.clear();
 
   alignas(std::max_align_t) unsigned char arena[2048];
@@ -85,6 +86,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   const json::value* policies = nullptr;
   const json::value* cost = nullptr;
   const json::value* limit = nullptr;
+  const json::value* max_wait = nullptr;
   for (const auto& kv : obj) {
     const std::string_view k = kv.key();
     const json::value** slot = nullptr;
@@ -93,10 +95,11 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     else if (k == "policies" && kind == BodyKind::kDecision) slot = &policies;
     else if (k == "cost" && kind == BodyKind::kDecision) slot = &cost;
     else if (k == "limit" && kind == BodyKind::kDecision) slot = &limit;
+    else if (k == "max_wait_ms" && kind == BodyKind::kDecision) slot = &max_wait;
     if (slot == nullptr) {
       std::string m = "unknown field ";
       m += k.size() <= 64 ? "'" + std::string(k) + "'" : std::string("(a long name)");
-      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit)" : " (allowed: key, policy)";
+      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit, max_wait_ms)" : " (allowed: key, policy)";
       return fail(err, "invalid_request", std::move(m));
     }
     // Boost.JSON has already folded duplicate names (the last value wins), so each name is
@@ -176,6 +179,13 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     }
     out.limit = limit->get_int64();
   }
+  if (max_wait != nullptr) {
+    if (!max_wait->is_int64() || max_wait->get_int64() < 0 || max_wait->get_int64() > kMaxWaitMs) {
+      return fail(err, "invalid_max_wait", "'max_wait_ms' must be a whole number of milliseconds between 0 and " +
+                                               std::to_string(kMaxWaitMs));
+    }
+    out.max_wait_ms = max_wait->get_int64();
+  }
   out.key.assign(ks.data(), ks.size());
   return true;
 }
@@ -246,6 +256,7 @@ bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, Requ
   out.multi = false;
   out.cost = 1;
   out.deny_status = 0;
+  out.max_wait_ms = -1;
   std::string name;
   while (!query.empty()) {
     const size_t amp = query.find('&');
@@ -263,9 +274,24 @@ bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, Requ
       }
       return fail(err, "invalid_request", "deny_status must be 429, 403 or 401");
     }
+    if (k == "max_wait_ms") {
+      if (out.max_wait_ms >= 0) return fail(err, "invalid_request", "max_wait_ms is given twice");
+      int64_t ms = 0;
+      bool ok = !v.empty() && v.size() <= 7;
+      for (const char c : v) {
+        ok = ok && c >= '0' && c <= '9';
+        if (ok) ms = ms * 10 + (c - '0');
+      }
+      if (!ok || ms > kMaxWaitMs) {
+        return fail(err, "invalid_max_wait", "max_wait_ms must be a whole number of milliseconds between 0 and " +
+                                                 std::to_string(kMaxWaitMs));
+      }
+      out.max_wait_ms = ms;
+      continue;
+    }
     if (k != "policy") {
-      return fail(err, "invalid_request", k.size() <= 64 ? "unknown query parameter '" + std::string(k) + "' (allowed: policy, deny_status)"
-                                                          : std::string("unknown query parameter (allowed: policy, deny_status)"));
+      return fail(err, "invalid_request", k.size() <= 64 ? "unknown query parameter '" + std::string(k) + "' (allowed: policy, deny_status, max_wait_ms)"
+                                                          : std::string("unknown query parameter (allowed: policy, deny_status, max_wait_ms)"));
     }
     if (v.size() > 3 * kMaxPolicyNameLength || !url_decode(v, name)) {
       return fail(err, "unknown_policy", "malformed policy name in the query");

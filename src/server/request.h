@@ -30,7 +30,7 @@ struct RequestError {
   std::string message;
 };
 
-// {"key", "policy" | "policies", "cost", "limit"} (acquire, peek) or {"key", "policy"} (reset).
+// {"key", "policy" | "policies", "cost", "limit", "max_wait_ms"} (acquire, peek) or {"key", "policy"} (reset).
 // Reusable: parse functions overwrite every field, keeping string capacity.
 struct DecisionRequest {
   std::string key;
@@ -42,7 +42,14 @@ struct DecisionRequest {
   // request_limit bounds are checked by the caller); 0 = not given.
   int64_t limit = 0;
   unsigned deny_status = 0;  // forward-auth `?deny_status=` (401, 403, 429); 0 = not given
+  // "max_wait_ms" (body) or `?max_wait_ms=` (forward-auth): the longest this request will wait
+  // in its policy's queue, 0 ... kMaxWaitMs; -1 = not given (the policy's max_wait). The
+  // policy's max_wait caps it: a request may ask for less wait, never more.
+  int64_t max_wait_ms = -1;
 };
+
+// The largest max_wait_ms a request may name (one hour; the policy's max_wait caps it anyway).
+inline constexpr int64_t kMaxWaitMs = 3'600'000;
 
 enum class BodyKind : uint8_t {
   kDecision,  // key, policy or policies, optional cost
@@ -55,7 +62,8 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
                         DecisionRequest& out, RequestError& err);
 
 // Parses the query of GET /v1/forward-auth: one or more `policy=NAME` (percent-encoded;
-// several = all or nothing) and at most one `deny_status=` (429, 403 or 401). `out.key` is
+// several = all or nothing), at most one `deny_status=` (429, 403 or 401) and at most one
+// `max_wait_ms=` (0 ... kMaxWaitMs). `out.key` is
 // left untouched; cost is 1.
 bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
 

@@ -13,6 +13,8 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+}  // namespace
+
 Outcome outcome_of(const Decision& d, bool shadow) {
   switch (d.reason) {
     case DecisionReason::kStoreFailedOpen: return Outcome::kFailedOpen;
@@ -22,8 +24,6 @@ Outcome outcome_of(const Decision& d, bool shadow) {
   if (d.allowed) return Outcome::kAllowed;
   return shadow ? Outcome::kShadowDenied : Outcome::kDenied;
 }
-
-}  // namespace
 
 DecisionService::DecisionService(std::shared_ptr<Store> store, Observer* observer)
     : store_(std::move(store)), observer_(observer) {}
@@ -51,7 +51,8 @@ bool DecisionService::decide(const Snapshot& snapshot, std::span<const Item> ite
     const Item& it = items[i];
     const bool shadow = it.rule->shadow || snapshot.shadow_all;
     const bool lease_op = it.kind == StoreOp::Kind::kRelease || it.kind == StoreOp::Kind::kRenew;
-    p.slots_[i] = {it.rule->counters, shadow, it.kind == StoreOp::Kind::kAcquire, lease_op};
+    p.slots_[i] = {it.rule->counters, shadow, it.kind == StoreOp::Kind::kAcquire, lease_op,
+                   it.kind == StoreOp::Kind::kRelease};
     enforced += shadow ? 0 : 1;
   }
   // The all-or-nothing group is the enforced items; with fewer than two of them, independent
@@ -120,10 +121,17 @@ void DecisionService::finish(Pending& p) {
     }
     return;
   }
+  if (release_listener_) {
+    for (size_t k = 0; k < p.ops_.size(); ++k) {
+      if (p.slots_[p.items_[k]].release && p.decisions[p.items_[k]].reason == DecisionReason::kWithinLimit) {
+        release_listener_(*p.ops_[k].policy, p.ops_[k].key);
+      }
+    }
+  }
   for (size_t i = 0; i < p.slots_.size(); ++i) {
     const Pending::Slot& s = p.slots_[i];
     Decision& d = p.decisions[i];
-    if (s.acquire) s.counters->count(outcome_of(d, s.shadow));
+    if (s.acquire && !p.defer_counting_) s.counters->count(outcome_of(d, s.shadow));
     if (s.shadow && !s.lease_op && !d.allowed) {
       p.shadow_denied[i] = 1;
       d.allowed = true;

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -44,6 +45,11 @@
 namespace ratelimit::service {
 
 class DecisionService;
+class WaitingService;
+struct Waiter;
+struct WaiterDeleter {
+  void operator()(Waiter* w) const;
+};
 
 // One decision to make: `cost` units of `key` under `*rule`, consumed or only checked; or, on a
 // concurrency rule, the lease `lease` released or renewed (StoreOp).
@@ -88,11 +94,19 @@ class Pending {
 
  private:
   friend class DecisionService;
+  friend class WaitingService;
+  friend struct Waiter;
+  // Set by the waiting service (waiting.h) on its own Pending: the outcome is counted once, when
+  // the waiter's final answer is known, not at each decision it waits through.
+  bool defer_counting_ = false;
+  // The waiting service's state for this front-end Pending, made on first use and reused.
+  std::unique_ptr<Waiter, WaiterDeleter> waiter_;
   struct Slot {
     RuleCounters* counters;
     bool shadow;
     bool acquire;
     bool lease_op;  // a release or renew: never answered by shadow mode
+    bool release;
   };
   DecisionService* service_ = nullptr;
   std::vector<Slot> slots_;                  // per item
@@ -122,12 +136,22 @@ class DecisionService {
 
   Store& store() { return *store_; }
 
+  // Called (on the thread that completes the decision) for every release that freed a held
+  // lease, with its policy and key: the waiting service wakes that key's waiters. Set once,
+  // before the first decision; may be empty.
+  using ReleaseListener = std::function<void(const Policy& policy, std::string_view key)>;
+  void set_release_listener(ReleaseListener listener) { release_listener_ = std::move(listener); }
+
  private:
   void on_store(Pending& p, int call, Result<std::span<const Decision>> result);
   void finish(Pending& p);
 
   std::shared_ptr<Store> store_;
   Observer* observer_;
+  ReleaseListener release_listener_;
 };
+
+// How an acquire's decision is counted in its rule's counters.
+Outcome outcome_of(const Decision& d, bool shadow);
 
 }  // namespace ratelimit::service

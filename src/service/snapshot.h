@@ -36,6 +36,12 @@ struct Rule {
   // Bounds of a per-request limit (Policy::with_limit of `policy`); max 0: none allowed.
   int64_t request_limit_min = 0;
   int64_t request_limit_max = 0;
+  // Waiting (waiting.h): how long a denied acquire may wait, and how many may wait per key.
+  // max_wait 0: never waits.
+  Micros max_wait{0};
+  int64_t max_queue = 0;
+  // Shape-mode leaky bucket: the answer to an admitted acquire is held for its delay.
+  bool hold_delay = false;
 };
 
 // Heterogeneous lookup so a rule is found by string_view without allocating.

@@ -9,7 +9,6 @@
 #include <queue>
 #include <unordered_map>
 
-#include "concurrency_interim.h"
 #include "ratelimit/algorithms.h"
 
 namespace ratelimit::sim {
@@ -39,9 +38,16 @@ struct Waiter {
   int64_t duration = 0;
 };
 
+// The simulator's lease ids: a counter in the id's first 8 bytes (deterministic runs; never 0).
+LeaseId lease_id(uint64_t n) {
+  LeaseId id;
+  for (size_t i = 0; i < 8; ++i) id.bytes[i] = static_cast<uint8_t>(n >> (56 - 8 * i));
+  return id;
+}
+
 struct KeyLane {
   algo::AlgorithmState rate;
-  interim::ConcurrencyState leases;
+  algo::ConcurrencyState leases;
   std::deque<Waiter> queue;
   int64_t wake_at = -1;  // a pending wake-up for the queue's head
   int64_t in_flight = 0;
@@ -49,8 +55,9 @@ struct KeyLane {
 
 class Lane {
  public:
-  Lane(std::optional<Policy> rate, int64_t concurrency, const ThrottleOptions& o, ThrottleResult r)
-      : rate_(std::move(rate)), concurrency_(concurrency), o_(o), r_(std::move(r)) {
+  // `concurrency`: a concurrency lane (core's algorithm, Policy::concurrency) when `rate` is empty.
+  Lane(std::optional<Policy> rate, std::optional<Policy> concurrency, const ThrottleOptions& o, ThrottleResult r)
+      : rate_(std::move(rate)), concurrency_(std::move(concurrency)), o_(o), r_(std::move(r)) {
     if (rate_) initial = algo::fresh_state(*rate_);
   }
 
@@ -62,7 +69,7 @@ class Lane {
       if (e.kind == kEnd) {
         --k.in_flight;
         --in_flight_;
-        if (!rate_) interim::release(k.leases, e.t, e.lease);
+        if (!rate_) algo::decide(*concurrency_, k.leases, e.t, 1, algo::Op::kRelease, lease_id(e.lease));
         serve(e.key, e.t);
       } else if (e.kind == kWake) {
         if (k.wake_at == e.t) {
@@ -133,8 +140,9 @@ class Lane {
                                                     : INT64_MAX;
     }
     lease = ++next_lease_;
-    const auto d = interim::acquire(concurrency_, o_.lease_ttl.count(), k.leases, now, cost, lease);
-    return d.allowed ? 0 : std::max<int64_t>(1, d.retry_after_us);
+    const Decision d = algo::decide(*concurrency_, k.leases, now, cost, algo::Op::kAcquire, lease_id(lease));
+    if (d.allowed) return 0;
+    return d.reason == DecisionReason::kOverLimit ? std::max<int64_t>(1, d.retry_after.count()) : INT64_MAX;
   }
 
   bool enqueue(uint32_t key, KeyLane& k, const Waiter& w) {
@@ -205,7 +213,7 @@ class Lane {
 
  private:
   std::optional<Policy> rate_;
-  int64_t concurrency_ = 0;
+  std::optional<Policy> concurrency_;
   const ThrottleOptions& o_;
   ThrottleResult r_;
   std::vector<KeyLane> keys_;
@@ -224,6 +232,10 @@ Status validate(const ThrottleOptions& o) {
     return Status::invalid_argument("--concurrency must be 1 ... " + std::to_string(kMaxLimit));
   }
   if (o.lease_ttl.count() <= 0) return Status::invalid_argument("--lease-ttl must be positive");
+  if (o.concurrency) {  // the lane decides with core's concurrency policy: its bounds apply
+    auto p = Policy::concurrency(*o.concurrency, o.lease_ttl);
+    if (!p) return Status::invalid_argument("--concurrency / --lease-ttl: " + p.status().message());
+  }
   if (o.hold.count() < 0) return Status::invalid_argument("--hold must not be negative");
   if (o.max_wait.count() < 0) return Status::invalid_argument("--max-wait must not be negative");
   if (o.max_queue < 0) return Status::invalid_argument("--max-queue must not be negative");
@@ -254,13 +266,14 @@ Result<Throttle> Throttle::create(const std::array<Policy, kAlgorithms>& policie
     ThrottleResult r;
     r.algorithm = algorithm_name(p.algorithm());
     r.policy = describe_policy(p);
-    impl->lanes.emplace_back(p, 0, impl->options, std::move(r));
+    impl->lanes.emplace_back(p, std::nullopt, impl->options, std::move(r));
   }
   if (options.concurrency) {
     ThrottleResult r;
     r.algorithm = "concurrency";
     r.policy = std::to_string(*options.concurrency) + " in flight";
-    impl->lanes.emplace_back(std::nullopt, *options.concurrency, impl->options, std::move(r));
+    impl->lanes.emplace_back(std::nullopt, *Policy::concurrency(*options.concurrency, options.lease_ttl), impl->options,
+                             std::move(r));
   }
   return Throttle(std::move(impl));
 }

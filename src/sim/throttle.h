@@ -21,8 +21,8 @@
 //   - An admitted request holds its place for its duration (trace: $request_time, %D, %T;
 //     else --hold); for a concurrency policy it holds a lease of `cost` units for that long,
 //     or until lease_ttl if that is shorter (a holder that never releases).
-// Every decision is the library's: algo::decide for the rate algorithms; the concurrency
-// algorithm through concurrency_interim.h until src/core has it.
+// Every decision is the library's algo::decide: the rate algorithms and the concurrency
+// algorithm (Policy::concurrency with --concurrency and --lease-ttl) alike.
 // Memory: a key's state is kept for the run (unlike the replay, which drops idle keys), so
 // a trace's distinct keys bound it. Not thread-safe.
 #pragma once

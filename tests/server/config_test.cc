@@ -485,3 +485,41 @@ TEST(Config, ConcurrencyPoliciesTakeLimitAndLeaseTtl) {
 
 }  // namespace
 }  // namespace ratelimit::server
+
+namespace ratelimit::server {
+namespace {
+
+TEST(Config, WaitingKeysAreReadAndValidated) {
+  auto c = parse_config("policies:\n"
+                        "  db: { algorithm: concurrency, limit: 10, lease_ttl: 30s, max_wait: 2s, max_queue: 100 }\n"
+                        "  api: { algorithm: token_bucket, rate: 5, burst: 10, max_wait: 500ms, max_queue: 1 }\n"
+                        "  smooth: { algorithm: leaky_bucket, rate: 5, burst: 10, mode: shape, hold_delay: true }\n"
+                        "  plain: { algorithm: fixed_window, limit: 5, window: 1s }\n",
+                        "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->policies.at("db").max_wait, Micros{2'000'000});
+  EXPECT_EQ(c->policies.at("db").max_queue, 100);
+  EXPECT_EQ(c->policies.at("api").max_wait, Micros{500'000});
+  EXPECT_TRUE(c->policies.at("smooth").hold_delay);
+  EXPECT_EQ(c->policies.at("plain").max_wait, Micros{0});  // absent: never waits
+  EXPECT_EQ(c->policies.at("plain").max_queue, 0);
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, max_wait: 1s}}\n", "cfg.yaml:1:",
+               "max_wait and max_queue go together");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, max_queue: 3}}\n", "cfg.yaml:1:",
+               "max_wait and max_queue go together");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, max_wait: 11m, max_queue: 3}}\n",
+               "cfg.yaml:1:", "max_wait must be at most 10m");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, max_wait: 1s, max_queue: 0}}\n",
+               "cfg.yaml:1:", "max_queue");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s, max_wait: 1s, max_queue: 100001}}\n",
+               "cfg.yaml:1:", "max_queue");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 10, window: 1s, consistency: async, max_wait: 1s, max_queue: 5}}\n",
+               "cfg.yaml:1:", "max_wait needs consistency: exact");
+  expect_error("policies: {a: {algorithm: leaky_bucket, rate: 1, burst: 2, hold_delay: true}}\n", "cfg.yaml:1:",
+               "hold_delay applies to leaky_bucket with mode: shape");
+  expect_error("policies: {a: {algorithm: token_bucket, rate: 1, burst: 2, hold_delay: yes}}\n", "cfg.yaml:1:",
+               "hold_delay must be true or false");
+}
+
+}  // namespace
+}  // namespace ratelimit::server

@@ -82,7 +82,7 @@ TEST(RequestBody, MalformedInputIsRefusedPrecisely) {
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":1.5})"), "invalid_cost: 'cost' must be a whole number, got a number with a fraction or exponent");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":"1"})"), "invalid_cost: 'cost' must be a whole number, got a string");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":null})"), "invalid_cost: 'cost' must be a whole number, got null");
-  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost, limit)");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost, limit, max_wait_ms)");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","x":[[[[[1]]]]]})").rfind("invalid_json", 0), 0u);  // too deep
 }
 
@@ -116,10 +116,36 @@ TEST(ForwardAuthQuery, OneOrSeveralPolicies) {
   EXPECT_FALSE(parse_forward_auth_query("", r, e));
   EXPECT_EQ(e.message, "missing query parameter 'policy' (e.g. ?policy=api)");
   EXPECT_FALSE(parse_forward_auth_query("policy=a&cost=5", r, e));
-  EXPECT_EQ(e.message, "unknown query parameter 'cost' (allowed: policy, deny_status)");
+  EXPECT_EQ(e.message, "unknown query parameter 'cost' (allowed: policy, deny_status, max_wait_ms)");
   EXPECT_FALSE(parse_forward_auth_query("policy=%zz", r, e));
   EXPECT_FALSE(parse_forward_auth_query("policy=%4", r, e));
   EXPECT_FALSE(parse_forward_auth_query("policy=a&policy=a", r, e));
+}
+
+TEST(RequestBody, MaxWaitIsAWholeNumberOfMillisecondsWithinBounds) {
+  DecisionRequest r;
+  RequestError e;
+  ASSERT_TRUE(parse_request_body(R"({"key":"k","policy":"p"})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_EQ(r.max_wait_ms, -1);  // not given: the policy's max_wait
+  ASSERT_TRUE(parse_request_body(R"({"key":"k","policy":"p","max_wait_ms":250})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_EQ(r.max_wait_ms, 250);
+  ASSERT_TRUE(parse_request_body(R"({"key":"k","policy":"p","max_wait_ms":0})", BodyKind::kDecision, kBounds, r, e));
+  EXPECT_EQ(r.max_wait_ms, 0);
+  const std::string bad = "invalid_max_wait: 'max_wait_ms' must be a whole number of milliseconds between 0 and 3600000";
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","max_wait_ms":-1})"), bad);
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","max_wait_ms":3600001})"), bad);
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","max_wait_ms":1.5})"), bad);
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","max_wait_ms":"1s"})"), bad);
+  ASSERT_TRUE(parse_forward_auth_query("policy=a&max_wait_ms=1500", r, e));
+  EXPECT_EQ(r.max_wait_ms, 1500);
+  ASSERT_TRUE(parse_forward_auth_query("policy=a", r, e));
+  EXPECT_EQ(r.max_wait_ms, -1);
+  for (const char* q : {"policy=a&max_wait_ms=", "policy=a&max_wait_ms=-5", "policy=a&max_wait_ms=3600001",
+                        "policy=a&max_wait_ms=12345678", "policy=a&max_wait_ms=1e3"}) {
+    EXPECT_FALSE(parse_forward_auth_query(q, r, e)) << q;
+    EXPECT_EQ(e.error, "invalid_max_wait") << q;
+  }
+  EXPECT_FALSE(parse_forward_auth_query("policy=a&max_wait_ms=1&max_wait_ms=2", r, e));
 }
 
 TEST(ForwardAuthQuery, DenyStatus) {

@@ -1,0 +1,320 @@
+// e2e_wait_test.cc — waiting instead of refusing (max_wait, max_queue) through the real
+// ratelimitd, counted from outside: waiters are admitted in arrival order and the queue bound
+// holds with many clients waiting at once (memory store and Redis); a waiter whose client
+// disconnects costs nothing; SIGTERM answers every waiter; a rate policy's waiters are spaced
+// by its rate; the shaping leaky bucket with hold_delay spaces its answers; on Redis, waiting
+// adds exactly one script call per wake-up (INFO commandstats before and after), and a release
+// through another ratelimitd on the same Redis wakes a waiter by the lease's expiry at the latest.
+// Every wait is bounded; the daemons listen on loopback only.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json.hpp>
+
+#include "daemon.h"
+#include "redis_server.h"
+
+namespace ratelimit::e2e {
+namespace {
+
+namespace json = boost::json;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+const char* kPolicies =
+    "policies:\n"
+    "  db: { algorithm: concurrency, limit: 1, lease_ttl: 60s, max_wait: 20s, max_queue: 40 }\n"
+    "  short: { algorithm: concurrency, limit: 1, lease_ttl: 1500ms, max_wait: 10s, max_queue: 5 }\n"
+    "  paced: { algorithm: token_bucket, rate: 20, burst: 1, max_wait: 5s, max_queue: 50 }\n"
+    "  shaped: { algorithm: leaky_bucket, rate: 20, burst: 10, mode: shape, hold_delay: true }\n";
+
+std::string memory_config() { return std::string("store: { type: memory }\n") + kPolicies; }
+std::string redis_config(const std::string& url) {
+  return "store: { type: redis, url: \"" + url + "\", command_timeout: 2s, connect_timeout: 2s }\n" + kPolicies;
+}
+
+int64_t metric(uint16_t port, const std::string& name) {
+  const std::string body = http_get(port, "/metrics").body;
+  const size_t at = body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(body.substr(at + name.size() + 2));
+}
+
+// Polls (every 5 ms, at most `timeout`) until metric `name` reaches `want`.
+bool wait_metric(uint16_t port, const std::string& name, int64_t want, milliseconds timeout = milliseconds(10'000)) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    if (metric(port, name) >= want) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return false;
+}
+
+std::string lease_of(const Reply& r) {
+  const json::value v = r.json();
+  if (!v.is_object() || !v.as_object().contains("lease_id") || !v.at("lease_id").is_string()) return "";
+  return std::string(v.at("lease_id").as_string());
+}
+
+std::string take(uint16_t port, const std::string& key, const std::string& policy = "db") {
+  return lease_of(http_post(port, "/v1/leases", R"({"key":")" + key + R"(","policy":")" + policy + R"("})"));
+}
+
+bool release(uint16_t port, const std::string& id) {
+  Client c(port);
+  const Reply r = c.request("DELETE", "/v1/leases/" + id);
+  return r.status == 200 && r.json().at("released").as_bool();
+}
+
+// `waiters` clients queue on key `key` of "db" (limit 1, already held) one after another (each
+// starts once the previous one is counted as waiting), then `extra` more find the queue full.
+// Every admitted waiter records its index and releases its lease, which admits the next one.
+struct Fifo {
+  std::vector<int> order;  // admission order of the waiters' indexes
+  int full = 0, other = 0;
+};
+Fifo fifo_under_load(uint16_t port, const std::string& key, const std::string& holder, int waiters, int extra,
+                     int64_t queued_before) {
+  Fifo out;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i) {
+    threads.emplace_back([&, i] {
+      const Reply r = http_post(port, "/v1/leases", R"({"key":")" + key + R"(","policy":"db"})");
+      const std::string id = lease_of(r);
+      std::lock_guard lock(mu);
+      if (r.status != 200 || id.empty()) {
+        ++out.other;
+        return;
+      }
+      out.order.push_back(i);
+      EXPECT_TRUE(release(port, id));
+    });
+    if (!wait_metric(port, "ratelimitd_wait_queued_total", queued_before + i + 1)) {
+      ADD_FAILURE() << "waiter " << i << " never queued";
+      break;
+    }
+  }
+  std::vector<std::thread> refused;
+  for (int i = 0; i < extra; ++i) {
+    refused.emplace_back([&] {
+      const auto t0 = Clock::now();
+      const Reply r = http_post(port, "/v1/leases", R"({"key":")" + key + R"(","policy":"db"})");
+      std::lock_guard lock(mu);
+      if (r.status == 429 && r.has("Retry-After") && Clock::now() - t0 < milliseconds(2000)) ++out.full;
+      else ++out.other;
+    });
+  }
+  for (auto& t : refused) t.join();
+  EXPECT_TRUE(release(port, holder));  // the first waiter's turn; each admitted one passes it on
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+void expect_fifo(const Fifo& f, int waiters, int extra) {
+  std::vector<int> want(waiters);
+  for (int i = 0; i < waiters; ++i) want[i] = i;
+  EXPECT_EQ(f.order, want) << "waiters must be admitted in arrival order";
+  EXPECT_EQ(f.full, extra) << "a full queue answers 429 at once";
+  EXPECT_EQ(f.other, 0);
+}
+
+TEST(E2EWait, FifoOrderAndQueueBoundUnderLoadMemory) {
+  Daemon d;
+  ASSERT_TRUE(d.start(memory_config())) << d.log();
+  const std::string holder = take(d.port(), "fifo");
+  ASSERT_FALSE(holder.empty());
+  const Fifo f = fifo_under_load(d.port(), "fifo", holder, 40, 15, 0);  // max_queue of "db" is 40
+  expect_fifo(f, 40, 15);
+  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_queue_full_total"), 15);
+  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_admitted_total"), 40);
+  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_waiting"), 0);
+}
+
+// A client that sends its request and closes while it waits: it leaves the queue, takes no
+// lease and counts nothing; the next release goes to nobody.
+TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
+  Daemon d;
+  ASSERT_TRUE(d.start(memory_config())) << d.log();
+  const std::string holder = take(d.port(), "gone");
+  ASSERT_FALSE(holder.empty());
+  const std::string counters_before = http_get(d.port(), "/metrics").body;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::socket s(ioc);
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), d.port()});
+    const std::string body = R"({"key":"gone","policy":"db"})";
+    const std::string req = "POST /v1/leases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    boost::asio::write(s, boost::asio::buffer(req));
+    ASSERT_TRUE(wait_metric(d.port(), "ratelimitd_wait_queued_total", 1));
+    s.close();  // the client goes away while waiting
+  }
+  ASSERT_TRUE(wait_metric(d.port(), "ratelimitd_wait_cancelled_total", 1)) << "the server saw the client go";
+  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_waiting"), 0);
+  ASSERT_TRUE(release(d.port(), holder));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(http_post(d.port(), "/v1/peek", R"({"key":"gone","policy":"db"})").json().at("remaining").as_int64(), 1)
+      << "the gone waiter must not have taken the freed lease";
+  const std::string m = http_get(d.port(), "/metrics").body;
+  EXPECT_NE(m.find("ratelimitd_leases_acquired_total{policy=\"db\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"allowed\"} 1\n"), std::string::npos) << m;
+  EXPECT_EQ(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"denied\"} 1"), std::string::npos)
+      << "a waiter that left is not counted as denied";
+  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_admitted_total"), 0);
+}
+
+// SIGTERM while 12 clients wait: each is answered (429 with Retry-After) at once, and the
+// daemon exits 0 well before any max_wait.
+TEST(E2EWait, ShutdownAnswersEveryWaiter) {
+  Daemon d;
+  ASSERT_TRUE(d.start(memory_config())) << d.log();
+  ASSERT_FALSE(take(d.port(), "sd").empty());
+  std::atomic<int> answered{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) {
+    threads.emplace_back([&] {
+      const Reply r = http_post(d.port(), "/v1/leases", R"({"key":"sd","policy":"db"})");
+      if (r.status == 429 && r.has("Retry-After")) ++answered;
+    });
+  }
+  ASSERT_TRUE(wait_metric(d.port(), "ratelimitd_wait_waiting", 12));
+  const auto t0 = Clock::now();
+  d.signal(SIGTERM);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(answered.load(), 12);
+  EXPECT_LT(Clock::now() - t0, milliseconds(3000));
+  EXPECT_EQ(d.wait_exit(milliseconds(5000)), 0) << d.log();
+}
+
+// A rate policy's waiters wait for their retry_after: 8 clients at once on 20/s with burst 1
+// are all admitted, about 50 ms apart; a request allowed to wait less than its retry_after is
+// refused at once.
+TEST(E2EWait, RatePolicyWaitersAreSpacedByTheRate) {
+  Daemon d;
+  ASSERT_TRUE(d.start(memory_config())) << d.log();
+  std::mutex mu;
+  std::vector<Clock::duration> admitted;
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      const Reply r = http_post(d.port(), "/v1/acquire", R"({"key":"p","policy":"paced"})");
+      std::lock_guard lock(mu);
+      if (r.status == 200) admitted.push_back(Clock::now() - t0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(admitted.size(), 8u);
+  std::sort(admitted.begin(), admitted.end());
+  EXPECT_GE(admitted.back() - admitted.front(), milliseconds(7 * 50 - 20)) << "8 units at 20/s take 350 ms";
+  const auto t1 = Clock::now();
+  const Reply r = http_post(d.port(), "/v1/acquire", R"({"key":"p","policy":"paced","max_wait_ms":1})");
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_LT(Clock::now() - t1, milliseconds(40)) << "a wait beyond the request's own budget is refused at once";
+  EXPECT_EQ(http_post(d.port(), "/v1/acquire", R"({"key":"p","policy":"paced","max_wait_ms":-1})").status, 400u);
+}
+
+// hold_delay: 6 requests at once on a shaping leaky bucket (20/s, burst 10) are all admitted,
+// and ratelimitd answers them about 50 ms apart (nginx's limit_req delay), each with delay_ms 0.
+TEST(E2EWait, ShapingHoldsAnswersForTheirDelay) {
+  Daemon d;
+  ASSERT_TRUE(d.start(memory_config())) << d.log();
+  std::mutex mu;
+  std::vector<Clock::duration> at;
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      const Reply r = http_post(d.port(), "/v1/acquire", R"({"key":"s","policy":"shaped"})");
+      std::lock_guard lock(mu);
+      if (r.status == 200 && r.json().at("delay_ms").as_int64() == 0) at.push_back(Clock::now() - t0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(at.size(), 6u);
+  std::sort(at.begin(), at.end());
+  for (size_t i = 1; i < at.size(); ++i) {
+    EXPECT_GE(at[i] - at[i - 1], milliseconds(30)) << "answer " << i << " must follow the previous by ~50 ms";
+  }
+  EXPECT_GE(at.back() - at.front(), milliseconds(5 * 50 - 20));
+  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_held_total"), 5);
+}
+
+int64_t script_calls(testing::RedisClient& c) {
+  auto r = c.command({"INFO", "commandstats"});
+  if (!r.ok()) return -1;
+  int64_t n = 0;
+  for (const char* cmd : {"cmdstat_evalsha:calls=", "cmdstat_fcall:calls=", "cmdstat_eval:calls="}) {
+    const size_t at = r->str.find(cmd);
+    if (at != std::string::npos) n += std::stoll(r->str.substr(at + std::strlen(cmd)));
+  }
+  return n;
+}
+
+// On Redis: the same FIFO and bound, and what waiting costs Redis, counted by Redis itself:
+// the holder's acquire, the first waiter's one decision (the others join its queue without a
+// call), one release per lease, and exactly one call per wake-up — nothing else.
+TEST(E2EWait, FifoAndOneRedisCallPerWakeUp) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start().is_ok());
+  Daemon d;
+  ASSERT_TRUE(d.start(redis_config(redis.url()))) << d.log();
+  auto rc = testing::RedisClient::connect(redis.url());
+  ASSERT_TRUE(rc.ok());
+  const std::string warm = take(d.port(), "warm");  // scripts loaded, connections up
+  ASSERT_TRUE(release(d.port(), warm));
+  const int64_t before = script_calls(*rc);
+  const std::string holder = take(d.port(), "rfifo");
+  ASSERT_FALSE(holder.empty());
+  const int kWaiters = 40, kExtra = 8;  // max_queue of "db" is 40
+  const Fifo f = fifo_under_load(d.port(), "rfifo", holder, kWaiters, kExtra, 0);
+  expect_fifo(f, kWaiters, kExtra);
+  const int64_t calls = script_calls(*rc) - before;
+  const int64_t wakeups = metric(d.port(), "ratelimitd_wait_wakeups_total");
+  EXPECT_EQ(wakeups, kWaiters) << "one wake-up per release, each admitting the head";
+  // holder acquire + first waiter's decision + releases (holder and each waiter) + wake-ups.
+  EXPECT_EQ(calls, 1 + 1 + (kWaiters + 1) + wakeups);
+}
+
+// Two daemons on one Redis: a lease released through A frees a waiter on B — no pub/sub, no
+// polling: B's waiter is woken by its retry time, the lease's expiry, so it is admitted within
+// lease_ttl (1.5 s) of joining, not at its 10 s max_wait.
+TEST(E2EWait, AReleaseThroughAnotherDaemonWakesAWaiterByTheLeaseExpiry) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string cfg = "store: { type: redis, url: \"" + *url + "\", key_prefix: \"e2e-wait:" +
+                          std::to_string(getpid()) + ":" + std::to_string(Clock::now().time_since_epoch().count()) +
+                          ":\", command_timeout: 2s, connect_timeout: 2s }\n" + kPolicies;
+  Daemon a, b;
+  ASSERT_TRUE(a.start(cfg)) << a.log();
+  ASSERT_TRUE(b.start(cfg)) << b.log();
+  const std::string held = take(a.port(), "two", "short");
+  ASSERT_FALSE(held.empty());
+  const auto t0 = Clock::now();
+  std::thread waiter([&] {
+    const Reply r = http_post(b.port(), "/v1/leases", R"({"key":"two","policy":"short"})");
+    EXPECT_EQ(r.status, 200u) << r.body;
+  });
+  ASSERT_TRUE(wait_metric(b.port(), "ratelimitd_wait_waiting", 1));
+  ASSERT_TRUE(release(a.port(), held));
+  waiter.join();
+  const auto waited = Clock::now() - t0;
+  EXPECT_LT(waited, milliseconds(1500 + 500)) << "woken by the lease's expiry at the latest";
+  EXPECT_EQ(metric(b.port(), "ratelimitd_wait_wakeups_total"), 1) << "one store call to wake it, no polling";
+}
+
+}  // namespace
+}  // namespace ratelimit::e2e
