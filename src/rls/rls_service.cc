@@ -5,8 +5,8 @@
 // its limit). Each phase completes inline (memory store) or on a store thread; the same two
 // functions, step() (start a phase) and after() (take its result), drive both paths, so an
 // inline and an asynchronous answer cannot differ. The serving RuleSet and, per rule, its
-// service::Rule and its statistics counters are one immutable Snapshot, published whole on
-// refresh(); a Call caches it (SnapshotCell) and keeps it until its next request, so an
+// service::Rule and its statistics counters are one immutable Snapshot, published whole by the
+// view's owner; a Call caches it (SnapshotView) and keeps it until its next request, so an
 // asynchronous answer never outlives the rules it points into.
 #include "rls_service.h"
 
@@ -40,6 +40,7 @@ struct RateLimitService::Snapshot {
   };
   std::shared_ptr<const RuleSet> rules;
   uint64_t generation = 0;
+  service::RuleCounters* outcomes = nullptr;  // every rule's, limit overrides' too
   std::unordered_map<const Rule*, std::unique_ptr<PerRule>> per_rule;
   service::Snapshot service;  // no named rules; shadow_all stays false (SHADOW_MODE is overall)
 };
@@ -52,7 +53,7 @@ struct Call::State {
   static void resume_call(Call& c);
   RateLimitService* service = nullptr;
   Phase pending;
-  service::SnapshotCell<RateLimitService::Snapshot>::Cache cache;
+  service::SnapshotView<RateLimitService::Snapshot>::Cache cache;
   const RateLimitService::Snapshot* snap = nullptr;
   std::vector<Entry> entries;
   std::vector<Descriptor> descriptors;
@@ -69,12 +70,15 @@ struct Call::State {
 Call::Call() : state_(std::make_unique<State>()) { state_->pending.call = this; }
 Call::~Call() = default;
 
-namespace {
+struct RateLimitService::Own {
+  std::shared_ptr<const Snapshot> snapshot;
+};
 
-std::shared_ptr<const RateLimitService::Snapshot> build_snapshot(
+std::shared_ptr<const RateLimitService::Snapshot> RateLimitService::snapshot(
     std::shared_ptr<const RuleSet> rules, uint64_t generation, service::RuleCounters* outcomes) {
-  auto s = std::make_shared<RateLimitService::Snapshot>();
+  auto s = std::make_shared<Snapshot>();
   s->generation = generation;
+  s->outcomes = outcomes;
   for (const auto& r : rules->rules()) {
     if (!r->policy) continue;  // unlimited: never decided
     s->per_rule.emplace(r.get(), std::make_unique<RateLimitService::Snapshot::PerRule>(
@@ -83,6 +87,8 @@ std::shared_ptr<const RateLimitService::Snapshot> build_snapshot(
   s->rules = std::move(rules);
   return s;
 }
+
+namespace {
 
 // The stats key without its "domain." prefix (every key starts with the request's domain).
 std::string_view without_domain(std::string_view key, std::string_view domain) {
@@ -127,28 +133,36 @@ uint32_t clamp_u32(int64_t v) {
 
 }  // namespace
 
+RateLimitService::RateLimitService(service::DecisionService& decisions,
+                                   service::SnapshotView<Snapshot> rules, ServiceOptions options,
+                                   RuleStats& stats)
+    : decisions_(decisions), options_(std::move(options)), stats_(stats), view_(std::move(rules)) {}
+
 RateLimitService::RateLimitService(service::DecisionService& decisions, RuleSource& rules,
                                    ServiceOptions options, RuleStats& stats,
                                    service::RuleCounters* outcomes)
     : decisions_(decisions),
-      rules_(rules),
       options_(std::move(options)),
       stats_(stats),
+      source_(&rules),
       outcomes_(outcomes),
-      cell_(build_snapshot(rules.current(), rules.generation(), outcomes)) {}
+      own_(std::make_unique<service::SnapshotCell<Own>>(std::make_shared<const Own>(
+          Own{snapshot(rules.current(), rules.generation(), outcomes)}))),
+      view_(own_->view(&Own::snapshot)) {}
 
 RateLimitService::~RateLimitService() = default;
 
 void RateLimitService::refresh() {
+  if (own_ == nullptr) return;  // the owner of the view publishes
   std::lock_guard lock(refresh_mu_);
-  const uint64_t g = rules_.generation();
-  if (cell_.get()->generation == g) return;
-  cell_.publish(build_snapshot(rules_.current(), g, outcomes_));
+  const uint64_t g = source_->generation();
+  if (own_->get()->snapshot->generation == g) return;
+  own_->publish(std::make_shared<const Own>(Own{snapshot(source_->current(), g, outcomes_)}));
 }
 
-uint64_t RateLimitService::generation() const { return cell_.get()->generation; }
+uint64_t RateLimitService::generation() const { return view_.get()->generation; }
 
-std::string RateLimitService::dump() const { return cell_.get()->rules->dump(); }
+std::string RateLimitService::dump() const { return view_.get()->rules->dump(); }
 
 bool RateLimitService::should_rate_limit(Call& call) {
   Call::State& st = *call.state_;
@@ -174,7 +188,7 @@ bool RateLimitService::should_rate_limit(Call& call) {
     call.status = std::move(s);
     return true;
   }
-  const Snapshot& snap = cell_.get(st.cache);
+  const Snapshot& snap = view_.get(st.cache);
   st.snap = &snap;
 
   size_t total = 0;
@@ -214,7 +228,7 @@ bool RateLimitService::should_rate_limit(Call& call) {
     if (rule == nullptr || a.unlimited || !rule->policy) continue;
     const service::Rule* srule = nullptr;
     if (a.override_rule) {
-      st.overrides.push_back(service::Rule{*rule->policy, false, outcomes_});
+      st.overrides.push_back(service::Rule{*rule->policy, false, snap.outcomes});
       srule = &st.overrides.back();
     } else {
       srule = &snap.per_rule.at(rule)->rule;

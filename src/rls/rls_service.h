@@ -39,6 +39,8 @@
 // Completion: should_rate_limit() returns true when the Call's answer is complete on return
 // (the memory store); otherwise false, and call.done() is called exactly once, later, from a
 // store thread — the front-end then posts to its own thread before rendering.
+// Rules: read through a SnapshotView, so the owner publishes them in the same swap as the rest of
+// its configuration (ratelimitd: one swap for every API); standalone, the service owns the cell.
 // Thread-safety: one RateLimitService serves every front-end thread; should_rate_limit() may be
 // called concurrently with distinct Calls; refresh() from any thread.
 #pragma once
@@ -165,25 +167,38 @@ class Call {
 
 class RateLimitService {
  public:
-  // `rules` and `stats` must outlive the service; `outcomes` (the decision service's per-rule
-  // outcome counters for every Envoy rule) must never be freed.
+  // The rules as a Call reads them: a RuleSet with, per rule, its service::Rule and statistics
+  // slot. Immutable once built (defined in rls_service.cc).
+  struct Snapshot;
+  // `rules` (RuleSource generation `generation`) ready to serve; `outcomes` (the decision
+  // service's per-rule outcome counters for every Envoy rule) must never be freed.
+  static std::shared_ptr<const Snapshot> snapshot(std::shared_ptr<const RuleSet> rules, uint64_t generation,
+                                                  service::RuleCounters* outcomes);
+
+  // Serves what `rules` publishes: the owner publishes Snapshots (snapshot()) in its own cell —
+  // ratelimitd's composition root, with the rest of the daemon's configuration in one swap.
+  // refresh() does nothing. `stats` and the view's cell must outlive the service.
+  RateLimitService(service::DecisionService& decisions, service::SnapshotView<Snapshot> rules,
+                   ServiceOptions options, RuleStats& stats);
+  // Standalone: serves `rules`' current RuleSet and follows it on refresh(). `rules` and `stats`
+  // must outlive the service; `outcomes` as for snapshot().
   RateLimitService(service::DecisionService& decisions, RuleSource& rules, ServiceOptions options,
                    RuleStats& stats, service::RuleCounters* outcomes);
   ~RateLimitService();
 
   bool should_rate_limit(Call& call);
 
-  // Publishes the RuleSource's current RuleSet if it is newer than the one serving (call it
-  // after a successful RuleSource::reload). Calls already started finish on the old one.
+  // Standalone only: publishes the RuleSource's current RuleSet if it is newer than the one
+  // serving (call it after a successful RuleSource::reload). Calls already started finish on the
+  // old one.
   void refresh();
   // RuleSource generation of the RuleSet serving.
   uint64_t generation() const;
   // The serving RuleSet's dump (for /rlconfig).
   std::string dump() const;
 
-  struct Snapshot;  // defined in rls_service.cc
-
  private:
+  struct Own;  // the standalone service's cell: { Snapshot }
   friend struct Call::State;
   static void prepare(Call::State& st);
   bool step(Call& call);   // starts the current phase; true when it completed inline
@@ -191,12 +206,14 @@ class RateLimitService {
   void finish(Call& call);
 
   service::DecisionService& decisions_;
-  RuleSource& rules_;
   const ServiceOptions options_;
   RuleStats& stats_;
-  service::RuleCounters* outcomes_;
+  // Standalone: the RuleSource followed, its outcome counters and the cell published into.
+  RuleSource* source_ = nullptr;
+  service::RuleCounters* outcomes_ = nullptr;
   std::mutex refresh_mu_;
-  service::SnapshotCell<Snapshot> cell_;
+  std::unique_ptr<service::SnapshotCell<Own>> own_;
+  service::SnapshotView<Snapshot> view_;  // after own_: it may view it
 };
 
 }  // namespace ratelimit::rls

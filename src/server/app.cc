@@ -17,8 +17,16 @@ std::string bracketed(const std::string& host) {
 }
 
 App::App(ConfigSource& source, Plan plan)
-    : source_(source), plan_(std::move(plan)), cell_(make_published(plan_.config, metrics_)) {
+    : source_(source),
+      plan_(std::move(plan)),
+      cell_(make_published(plan_.config, metrics_,
+                           plan_.rls ? envoy_snapshot(plan_.rls->rules, plan_.rls->generation) : nullptr)) {
   metrics_.set_config_generation(cell_.generation());
+}
+
+std::shared_ptr<const rls::RateLimitService::Snapshot> App::envoy_snapshot(std::shared_ptr<const rls::RuleSet> rules,
+                                                                           uint64_t generation) {
+  return rls::RateLimitService::snapshot(std::move(rules), generation, metrics_.policy("envoy"));
 }
 
 App::~App() {
@@ -128,11 +136,8 @@ int App::open() {
   // /metrics, every rule's outcomes under policy="envoy".
   if (plan_.rls) {
     metrics_.add_extra([this](std::string& out) { rule_stats_.render(out); });
-    rls_ = std::make_unique<rls::RateLimitService>(*decisions_, *plan_.rls->rules, plan_.rls->options, rule_stats_,
-                                                   metrics_.policy("envoy"));
-    // A configuration directory is what reloads (the Config never changes): its generation is
-    // the one reported; with a YAML file the file's is.
-    if (!plan_.config->domains) metrics_.set_config_generation(plan_.rls->rules->generation());
+    rls_ = std::make_unique<rls::RateLimitService>(*decisions_, cell_.view(&Published::envoy), plan_.rls->options,
+                                                   rule_stats_);
   }
 
   h2c_ = std::make_unique<H2cTakeover>(rls_.get());
@@ -175,14 +180,15 @@ int App::open() {
 
 void App::reload(const std::string& why, bool only_if_changed) {
   std::lock_guard serial(reload_mu_);
-  SourceUpdate u = source_.read(why, *cell_.get()->config, only_if_changed);
+  const std::shared_ptr<const Published> serving = cell_.get();
+  SourceUpdate u = source_.read(why, *serving->config, only_if_changed);
   if (u.unchanged) return;  // the same bytes: nothing to publish, count or log
   metrics_.record_reload(u.status.is_ok(), static_cast<int64_t>(std::time(nullptr)));
   if (u.status.is_ok()) {
-    // One publication for every API and transport; Envoy's API follows its RuleSource, which
-    // the source has already swapped (for a YAML file: the file's domains).
-    u.generation = u.config ? cell_.publish(make_published(u.config, metrics_)) : plan_.rls->rules->generation();
-    if (rls_) rls_->refresh();
+    // Everything is built first, then published in one swap for every API and transport: a
+    // request sees the old configuration or the new one, never a part of each.
+    auto envoy = u.envoy_rules ? envoy_snapshot(u.envoy_rules, u.envoy_generation) : serving->envoy;
+    u.generation = cell_.publish(make_published(u.config ? u.config : serving->config, metrics_, std::move(envoy)));
     metrics_.set_config_generation(u.generation);
   }
   source_.log_reload(why, u);

@@ -5,8 +5,8 @@
 //                                        └──────────> ShouldRateLimit (gRPC)
 //   health / readiness / metrics handlers ──────────────────────┘
 //
-// and owns reload: one fan-out, one publication of the daemon's configuration (published.h)
-// for every API and transport, followed by the descriptor rules of Envoy's API.
+// and owns reload: one fan-out, one publication of the daemon's configuration (published.h) —
+// its Config, its policies and Envoy's API's descriptor rules — for every API and transport.
 //
 // Why: the server used to be one 242-line serve() with a branch per mode. Here a mode is a
 // ConfigSource — the YAML file, or envoyproxy/ratelimit's environment and configuration
@@ -14,8 +14,8 @@
 // or not) and how to re-read itself; App builds the same objects whichever source it is given.
 // What it does not know: HTTP framing (http1_*), an API's answers (the handlers), a source's
 // file formats.
-// Invariants: a reload either publishes a whole new configuration or changes nothing (a refused
-// one is logged and counted once); teardown goes from the edges in: reload sources, gRPC and
+// Invariants: a reload either publishes a whole new configuration in one swap (everything is
+// built before it) or changes nothing (a refused one is logged and counted once); teardown goes from the edges in: reload sources, gRPC and
 // listeners, then the store (its last completions may still post to the workers), then the
 // workers (their queued connections still reach the caps, metrics and routes).
 // Thread-safety: open() and run() on the main thread; reload() from any thread (serialised).
@@ -62,7 +62,8 @@ struct ListenerPlan {
 
 // Envoy's rate-limit API, when a source serves it.
 struct RlsPlan {
-  std::unique_ptr<rls::RuleSource> rules;  // loaded (generation >= 1)
+  std::shared_ptr<const rls::RuleSet> rules;  // the first descriptor rules (not null)
+  uint64_t generation = 1;                    // their RuleSource generation
   rls::ServiceOptions options;
   std::optional<ListenAddress> grpc;       // where ShouldRateLimit listens
   std::string grpc_setting;                // names the setting in a bind error ("grpc_listen")
@@ -83,6 +84,9 @@ struct SourceUpdate {
   Status status;         // not ok: refused, nothing changed
   bool unchanged = false;  // the same bytes as serving (or as last refused): nothing to do or log
   std::shared_ptr<const Config> config;  // a new daemon configuration to publish (null: same)
+  // New descriptor rules for Envoy's API (null: same), of RuleSource generation envoy_generation.
+  std::shared_ptr<const rls::RuleSet> envoy_rules;
+  uint64_t envoy_generation = 0;
   // The generation serving afterwards: set by the source when refused, by App when published.
   uint64_t generation = 0;
 };
@@ -99,8 +103,8 @@ struct Started {
 class ConfigSource {
  public:
   virtual ~ConfigSource() = default;
-  // Reads the source again (SIGHUP, or a watched change when only_if_changed). Must not
-  // publish anything itself, except into the RuleSource of its Plan (whose swap App follows).
+  // Reads the source again (SIGHUP, or a watched change when only_if_changed). Publishes
+  // nothing: App publishes what it returns, whole, in one swap.
   virtual SourceUpdate read(const std::string& why, const Config& running, bool only_if_changed) = 0;
   // Logs a reload's outcome, in the source's words (`why`: "SIGHUP", ...).
   virtual void log_reload(const std::string& why, const SourceUpdate& update) = 0;
@@ -122,8 +126,11 @@ class App {
   void reload(const std::string& why, bool only_if_changed);
 
  private:
-  void build_handlers();
   const Served& serve(const ListenerPlan& l);
+  // Envoy's descriptor rules `rules` (RuleSource generation `generation`) ready to publish; every
+  // rule's outcomes count under policy="envoy".
+  std::shared_ptr<const rls::RateLimitService::Snapshot> envoy_snapshot(std::shared_ptr<const rls::RuleSet> rules,
+                                                                        uint64_t generation);
   void drain();
 
   ConfigSource& source_;

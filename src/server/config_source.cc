@@ -21,13 +21,10 @@ Plan FileSource::plan() {
   if (first_->admin_listen) p.listeners.push_back({"admin", *first_->admin_listen, RouteSet::kAdmin, true});
   if (first_->grpc_listen) {  // the file has domains too (parse_config: both or neither)
     RlsPlan r;
-    // The RuleSource reads no directory here: its rules come from the file (replace()).
-    r.rules = std::make_unique<rls::RuleSource>("", false, rls::LoadOptions{});
-    r.rules->replace(first_->domains);
+    r.rules = first_->domains;
     r.options = first_->envoy_api;
     r.grpc = *first_->grpc_listen;
     r.grpc_setting = "grpc_listen";
-    rules_ = r.rules.get();
     p.rls = std::move(r);
   }
   return p;
@@ -51,7 +48,8 @@ SourceUpdate FileSource::read(const std::string& why, const Config& running, boo
     return u;
   }
   u.config = std::make_shared<const Config>(std::move(*next));
-  if (rules_ != nullptr) rules_->replace(u.config->domains);
+  u.envoy_rules = u.config->domains;  // the file's, published with it (null without grpc_listen)
+  u.envoy_generation = ++envoy_generation_;
   return u;
 }
 
@@ -73,7 +71,7 @@ void FileSource::log_started(const Started& s) {
                        " policies, admin " + (first_->admin_token ? "enabled" : "disabled") + ")");
   if (!s.grpc.empty()) {
     log_line("info", "grpc_listen " + s.grpc + ": Envoy's rate-limit API (" +
-                         std::to_string(rules_->current()->rule_count()) + " descriptor rules)");
+                         std::to_string(first_->domains->rule_count()) + " descriptor rules)");
   }
 }
 
@@ -113,8 +111,8 @@ Plan EnvoySource::plan() {
     p.listeners.push_back({"Prometheus", {e.prometheus_host, e.prometheus_port}, RouteSet::kEnvoyPrometheus, false});
   }
   RlsPlan r;
-  rules_ = startup_.rules.get();
-  r.rules = std::move(startup_.rules);
+  r.rules = startup_.rules->current();
+  r.generation = startup_.rules->generation();
   r.options = rls::ServiceOptions::from(e);
   r.grpc = ListenAddress{e.grpc_host, e.grpc_port};
   r.grpc_setting = "GRPC_HOST/GRPC_PORT " + bracketed(e.grpc_host) + ":" + std::to_string(e.grpc_port);
@@ -128,11 +126,16 @@ Plan EnvoySource::plan() {
 SourceUpdate EnvoySource::read(const std::string&, const Config&, bool only_if_changed) {
   // SIGHUP and the watcher, from their threads: App serialises them. A refused set changes
   // nothing; the same bytes as serving (or as refused last) are not read twice.
-  const rls::ReloadResult r = rules_->reload(only_if_changed);
+  // The RuleSource keeps what it read (to see a change); requests read what App publishes.
+  const rls::ReloadResult r = startup_.rules->reload(only_if_changed);
   SourceUpdate u;
   u.status = r.status;
   u.unchanged = r.unchanged;
   u.generation = r.generation;
+  if (r.status.is_ok()) {
+    u.envoy_rules = startup_.rules->current();
+    u.envoy_generation = r.generation;
+  }
   return u;
 }
 
@@ -143,14 +146,14 @@ void EnvoySource::log_reload(const std::string& why, const SourceUpdate& u) {
     return;
   }
   log_line(LogLevel::kInfo, why + ": configuration reloaded, generation " + std::to_string(u.generation) + ", " +
-                                std::to_string(rules_->current()->rule_count()) + " rules");
+                                std::to_string(startup_.rules->current()->rule_count()) + " rules");
 }
 
 void EnvoySource::log_started(const Started& s) {
   // envoyproxy/ratelimit logs its start-up at warning level, so it shows with LOG_LEVEL=WARN.
   for (const auto& [name, where] : s.listeners) log_line(LogLevel::kWarn, "listening for " + name + " on " + where);
   log_line(LogLevel::kWarn, "listening for gRPC on " + s.grpc);
-  log_line(LogLevel::kWarn, "ratelimitd --envoy-env serving " + std::to_string(rules_->current()->rule_count()) +
+  log_line(LogLevel::kWarn, "ratelimitd --envoy-env serving " + std::to_string(startup_.rules->current()->rule_count()) +
                                 " rules from " + startup_.config_directory + " (" + std::to_string(s.threads) +
                                 " threads, store " + s.store + ")");
 }

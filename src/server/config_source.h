@@ -32,7 +32,7 @@ class FileSource final : public ConfigSource {
  private:
   const ServerOptions& options_;
   std::shared_ptr<const Config> first_;
-  rls::RuleSource* rules_ = nullptr;  // the Plan's, when the file has domains
+  uint64_t envoy_generation_ = 1;  // of the file's domains: +1 per reload read
 };
 
 // envoyproxy/ratelimit's settings: /json and /healthcheck on HOST:PORT, the debug listener,
@@ -47,8 +47,7 @@ class EnvoySource final : public ConfigSource {
   void log_started(const Started& started) override;
 
  private:
-  rls::EnvoyStartup startup_;
-  rls::RuleSource* rules_ = nullptr;  // the Plan's (moved out of startup_)
+  rls::EnvoyStartup startup_;  // its RuleSource reads the directory (App publishes the rules)
 };
 
 // ratelimitd's Config for envoyproxy/ratelimit's settings (the listener of HOST:PORT, the store

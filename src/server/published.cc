@@ -13,9 +13,10 @@ std::shared_ptr<const service::Snapshot> build_rules(const Config& config, Metri
   return rules;
 }
 
-std::shared_ptr<const Published> make_published(std::shared_ptr<const Config> config, Metrics& metrics) {
+std::shared_ptr<const Published> make_published(std::shared_ptr<const Config> config, Metrics& metrics,
+                                                std::shared_ptr<const rls::RateLimitService::Snapshot> envoy) {
   auto rules = build_rules(*config, metrics);
-  return std::make_shared<const Published>(Published{std::move(config), std::move(rules)});
+  return std::make_shared<const Published>(Published{std::move(config), std::move(rules), std::move(envoy)});
 }
 
 }  // namespace ratelimit::server

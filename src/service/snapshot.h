@@ -20,7 +20,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "ratelimit/policy.h"
 #include "rule_counters.h"
@@ -62,6 +64,40 @@ struct Snapshot {
   }
 };
 
+// A read-only view of one part of what a SnapshotCell publishes, with the same per-thread cache.
+// Why: a library that knows nothing of the whole (Envoy's API in src/rls reads only its rules)
+// still follows the one cell the whole is published in, so its part changes in the same swap as
+// everything else — a request never sees the new part beside the old rest.
+// Thread-safety: as SnapshotCell (any thread, each with its own Cache); the view must not
+// outlive its cell.
+template <typename Part>
+class SnapshotView {
+ public:
+  struct Cache {
+    std::shared_ptr<const Part> value;
+    uint64_t generation = 0;
+  };
+  // The part of the cell's value as of this call, and the cell's generation it was read at.
+  using Load = std::function<std::pair<std::shared_ptr<const Part>, uint64_t>()>;
+
+  // `generation` is the cell's; `load` reads the part from the cell's current value.
+  SnapshotView(const std::atomic<uint64_t>& generation, Load load) : generation_(&generation), load_(std::move(load)) {}
+
+  // The part as of this call; `cache` is refreshed when the cell published a newer whole.
+  // The reference stays valid until the next get() with the same cache.
+  const Part& get(Cache& cache) const {
+    if (cache.generation != generation_->load(std::memory_order_acquire) || !cache.value) {
+      std::tie(cache.value, cache.generation) = load_();
+    }
+    return *cache.value;
+  }
+  std::shared_ptr<const Part> get() const { return load_().first; }
+
+ private:
+  const std::atomic<uint64_t>* generation_;
+  Load load_;
+};
+
 // The currently published value of T, with a per-thread cache (see top). T is immutable once
 // published.
 template <typename T>
@@ -98,6 +134,16 @@ class SnapshotCell {
     return current_;
   }
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  // A view of the part of every published value held in `part` (never null in a published
+  // value). The view reads this cell: it must not outlive it.
+  template <typename Part>
+  SnapshotView<Part> view(std::shared_ptr<const Part> T::*part) const {
+    return SnapshotView<Part>(generation_, [this, part] {
+      std::lock_guard lock(mu_);
+      return std::pair{(*current_).*part, generation_.load(std::memory_order_relaxed)};
+    });
+  }
 
  private:
   mutable std::mutex mu_;

@@ -16,9 +16,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "daemon.h"
@@ -270,6 +273,104 @@ TEST(RlsE2e, SighupReloadServesTheNewDomains) {
   ASSERT_TRUE(s.daemon.wait_log("reload failed", std::chrono::seconds(10))) << s.daemon.log();
   ASSERT_TRUE(call(s, make_request("edge", {{{"user", "reload3"}}}), r).ok());
   EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 3U);
+}
+
+// A configuration whose native policy `p` and Envoy rule `edge.user` both have limit `limit`,
+// and `fillers` more descriptor rules (so that building Envoy's rules takes a measurable time: a
+// reload that published them apart from the policies would leave a window to observe).
+std::string twin_limits_yaml(int limit, int fillers, bool bad_policy = false, bool bad_rule = false) {
+  std::string y = "grpc_listen: 127.0.0.1:0\npolicies:\n  p: { algorithm: fixed_window, limit: " +
+                  std::to_string(limit) + ", window: " + (bad_policy ? "-1s" : "60s") +
+                  " }\ndomains:\n  - domain: edge\n    descriptors:\n      - { key: user, rate_limit: { unit: " +
+                  (bad_rule ? "fortnight" : "minute") + ", requests_per_unit: " + std::to_string(limit) + " } }\n";
+  for (int i = 0; i < fillers; ++i) {
+    y += "      - { key: f" + std::to_string(i) + ", rate_limit: { unit: second, requests_per_unit: 1 } }\n";
+  }
+  return y;
+}
+
+// A SIGHUP publishes the native policies and Envoy's descriptor rules in one swap: one client,
+// asking its questions one after the other while the daemon reloads 8 times, never sees one
+// API on a newer configuration than an API it asks afterwards (with two swaps, a native answer
+// on the new limits followed by an Envoy answer on the old ones shows up within the first
+// reloads). A bad file — a bad policy beside good rules, or bad rules beside a good policy —
+// changes neither.
+TEST(RlsE2e, ReloadSwapsPoliciesAndDescriptorRulesTogether) {
+  constexpr int kFillers = 4'000;
+  constexpr int kReloads = 8;
+  constexpr int kBase = 1000;
+  Server s;
+  ASSERT_TRUE(s.start(twin_limits_yaml(kBase, kFillers)));
+  e2e::Client http(s.daemon.port());
+  ASSERT_TRUE(http.connected());
+  const auto req = make_request("edge", {{{"user", "u"}}});
+  const auto native = [&]() -> int {
+    const e2e::Reply r = http.post("/v1/peek", R"({"key":"u","policy":"p"})");
+    return r.status == 200 ? static_cast<int>(r.json().at("limit").as_int64()) : -1;
+  };
+  const auto envoy = [&]() -> int {
+    RateLimitResponse r;
+    return call(s, req, r).ok() ? static_cast<int>(r.statuses(0).current_limit().requests_per_unit()) : -1;
+  };
+  ASSERT_EQ(native(), kBase);
+  ASSERT_EQ(envoy(), kBase);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  std::vector<std::string> mixed;  // "native N, then envoy M" with M < N, or the reverse
+  int mixed_count = 0;
+  int probes = 0, moved = 0;
+  std::thread prober([&] {
+    int last = kBase;
+    for (bool native_first = true; !stop.load(); native_first = !native_first, ++probes) {
+      const int a = native_first ? native() : envoy();
+      const int b = native_first ? envoy() : native();
+      if (a < 0 || b < 0) {
+        failed.fetch_add(1);
+        continue;
+      }
+      if (b < a && ++mixed_count <= 10) {
+        mixed.push_back(std::string(native_first ? "native " : "envoy ") + std::to_string(a) +
+                        (native_first ? ", then envoy " : ", then native ") + std::to_string(b));
+      }
+      if (b != last) ++moved;
+      last = b;
+    }
+  });
+  for (int g = 1; g <= kReloads; ++g) {
+    s.daemon.rewrite_config(twin_limits_yaml(kBase + g, kFillers));
+    s.daemon.signal(SIGHUP);
+    if (!s.daemon.wait_log("reload ok: generation " + std::to_string(g + 1) + ",", std::chrono::seconds(20))) {
+      ADD_FAILURE() << "reload " << g << " not logged:\n" << s.daemon.log();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the prober see it
+  }
+  stop = true;
+  prober.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(mixed_count, 0) << "mixed answers, e.g. " << mixed.front();
+  EXPECT_GE(moved, kReloads / 2) << "the prober saw too few reloads to say anything (" << probes << " probes)";
+  EXPECT_EQ(native(), kBase + kReloads);
+  EXPECT_EQ(envoy(), kBase + kReloads);
+
+  // Refused whole: a good policy change with bad rules, and good rules with a bad policy.
+  int refused = 0;
+  for (const auto& [bad_policy, bad_rule] : {std::pair{false, true}, std::pair{true, false}}) {
+    s.daemon.rewrite_config(twin_limits_yaml(kBase + 50, 0, bad_policy, bad_rule));
+    s.daemon.signal(SIGHUP);
+    ++refused;
+    // Each refusal is told apart from the one before by its count.
+    const std::string counted = "ratelimitd_config_reloads_total{result=\"error\"} " + std::to_string(refused) + "\n";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (http.get("/metrics").body.find(counted) == std::string::npos) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "refusal " << refused << " not counted:\n" << s.daemon.log();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(native(), kBase + kReloads) << "bad_policy " << bad_policy << " bad_rule " << bad_rule;
+    EXPECT_EQ(envoy(), kBase + kReloads) << "bad_policy " << bad_policy << " bad_rule " << bad_rule;
+  }
+  EXPECT_NE(s.daemon.log().find("reload failed"), std::string::npos);
 }
 
 TEST(RlsE2e, ExactlyTenOf200ConcurrentOnTheMemoryStore) {
