@@ -21,6 +21,8 @@
 #        VARIANTS  our configurations, "name:flags;name:flags" where flags are extra
 #                  `ratelimit-bench throughput` flags (default "ratelimit:" = default options)
 #        PEER (1)  0 skips rate-limiter-flexible (then no ratios)
+#        PEER_AUTOPIPE ("0")  the peer's ioredis enableAutoPipelining per peer run: "0", "1",
+#                  or "0 1" for both (the second is reported as node-rlf-redis-autopipe)
 #        CLIENTS   "node": also the Node client of clients/node (bench/clients/node_client.js,
 #                  compiled into build/clients/node/dist by ctest client_node) in every round
 #        SKIP_OURS 1 skips ratelimit-bench (only the clients and the peer)
@@ -44,16 +46,8 @@ trap 'redis_stop; rm -f "$results"' EXIT
 url="redis://127.0.0.1:$REDIS_PORT/0"
 log "redis-server $(redis-server --version | awk '{print $3}') pid $REDIS_PID on 127.0.0.1:$REDIS_PORT (cpu $SERVER_CPU); clients on cpu $CLIENT_CPU; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# Hypervisor steal on the two pinned cpus (steal_ticks, bench/peers/lib.sh): every result line
+# Hypervisor steal on the two pinned cpus (with_steal, bench/peers/lib.sh): every result line
 # carries it (steal_s, warm-up included) and the table shows the largest per limiter.
-hz=$(getconf CLK_TCK)
-with_steal() {  # JSON line on stdin, steal ticks at the start as $1 -> the line with steal_s
-  python3 -c '
-import json, sys
-line = sys.stdin.read().strip()
-d = json.loads(line); d["steal_s"] = round((int(sys.argv[2]) - int(sys.argv[1])) / int(sys.argv[3]), 3)
-print(json.dumps(d))' "$1" "$(steal_ticks)" "$hz"
-}
 
 IFS=';' read -r -a variants <<< "$VARIANTS"
 status=0
@@ -84,19 +78,25 @@ for ((r = 1; r <= RUNS; r++)); do
           taskset -c "$CLIENT_CPU" node bench/clients/node_client.js "$keyset" | tail -1) || status=1
         with_steal "$st" <<< "$line" >> "$results" || { echo "$line" >> "$results"; status=1; }
       fi
-      if [ "$PEER" = 1 ]; then
+      for ap in ${PEER_AUTOPIPE:-0}; do
+        [ "$PEER" = 1 ] || break
         redis-cli -p "$REDIS_PORT" FLUSHALL > /dev/null
-        log "node-rlf-redis $keyset c$conc, run $r/$RUNS"
+        log "node-rlf-redis (autopipelining $ap) $keyset c$conc, run $r/$RUNS"
         st=$(steal_ticks)
-        line=$(REDIS_PORT=$REDIS_PORT CONC=$conc SERVER_PIDS=$REDIS_PID NKEYS=100000 \
+        line=$(REDIS_PORT=$REDIS_PORT CONC=$conc SERVER_PIDS=$REDIS_PID NKEYS=100000 PEER_AUTOPIPELINE=$ap \
           taskset -c "$CLIENT_CPU" node bench/peers/node/redis.js "$keyset" | tail -1) || status=1
         with_steal "$st" <<< "$line" >> "$results" || { echo "$line" >> "$results"; status=1; }
-      fi
+      done
     done
   done
 done
 [ -n "${OUT:-}" ] && cat "$results" >> "$OUT"
 cat "$results"
 echo
-python3 bench/peers/pair_table.py "$results" node-rlf-redis
+for ap in ${PEER_AUTOPIPE:-0}; do
+  peer=node-rlf-redis
+  [ "$ap" = 1 ] && peer=node-rlf-redis-autopipe
+  echo; echo "ratios to $peer:"
+  python3 bench/peers/pair_table.py "$results" "$peer"
+done
 exit $status

@@ -36,6 +36,7 @@ RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]
 # nodejs + npm) is installed only when no `npm` command exists, because a Node from elsewhere
 # (e.g. one that bundles npm) conflicts with Debian's npm package.
 RATELIMIT_BENCH_PACKAGES=(nginx wrk curl python3-limits python3-redis redis-server redis-tools
+  python3-hiredis  # redis-py's C reply parser, for both sides of bench/clients/python_vs_limits.sh
   nghttp2-client  # h2load: tools/bench/rls_vs_http.sh's gRPC and h2c client
   golang-go golang-google-grpc-dev)  # bench/peers/grpcgo: the grpc-go floor peer (GOPATH mode)
 RATELIMIT_BENCH_NODE_PACKAGES=(nodejs npm)

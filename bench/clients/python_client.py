@@ -13,6 +13,7 @@ usage: python_client.py LIMITER hot|keys
   every hit of the run), 1 key or NKEYS round-robin.
 env: REDIS_URL, CONC (50), WARMUP_S (1), MEASURE_S (3), NKEYS (10000), SERVER_PIDS,
      MAX_IN_FLIGHT (ours: the limiter's max_in_flight; unset = its default),
+     HIREDIS (1; 0 hides python3-hiredis from redis-py, so every limiter parses in Python),
      RATELIMIT_REDIS_LIBRARY, PYTHONPATH including clients/python."""
 import asyncio
 import json
@@ -20,6 +21,9 @@ import os
 import sys
 import threading
 import time
+
+if os.environ.get("HIREDIS", "1") == "0":
+    sys.modules["hiredis"] = None  # `import hiredis` fails: redis-py falls back to its Python parser
 
 ALLOW = 10**9
 CONC = int(os.environ.get("CONC", 50))
@@ -32,6 +36,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from limits_peer import server_seconds as peer_server_seconds  # noqa: E402 (the peers' one CPU reader)
 
 
+def _hiredis():
+    from redis.utils import HIREDIS_AVAILABLE
+    return HIREDIS_AVAILABLE
+
+
 def server_seconds():
     return peer_server_seconds(PIDS)
 
@@ -42,7 +51,7 @@ def emit(peer, keys, ops, seconds, srv, cli, lat, errors):
     line = {"peer": peer, "workload": f"remote.c{CONC}.{'hot' if keys == 1 else f'{keys // 1000}k'}",
             "metric": "decisions_per_s", "value": ops / seconds, "unit": "ops/s", "ops": ops, "errors": errors,
             "seconds": seconds, "keys": keys, "concurrency": CONC, "p50_us": pct(0.5), "p99_us": pct(0.99),
-            "client_cpu": cli / seconds}
+            "client_cpu": cli / seconds, "hiredis": _hiredis()}
     if PIDS:
         line["server_cpu"] = srv / seconds
     print(json.dumps(line), flush=True)

@@ -95,6 +95,16 @@ steal_ticks() {
   awk -v a="cpu$CLIENT_CPU" -v b="cpu$SERVER_CPU" '$1 == a || $1 == b {n += $9} END {print n + 0}' /proc/stat
 }
 
+# with_steal TICKS: the JSON line on stdin with "steal_s" added, the steal on both pinned cpus
+# since steal_ticks answered TICKS (seconds). pair_table.py shows the largest per limiter.
+with_steal() {
+  python3 -c '
+import json, sys
+line = sys.stdin.read().strip()
+d = json.loads(line); d["steal_s"] = round((int(sys.argv[2]) - int(sys.argv[1])) / int(sys.argv[3]), 3)
+print(json.dumps(d))' "$1" "$(steal_ticks)" "$CLK_TCK"
+}
+
 # measure OUT CMD...: runs CMD pinned to CLIENT_CPU with its stdout in OUT, and sets
 # MEAS_WALL (s), MEAS_CLIENT_CPU and MEAS_SERVER_CPU (fractions of one core over the run; the
 # server = the pids in SRV_PIDS, if any) and MEAS_STEAL_S (steal on both pinned cpus, seconds).

@@ -4,6 +4,7 @@ Pure: no I/O."""
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .decision import failure_decision
 from .errors import RateLimitError
 from .headers import PolicyInfo
 from .library import find_library
@@ -41,6 +42,8 @@ class LimiterCore:
         self.library = find_library(library)
         self.function = f"rl{self.library.version}_batch"
         self.failures = 0
+        self.on_error = None  # the subclasses' constructors set it
+        self._loaded = False
 
     def policy(self, name: str) -> Policy:
         p = self.policies.get(name)
@@ -63,6 +66,15 @@ class LimiterCore:
         if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
             raise RateLimitError("invalid_cost", f"now_us must be a non-negative integer, got {now_us!r}")
         return Item(p, self.state_key(p, key), cost, peek, now_us)
+
+    def _failed(self, items, e) -> list:
+        """The failure policy's decisions for `items` that Redis did not decide (error `e`):
+        counted, reported to on_error, and the library checked again on the next call."""
+        self._loaded = False
+        self.failures += len(items)
+        if self.on_error:
+            self.on_error(e)
+        return [failure_decision(self.on_failure, it.policy.limit) for it in items]
 
     def reset_keys(self, policy: str, key: str) -> Tuple[str, str]:
         p = self.policy(policy)

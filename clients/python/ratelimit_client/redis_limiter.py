@@ -27,7 +27,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ._core import Item, LimiterCore
-from .decision import Decision, decode_reply, failure_decision
+from .decision import Decision, decode_reply
 from .errors import RateLimitError
 from .library import ensure_library, ensure_library_async
 
@@ -142,13 +142,6 @@ class RedisLimiter(LimiterCore):
         except (redis.RedisError, OSError) as e:
             return self._failed(items, e)
 
-    def _failed(self, items, e) -> List[Decision]:
-        self._loaded = False
-        self.failures += len(items)
-        if self.on_error:
-            self.on_error(e)
-        return [failure_decision(self.on_failure, it.policy.limit) for it in items]
-
 
 class AsyncRedisLimiter(LimiterCore):
     def __init__(self, redis_url_or_client, policies: Dict[str, object], *, key_prefix: str = "rl:",
@@ -237,10 +230,3 @@ class AsyncRedisLimiter(LimiterCore):
         for (_, fut), d in zip(batch, results):
             if not fut.done():
                 fut.set_result(d)
-
-    def _failed(self, items, e) -> List[Decision]:
-        self._loaded = False
-        self.failures += len(items)
-        if self.on_error:
-            self.on_error(e)
-        return [failure_decision(self.on_failure, it.policy.limit) for it in items]

@@ -1,6 +1,6 @@
 // RateLimitFilterTest.java — the Java client as users run it: a Servlet app in Debian's Jetty 9
 // behind RateLimitFilter, decided by a real ratelimitd (the project's build) on real Redis,
-// limited at 10 per minute under 200 requests 50 at a time; the header text equal to
+// limited at 10 per minute under 200 concurrent requests (the acceptance); the header text equal to
 // ratelimitd's own for the same decision; bad input; ratelimitd down. A plain main (no test
 // framework is packaged with this JDK setup): every check failing is counted, exit 1 if any.
 // Arguments: none; environment RATELIMIT_BIN_DIR, RATELIMIT_TEST_REDIS_URL (else a redis-server
@@ -19,6 +19,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -128,10 +129,18 @@ public final class RateLimitFilterTest {
       int port = connector.getLocalPort();
       HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
 
-      // 200 requests, 50 at a time: exactly 10 pass, every denial is ratelimitd's 429.
-      ExecutorService pool = Executors.newFixedThreadPool(50);
+      // 200 concurrent requests (200 threads released together): exactly 10 pass, every denial
+      // is ratelimitd's 429.
+      ExecutorService pool = Executors.newFixedThreadPool(200);
+      CountDownLatch start = new CountDownLatch(1);
       List<Future<Got>> futures = new ArrayList<>();
-      for (int i = 0; i < 200; i++) futures.add(pool.submit(() -> get(http, port, "/items", "java-" + RUN)));
+      for (int i = 0; i < 200; i++) {
+        futures.add(pool.submit(() -> {
+          if (!start.await(30, TimeUnit.SECONDS)) throw new IllegalStateException("the requests were never released");
+          return get(http, port, "/items", "java-" + RUN);
+        }));
+      }
+      start.countDown();
       int ok = 0, denied = 0;
       Pattern admittedItem = Pattern.compile("^\"api\";r=[0-9];t=60$");
       for (Future<Got> f : futures) {
