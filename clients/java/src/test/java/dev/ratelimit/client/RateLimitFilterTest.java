@@ -1,8 +1,9 @@
 // RateLimitFilterTest.java — the Java client as users run it: a Servlet app in Debian's Jetty 9
 // behind RateLimitFilter, decided by a real ratelimitd (the project's build) on real Redis,
-// limited at 10 per minute under 200 concurrent requests (the issue's acceptance); the header text equal to
-// ratelimitd's own for the same decision; bad input; ratelimitd down. A plain main (no test
-// framework is packaged with this JDK setup): every check failing is counted, exit 1 if any.
+// limited at 10 per minute under 200 concurrent requests (the issue's acceptance); the header
+// text equal to ratelimitd's own for the same decision; bad input; Redis down behind ratelimitd;
+// ratelimitd down. A plain main (no test framework is packaged with this JDK setup): every
+// check failing is counted, exit 1 if any.
 // Arguments: none; environment RATELIMIT_BIN_DIR, RATELIMIT_TEST_REDIS_URL (else a redis-server
 // is started). Every process is stopped by handle; every wait is bounded.
 package dev.ratelimit.client;
@@ -89,27 +90,39 @@ public final class RateLimitFilterTest {
     return new Got(r.statusCode(), r.headers(), r.body());
   }
 
+  static Process startRedis(Path dir, int port) throws Exception {
+    Process p = new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "" + port, "--save", "", "--appendonly", "no",
+        "--dir", dir.toString()).redirectErrorStream(true).redirectOutput(dir.resolve("redis-" + port + ".log").toFile()).start();
+    waitPort(port, p, "redis-server");
+    return p;
+  }
+
+  /** A real ratelimitd on `redisUrl` with policy api (10 per 60 s) and the store's `onFailure`;
+   *  its URL is http://127.0.0.1:`port`. */
+  static Process startDaemon(Path dir, int port, String redisUrl, String onFailure) throws Exception {
+    Path config = dir.resolve("ratelimit-" + port + ".yaml");
+    Files.writeString(config, "listen: 127.0.0.1:" + port + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
+        + RUN + ":\", on_failure: " + onFailure + ", command_timeout: 5s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
+    String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
+    Process p = new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString()).redirectErrorStream(true)
+        .redirectOutput(dir.resolve("ratelimitd-" + port + ".log").toFile()).start();
+    waitPort(port, p, "ratelimitd");
+    return p;
+  }
+
   public static void main(String[] args) throws Exception {
-    Process redis = null, daemon = null;
+    Process redis = null, daemon = null, ownRedis = null, daemonClosed = null, daemonOpen = null;
     Server jetty = null;
     Path dir = Files.createTempDirectory("rl-java-");
     try {
       String redisUrl = System.getenv("RATELIMIT_TEST_REDIS_URL");
       if (redisUrl == null || redisUrl.isEmpty()) {
         int rp = freePort();
-        redis = new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "" + rp, "--save", "", "--appendonly", "no",
-            "--dir", dir.toString()).redirectErrorStream(true).redirectOutput(dir.resolve("redis.log").toFile()).start();
-        waitPort(rp, redis, "redis-server");
+        redis = startRedis(dir, rp);
         redisUrl = "redis://127.0.0.1:" + rp + "/0";
       }
       int dp = freePort();
-      Path config = dir.resolve("ratelimit.yaml");
-      Files.writeString(config, "listen: 127.0.0.1:" + dp + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
-          + RUN + ":\", on_failure: closed, command_timeout: 5s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
-      String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
-      daemon = new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString()).redirectErrorStream(true)
-          .redirectOutput(dir.resolve("ratelimitd.log").toFile()).start();
-      waitPort(dp, daemon, "ratelimitd");
+      daemon = startDaemon(dir, dp, redisUrl, "closed");
       String daemonUrl = "http://127.0.0.1:" + dp;
       RatelimitdClient client = new RatelimitdClient(daemonUrl, FailurePolicy.CLOSED, Duration.ofSeconds(5), null);
 
@@ -196,6 +209,26 @@ public final class RateLimitFilterTest {
       }
       check(client.failures() == 0, "failures " + client.failures());
 
+      // Redis down behind ratelimitd (this client has no Redis back-end of its own: Debian
+      // packages no Java Redis client): ratelimitd's store applies its on_failure, the client
+      // reads that answer as it is (no failure of its own), and the filter renders it.
+      int orp = freePort(), cp = freePort(), op = freePort();
+      ownRedis = startRedis(dir, orp);
+      daemonClosed = startDaemon(dir, cp, "redis://127.0.0.1:" + orp + "/0", "closed");
+      daemonOpen = startDaemon(dir, op, "redis://127.0.0.1:" + orp + "/0", "open");
+      stop(ownRedis);
+      ownRedis = null;
+      RatelimitdClient viaClosed = new RatelimitdClient("http://127.0.0.1:" + cp, FailurePolicy.OPEN, Duration.ofSeconds(10), null);
+      RatelimitdClient viaOpen = new RatelimitdClient("http://127.0.0.1:" + op, FailurePolicy.CLOSED, Duration.ofSeconds(10), null);
+      Decision dc = viaClosed.acquire("api", "k", 1);
+      check(!dc.allowed() && dc.retryAfterUs() == 1_000_000 && viaClosed.failures() == 0, "Redis down, on_failure closed: " + dc);
+      Headers.Answer ac = RateLimitFilter.answer(viaClosed, "api", dc);
+      check(ac.status() == 429 && ac.headers().stream().anyMatch(h -> h[0].equals("Retry-After") && h[1].equals("1")),
+          "Redis down, on_failure closed, rendered: " + ac.status());
+      Decision dop = viaOpen.acquire("api", "k", 1);
+      check(dop.allowed() && viaOpen.failures() == 0, "Redis down, on_failure open: " + dop);
+      check(RateLimitFilter.answer(viaOpen, "api", dop).status() == 200, "Redis down, on_failure open, rendered");
+
       // ratelimitd down: the failure policy answers, and the filter renders it.
       stop(daemon);
       daemon = null;
@@ -208,6 +241,9 @@ public final class RateLimitFilterTest {
     } finally {
       if (jetty != null) jetty.stop();
       stop(daemon);
+      stop(daemonClosed);
+      stop(daemonOpen);
+      stop(ownRedis);
       stop(redis);
     }
     System.out.println(failed == 0 ? "RateLimitFilterTest: all checks passed" : "RateLimitFilterTest: " + failed + " checks failed");
