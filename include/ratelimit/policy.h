@@ -87,6 +87,11 @@ struct ConsistencyOptions {
   // lease: the longest an instance holds a slice before giving back what it did not use (a
   // slice also ends with its window). 1 ms ... 1 h.
   Micros lease_ttl{1'000'000};
+  // Counted across regions (include/ratelimit/regions.h, RegionStore): a region decides on its
+  // own count plus the last known counts of the other regions. Defined for fixed_window and
+  // sliding_window_counter with mode exact, not in count-denied or every-hit mode. Config:
+  // `scope: global` (false: `scope: region`, each region limits on its own).
+  bool across_regions = false;
 
   friend bool operator==(const ConsistencyOptions&, const ConsistencyOptions&) = default;
 };

@@ -296,6 +296,29 @@ Result<Policy> Policy::with_consistency(const ConsistencyOptions& o) const {
                                       "the store): use consistency exact");
     }
   }
+  if (o.across_regions) {
+    const bool windowed = algorithm_ == Algorithm::kFixedWindow ||
+                          algorithm_ == Algorithm::kSlidingWindowCounter;
+    if (!windowed) {
+      return Status::invalid_argument(
+          std::string("scope global (counted across regions) is defined for fixed_window and "
+                      "sliding_window_counter only, not ") +
+          algorithm_name(algorithm_) +
+          ": regions exchange a grow-only count per window, which a bucket's level or a log's "
+          "timestamps are not (docs/distributed.md); use scope: region to limit per region");
+    }
+    if (o.mode != Consistency::kExact) {
+      return Status::invalid_argument(std::string("scope global needs consistency exact (got ") +
+                                      consistency_name(o.mode) +
+                                      "): lease and async count within one region; use scope: "
+                                      "region with them");
+    }
+    if (every_hit_ || count_denied_) {
+      return Status::invalid_argument(
+          "scope global cannot count denied attempts (a region's count must grow only by "
+          "admissions): use scope: region");
+    }
+  }
   Policy p = *this;
   p.consistency_ = o;
   return p;

@@ -120,7 +120,7 @@ const Served& App::serve(const ListenerPlan& l) {
 
 int App::open() {
   const Config& config = *plan_.config;
-  auto opened = open_store(config.store, metrics_);
+  auto opened = open_store(config.store, metrics_, config.regions);
   if (!opened) {
     log_line("error", "cannot open the store: " + opened.status().message());
     return opened.status().code() == StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;

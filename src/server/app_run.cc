@@ -100,6 +100,10 @@ int App::run() {
   started.grpc = grpc_where_;
   started.threads = static_cast<unsigned>(workers_.size());
   started.store = store_description(plan_.config->store);
+  if (const auto& r = plan_.config->regions) {
+    started.store += ", region " + r->self + " of";
+    for (const RegionConfig& s : r->stores) started.store += " " + s.name;
+  }
   source_.log_started(started);
   systemd::notify_ready("listening on " + where);
 

@@ -19,127 +19,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include "bounded_yaml.h"
+#include "config_parser.h"
+#include "config_regions.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/store.h"
 
 namespace ratelimit::server {
 namespace {
 
-class Parser {
- public:
-  explicit Parser(std::string_view file) : file_(file) {}
-
-  // Reasons quote the file's bytes (a key, a value): every byte outside printable ASCII is
-  // written as \xNN, so a bad file cannot put an escape sequence or a forged line into the log
-  // or a terminal.
-  Status error(int line, std::string_view reason) const {
-    std::string m(file_);
-    m += ':';
-    m += std::to_string(line < 1 ? 1 : line);
-    m += ": ";
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (const char ch : reason) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c >= 0x20 && c < 0x7f) {
-        m += ch;
-      } else {
-        m += "\\x";
-        m += kHex[c >> 4];
-        m += kHex[c & 15];
-      }
-    }
-    return Status::invalid_argument(std::move(m));
-  }
-  static int line_of(const YAML::Node& n) {
-    const YAML::Mark m = n.Mark();
-    return m.is_null() ? 0 : m.line + 1;
-  }
-  Status error(const YAML::Node& n, std::string_view reason) const {
-    return error(line_of(n), reason);
-  }
-
-  // A map whose keys must all be in `allowed`; also refuses a key given twice.
-  Status check_map(const YAML::Node& n, std::string_view what,
-                   std::initializer_list<std::string_view> allowed) const {
-    if (!n.IsMap()) return error(n, std::string(what) + " must be a mapping");
-    std::vector<std::string> seen;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      if (!it->first.IsScalar()) return error(it->first, std::string(what) + ": keys must be plain names");
-      const std::string& k = it->first.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        std::string m = "unknown key '" + k + "' in " + std::string(what) + " (allowed:";
-        for (auto a : allowed) { m += ' '; m += a; }
-        m += ')';
-        return error(it->first, m);
-      }
-      if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
-        return error(it->first, "key '" + k + "' given twice in " + std::string(what));
-      }
-      seen.push_back(k);
-    }
-    return {};
-  }
-
-  Result<std::string> string(const YAML::Node& n, std::string_view what) const {
-    if (!n.IsScalar()) return error(n, std::string(what) + " must be a string");
-    return n.Scalar();
-  }
-
-  Result<int64_t> integer(const YAML::Node& n, std::string_view what, int64_t lo,
-                          int64_t hi) const {
-    if (!n.IsScalar()) return error(n, std::string(what) + " must be an integer");
-    const std::string& s = n.Scalar();
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size() || s.empty()) {
-      return error(n, std::string(what) + " must be a whole number, got '" + s + "'");
-    }
-    if (v < lo || v > hi) {
-      return error(n, std::string(what) + " must be between " + std::to_string(lo) + " and " +
-                          std::to_string(hi) + ", got " + s);
-    }
-    return v;
-  }
-
-  Result<double> number(const YAML::Node& n, std::string_view what) const {
-    if (!n.IsScalar()) return error(n, std::string(what) + " must be a number");
-    const std::string& s = n.Scalar();
-    double v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size() || s.empty() || !std::isfinite(v)) {
-      return error(n, std::string(what) + " must be a number, got '" + s + "'");
-    }
-    return v;
-  }
-
-  Result<bool> boolean(const YAML::Node& n, std::string_view what) const {
-    if (n.IsScalar() && n.Scalar() == "true") return true;
-    if (n.IsScalar() && n.Scalar() == "false") return false;
-    return error(n, std::string(what) + " must be true or false");
-  }
-
-  Result<Micros> duration(const YAML::Node& n, std::string_view what) const {
-    if (!n.IsScalar()) return error(n, std::string(what) + " must be a duration like 500ms or 1m");
-    auto d = parse_duration(n.Scalar());
-    if (!d) return error(n, std::string(what) + ": " + d.status().message());
-    return *d;
-  }
-
- private:
-  std::string_view file_;
-};
-
-#define RL_TRY_ASSIGN(lhs, expr)          \
-  do {                                     \
-    auto rl_r_ = (expr);                   \
-    if (!rl_r_) return rl_r_.status();     \
-    lhs = std::move(*rl_r_);               \
-  } while (0)
-#define RL_TRY(expr)                       \
-  do {                                     \
-    Status rl_s_ = (expr);                 \
-    if (!rl_s_.is_ok()) return rl_s_;      \
-  } while (0)
+using config_detail::Parser;
 
 // store.tls: { ca_file, cert_file, key_file, server_name, verify } (RedisTlsOptions). The files
 // are opened when the store connects, which names the one it cannot use.
@@ -342,7 +230,8 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   if (Status s = validate_policy_name(name); !s.is_ok()) return p.error(key, s.message());
   RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
                                "count_denied", "consistency", "sync_interval", "lease_max",
-                               "lease_ttl", "request_limit", "max_wait", "max_queue", "hold_delay"}));
+                               "lease_ttl", "request_limit", "max_wait", "max_queue", "hold_delay",
+                               "scope"}));
   if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
   std::string algo_name;
   RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
@@ -513,7 +402,8 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
                                                  "admin_token", "limits", "forward_auth",
                                                  "grpc_listen", "envoy_api", "domains",
                                                  "headers", "problem_json", "admin_listen",
-                                                 "peek_requires_admin_token"}));
+                                                 "peek_requires_admin_token", "region",
+                                                 "regions"}));
   Config c;
   c.source = std::string(filename);
   if (root["listen"]) {
@@ -566,6 +456,7 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     RL_TRY_ASSIGN(pc, parse_policy(p, name, it->first, it->second));
     c.policies.emplace(name, std::move(pc));
   }
+  RL_TRY(parse_regions(p, root, c));  // after store and policies: it completes both
   if (root["admin_token"]) {
     std::string t;
     RL_TRY_ASSIGN(t, p.string(root["admin_token"], "admin_token"));
@@ -709,6 +600,10 @@ Status apply_overrides(Config& config, const Overrides& o) {
     if (!a) return Status::invalid_argument("--listen " + a.status().message());
     config.listen = *a;
   }
+  if (o.store && config.regions) {
+    return Status::invalid_argument("--store cannot replace the stores of 'regions' (this region's Redis is "
+                                    "regions.stores." + config.regions->self + ".redis)");
+  }
   if (o.store) {
     if (*o.store == "memory") {
       config.store = StoreConfig{};
@@ -736,6 +631,7 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (!(current.listen == next.listen)) what += " listen";
   if (current.threads != next.threads) what += " threads";
   if (!(current.store == next.store)) what += " store";
+  if (current.regions != next.regions) what += " regions";
   if (current.grpc_listen != next.grpc_listen) what += " grpc_listen";
   if (current.admin_listen != next.admin_listen) what += " admin_listen";
   const rls::ServiceOptions& a = current.envoy_api;

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "client_ip.h"
 #include "ratelimit/http.h"
@@ -64,6 +65,21 @@ struct StoreConfig {
   std::string sentinel_password;
 
   friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
+};
+
+// `regions` (config_regions.h): the regions of a deployment, each with its own Redis.
+struct RegionConfig {
+  std::string name;
+  std::string redis;  // that region's Redis URL
+  double share = 0;   // its partition share; 0 = 1 / regions
+  friend bool operator==(const RegionConfig&, const RegionConfig&) = default;
+};
+struct RegionsConfig {
+  std::string self;  // `region`: this ratelimitd's
+  Micros sync_interval{100'000};
+  bool partition_share = false;
+  std::vector<RegionConfig> stores;  // file order, self included
+  friend bool operator==(const RegionsConfig&, const RegionsConfig&) = default;
 };
 
 struct PolicyConfig {
@@ -123,6 +139,8 @@ struct Config {
   std::optional<ListenAddress> admin_listen;
   unsigned threads = 0;  // 0 = one per core
   StoreConfig store;
+  // Several regions, each deciding on its own store (store.url is this region's); absent: one.
+  std::optional<RegionsConfig> regions;
   std::unordered_map<std::string, PolicyConfig, StringHash, std::equal_to<>> policies;
   std::optional<std::string> admin_token;  // absent: /v1/reset is disabled
   // /v1/peek reveals any key's quota: when set, it needs the admin token too.

@@ -4,6 +4,7 @@
 #include "distributed_metrics.h"
 
 #include <string>
+#include <vector>
 
 namespace ratelimit::server {
 
@@ -34,6 +35,48 @@ void add_distributed_metrics(const std::shared_ptr<DistributedStore>& store, Met
     out += ' ';
     out += std::to_string(static_cast<double>(c.async_view_age_us) / 1e6);
     out += '\n';
+  });
+}
+
+namespace {
+
+// One family with a sample per region: `value` renders the number.
+template <typename F>
+void per_region(std::string& out, StoreMetric m, const std::vector<RegionStatus>& regions, F value) {
+  append_metric_header(out, m);
+  for (const RegionStatus& r : regions) {
+    out += metric_name(m);
+    out += "{region=\"";
+    out += r.name;  // validated at load: [a-z0-9_-]
+    out += "\"} ";
+    out += value(r);
+    out += '\n';
+  }
+}
+
+}  // namespace
+
+void add_region_metrics(const std::shared_ptr<RegionStore>& store, Metrics& metrics) {
+  std::weak_ptr<RegionStore> weak = store;
+  metrics.add_extra([weak](std::string& out) {
+    auto s = weak.lock();
+    if (!s) return;
+    const std::vector<RegionStatus> regions = s->regions();
+    per_region(out, StoreMetric::kRegionReachable, regions,
+               [](const RegionStatus& r) { return std::string(r.reachable ? "1" : "0"); });
+    per_region(out, StoreMetric::kRegionViewAgeSeconds, regions, [](const RegionStatus& r) {
+      return r.view_age_us < 0 ? std::string("-1") : std::to_string(static_cast<double>(r.view_age_us) / 1e6);
+    });
+    per_region(out, StoreMetric::kRegionReadsTotal, regions,
+               [](const RegionStatus& r) { return std::to_string(r.reads); });
+    per_region(out, StoreMetric::kRegionReadFailuresTotal, regions,
+               [](const RegionStatus& r) { return std::to_string(r.read_failures); });
+    const RegionCounters c = s->counters();
+    append_metric(out, StoreMetric::kRegionDecisionsTotal, c.decisions);
+    append_metric(out, StoreMetric::kRegionCappedTotal, c.capped);
+    append_metric(out, StoreMetric::kRegionDeniedByOthersTotal, c.denied_by_others);
+    append_metric(out, StoreMetric::kRegionUntrackedTotal, c.untracked);
+    append_metric(out, StoreMetric::kRegionKeys, c.keys);
   });
 }
 

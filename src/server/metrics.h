@@ -97,8 +97,18 @@ enum class StoreMetric : uint8_t {
   kWaitHeldTotal,
   kWaitWakeupsTotal,
   kWaitWaiting,
+  // Policies counted across regions (RegionStore, distributed_metrics.cc); labelled by region.
+  kRegionReachable,
+  kRegionViewAgeSeconds,
+  kRegionReadsTotal,
+  kRegionReadFailuresTotal,
+  kRegionDecisionsTotal,
+  kRegionCappedTotal,
+  kRegionDeniedByOthersTotal,
+  kRegionUntrackedTotal,
+  kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 50;
+inline constexpr size_t kStoreMetricCount = 59;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);

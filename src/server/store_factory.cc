@@ -12,6 +12,7 @@
 #include "distributed_metrics.h"
 #include "log.h"
 #include "ratelimit/redis_store.h"
+#include "ratelimit/region_store.h"
 
 namespace ratelimit::server {
 namespace {
@@ -153,6 +154,50 @@ Result<OpenedStore> add_distributed(OpenedStore opened, std::shared_ptr<SharedCo
   return opened;
 }
 
+// Policies counted across regions: a RegionStore over this region's store, the other regions'
+// Redis opened lazily, reachability changes logged, its metrics registered.
+Result<OpenedStore> add_regions(OpenedStore opened, const StoreConfig& config, const RegionsConfig& regions,
+                                Metrics& metrics) {
+  std::vector<RegionPeer> peers;
+  double share = 0;
+  for (const RegionConfig& r : regions.stores) {
+    if (r.name == regions.self) {
+      share = r.share;
+      continue;
+    }
+    RedisStoreOptions o = redis_options(config);
+    o.url = r.redis;
+    o.lazy_connect = true;
+    o.connections = 1;  // one key read per key in use per sync_interval: one connection carries it
+    // After a partition heals, reads must resume within an interval (the convergence bound), so
+    // reconnecting never waits longer than half of one.
+    o.reconnect_backoff_max = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(regions.sync_interval / 2),
+                                         o.reconnect_backoff_min, o.reconnect_backoff_max);
+    auto store = RedisStore::connect(std::move(o));
+    if (!store) return Status(store.status().code(), "region '" + r.name + "': " + store.status().message());
+    peers.push_back({r.name, *std::move(store)});
+  }
+  RegionStoreOptions o;
+  o.region = regions.self;
+  o.sync_interval = regions.sync_interval;
+  o.partition_share = regions.partition_share;
+  o.share = share;
+  const std::string self = regions.self;
+  o.on_reachability = [self](const std::string& region, bool reachable, const std::string& why) {
+    if (reachable) {
+      log_line("info", "region " + region + " reachable (region " + self + " reads its counts again)");
+    } else {
+      log_line("warn", "region " + region + " unreachable: " + why + " (region " + self +
+                           " keeps deciding on the last counts it read)");
+    }
+  };
+  auto store = RegionStore::wrap(opened.store, std::move(peers), std::move(o));
+  if (!store) return store.status();
+  add_region_metrics(*store, metrics);
+  opened.store = *std::move(store);
+  return opened;
+}
+
 }  // namespace
 
 Result<std::string> probe_store(const StoreConfig& config, std::chrono::milliseconds bound) {
@@ -175,17 +220,20 @@ Result<std::string> probe_store(const StoreConfig& config, std::chrono::millisec
   return d;
 }
 
-Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics) {
+Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics,
+                               const std::optional<RegionsConfig>& regions) {
   auto opened = open_inner_store(config, metrics);
   if (opened && config.denial_cache.enabled) {
     opened = add_denial_cache(*std::move(opened), config.denial_cache, metrics);
   }
   if (!opened || config.type != StoreType::kRedis) return opened;
-  // Outermost: policies with consistency lease or async decide here; exact ones pass through
-  // (to the denial cache, if any). With the memory store every policy is exact: one process
-  // holds the only count.
   auto shared = std::dynamic_pointer_cast<SharedCounts>(shared_counts_of(*opened));
-  if (!shared) return opened;
+  // Global policies (scope: global) are decided here, on this region's count plus the others'.
+  if (regions) opened = add_regions(*std::move(opened), config, *regions, metrics);
+  // Outermost: policies with consistency lease or async decide here; exact ones pass through
+  // (to the regions, then the denial cache, if any). With the memory store every policy is
+  // exact: one process holds the only count.
+  if (!opened || !shared) return opened;
   return add_distributed(*std::move(opened), std::move(shared), config, metrics);
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -24,7 +25,12 @@ struct OpenedStore {
 
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /
 // kDeadlineExceeded when Redis cannot be reached at start. `metrics` must outlive the store.
-Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics);
+// With `regions`, the store is this region's Redis (config.url) behind a RegionStore that reads
+// the other regions' Redis (each opened lazily, with config's options and its own URL: a region
+// unreachable at start is a partition, not a start-up failure) and logs when one becomes
+// unreachable and when it returns.
+Result<OpenedStore> open_store(const StoreConfig& config, Metrics& metrics,
+                               const std::optional<RegionsConfig>& regions = std::nullopt);
 
 // `ratelimitd --check --connect`: opens the store as serving would — Redis: connect (TLS,
 // Sentinel, Cluster as configured), AUTH/SELECT, the eviction check, FUNCTION LOAD or SCRIPT

@@ -259,6 +259,97 @@ TEST(Config, ConsistencyPerPolicy) {
                "sync_interval");
 }
 
+// `region` + `regions` (config_regions.h): the own region's Redis becomes store.url, window
+// policies are global by default, the rest must say scope: region; every mistake is refused
+// with its line and nothing is applied.
+TEST(Config, Regions) {
+  const std::string regions =
+      "region: eu\n"
+      "regions:\n"
+      "  sync_interval: 250ms\n"
+      "  partition_share: true\n"
+      "  stores:\n"
+      "    eu: { redis: \"redis://10.0.0.5:6379/0\" }\n"
+      "    us: { redis: \"redis://10.1.0.5:6379/0\" }\n";
+  auto c = parse_config(regions +
+                            "store: { type: redis, on_failure: closed }\n"
+                            "policies:\n"
+                            "  g: { algorithm: fixed_window, limit: 10, window: 1s }\n"
+                            "  s: { algorithm: sliding_window_counter, limit: 10, window: 1s, scope: global }\n"
+                            "  b: { algorithm: token_bucket, rate: 1, burst: 5, scope: region }\n"
+                            "  a: { algorithm: fixed_window, limit: 10, window: 1s, consistency: async, scope: region }\n",
+                        "r.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->regions.has_value());
+  EXPECT_EQ(c->regions->self, "eu");
+  EXPECT_EQ(c->regions->sync_interval, Micros{250'000});
+  EXPECT_TRUE(c->regions->partition_share);
+  ASSERT_EQ(c->regions->stores.size(), 2u);
+  EXPECT_EQ(c->store.type, StoreType::kRedis);
+  EXPECT_EQ(c->store.url, "redis://10.0.0.5:6379/0");
+  EXPECT_EQ(c->store.on_failure, FailurePolicy::kClosed);
+  EXPECT_TRUE(c->find_policy("g")->policy.consistency().across_regions);
+  EXPECT_TRUE(c->find_policy("s")->policy.consistency().across_regions);
+  EXPECT_FALSE(c->find_policy("b")->policy.consistency().across_regions);
+  EXPECT_FALSE(c->find_policy("a")->policy.consistency().across_regions);
+  // Without regions nothing is global.
+  auto plain = parse_config("policies: {g: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "p.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->regions.has_value());
+  EXPECT_FALSE(plain->find_policy("g")->policy.consistency().across_regions);
+
+  const std::string pol = "policies: {g: {algorithm: fixed_window, limit: 10, window: 1s}}\n";
+  const std::string two = "  stores:\n    eu: { redis: \"redis://a:1\" }\n    us: { redis: \"redis://b:1\" }\n";
+  expect_error("region: mars\nregions:\n" + two + pol, "cfg.yaml:1: ", "region 'mars' is not one of regions.stores (eu, us)");
+  expect_error("regions:\n" + two + pol, "cfg.yaml:2: ", "set 'region'");
+  expect_error("region: eu\n" + pol, "cfg.yaml:1: ", "'regions', which is missing");
+  expect_error("region: eu\nregions:\n  stores:\n    eu: { redis: \"redis://a:1\" }\n    eu: { redis: \"redis://b:1\" }\n" + pol,
+               "cfg.yaml:5: ", "region 'eu' given twice");
+  expect_error("region: eu\nregions:\n  stores:\n    eu: { redis: \"redis://a:1\" }\n    us: {}\n" + pol,
+               "cfg.yaml:5: ", "'redis' is required");
+  expect_error("region: eu\nregions:\n  stores:\n    eu: { redis: \"redis://a:1\" }\n    us: { redis: \"http://b\" }\n" + pol,
+               "cfg.yaml:5: ", "regions.stores.us.redis");
+  expect_error("region: eu\nregions:\n  stores:\n    eu: { redis: \"redis://a:1\" }\n" + pol, "cfg.yaml:4: ", "at least two regions");
+  expect_error("region: eu\nregions:\n  sync_interval: 0ms\n" + two + pol, "cfg.yaml:3: ", "regions.sync_interval: invalid duration '0ms': must be positive");
+  expect_error("region: eu\nregions:\n  sync_interval: -1s\n" + two + pol, "cfg.yaml:3: ", "regions.sync_interval");
+  expect_error("region: eu\nregions:\n  sync_interval: 2m\n" + two + pol, "cfg.yaml:3: ", "between 1ms and 1m");
+  expect_error("region: eu\nregions:\n  partition_share: 1\n" + two + pol, "cfg.yaml:3: ", "true or false");
+  expect_error("region: eu\nregions:\n  sync: 1s\n" + two + pol, "cfg.yaml:3: ", "unknown key 'sync'");
+  expect_error("region: eu\nregions: {sync_interval: 1s}\n" + pol, "cfg.yaml:2: ", "'stores' is required");
+  expect_error("region: eu\nregions:\n  stores:\n    eu: { redis: \"redis://a:1\", share: 0.7 }\n    us: { redis: \"redis://b:1\", share: 0.6 }\n" + pol,
+               "cfg.yaml:4: ", "add up to");
+  expect_error("region: eu\nregions:\n  stores:\n    eu: { redis: \"redis://a:1\", share: 0.5 }\n    us: { redis: \"redis://b:1\" }\n" + pol,
+               "cfg.yaml:4: ", "every region or to none");
+  expect_error("region: eu\nregions:\n  stores:\n    EU!: { redis: \"redis://a:1\" }\n    us: { redis: \"redis://b:1\" }\n" + pol,
+               "cfg.yaml:4: ", "a-z, 0-9");
+  expect_error("region: eu\nregions:\n" + two + "store: { type: redis, url: \"redis://c:1\" }\n" + pol, "cfg.yaml:6: ",
+               "regions.stores.eu.redis (give it once)");
+  expect_error("region: eu\nregions:\n" + two + "store: { type: memory }\n" + pol, "cfg.yaml:6: ", "must be redis");
+  expect_error("region: eu\nregions:\n" + two + "store: { type: redis, denial_cache: {} }\n" + pol, "cfg.yaml:6: ",
+               "not combined with regions");
+  expect_error("region: eu\nregions:\n" + two + "policies: {b: {algorithm: token_bucket, rate: 1, burst: 5}}\n",
+               "cfg.yaml:6: ", "fixed_window and sliding_window_counter only, not token_bucket");
+  expect_error("region: eu\nregions:\n" + two + "policies: {l: {algorithm: sliding_window_log, limit: 5, window: 1s}}\n",
+               "cfg.yaml:6: ", "use scope: region");
+  expect_error("region: eu\nregions:\n" + two + "policies: {a: {algorithm: fixed_window, limit: 5, window: 1s, consistency: lease}}\n",
+               "cfg.yaml:6: ", "scope global needs consistency exact");
+  expect_error("region: eu\nregions:\n" + two + "policies: {a: {algorithm: fixed_window, limit: 5, window: 1s, count_denied: true, scope: global}}\n",
+               "cfg.yaml:6: ", "cannot count denied attempts");
+  expect_error("region: eu\nregions:\n" + two + "policies: {a: {algorithm: fixed_window, limit: 5, window: 1s, scope: planet}}\n",
+               "cfg.yaml:6: ", "global (counted across regions) or region");
+  expect_error("policies: {a: {algorithm: fixed_window, limit: 5, window: 1s, scope: global}}\n", "cfg.yaml:1: ",
+               "applies only with 'regions'");
+  // --store cannot replace the regions' stores; a reload cannot change them.
+  Overrides o;
+  o.store = "redis://127.0.0.1:6380";
+  EXPECT_FALSE(apply_overrides(*c, o).is_ok());
+  auto other = parse_config(regions + "policies: {g: {algorithm: fixed_window, limit: 10, window: 1s}}\n", "r.yaml");
+  ASSERT_TRUE(other.ok());
+  Config moved = *other;
+  moved.regions->self = "us";
+  EXPECT_NE(check_reloadable(*other, moved).message().find("regions"), std::string::npos);
+}
+
 TEST(Config, RedisClusterUrl) {
   auto c = parse_config("store:\n  type: redis\n  url: redis-cluster://10.0.0.1:7000,10.0.0.2:7000\n"
                         "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n",

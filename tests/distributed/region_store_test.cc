@@ -1,0 +1,284 @@
+// region_store_test.cc — RegionStore (include/ratelimit/region_store.h) in process: the shared
+// vectors tests/vectors/regions.json replayed through the decorator over the memory store
+// (src/core's decide) and over a real redis-server (the Lua scripts), views set by hand; then
+// two regions, each with its own real redis-server, exchanging counts with the exchange thread:
+// counts converge within two sync intervals, a region whose Redis dies is reported unreachable
+// and decisions go on, and it is reported reachable again when it returns.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ratelimit/memory_store.h"
+#include "ratelimit/redis_store.h"
+#include "ratelimit/region_store.h"
+#include "redis_server.h"
+
+namespace ratelimit {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+std::string unique(const char* what) {
+  return std::string("regions-test:") + what + ":" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ":";
+}
+
+Policy global_policy(const json& c, const std::string& name) {
+  const int64_t limit = c["policy"]["limit"];
+  const Micros window{c["policy"]["window_us"].get<int64_t>()};
+  auto p = c["algorithm"] == "fixed_window" ? Policy::fixed_window(limit, window)
+                                            : Policy::sliding_window_counter(limit, window);
+  ConsistencyOptions o;
+  o.across_regions = true;
+  return p->with_name(name)->with_consistency(o).value();
+}
+
+algo::RegionCount count_of(const json& j) {
+  return {j["window_start_us"].get<int64_t>(), j["prev"].get<int64_t>(), j["curr"].get<int64_t>()};
+}
+
+json load_vectors() {
+  std::ifstream in(std::string(RATELIMIT_VECTORS_DIR) + "/regions.json");
+  return json::parse(in);
+}
+
+// Replays every case through a RegionStore over `own` (time from `clock`); peers' stores are
+// never called (no exchange thread): the views come from the 'seen' steps.
+void replay(const std::function<std::shared_ptr<Store>()>& make_own, ManualClock& clock,
+            std::shared_ptr<SharedCounts> any_counts, const std::string& label) {
+  const json v = load_vectors();
+  int index = 0;
+  for (const json& c : v["cases"]) {
+    SCOPED_TRACE(label + ": " + c["name"].get<std::string>());
+    const Policy p = global_policy(c, "v" + std::to_string(index));
+    const std::string key = unique("vec") + std::to_string(index++);
+    RegionStoreOptions o;
+    o.region = "eu";
+    o.sync_interval = 60s;
+    o.partition_share = true;
+    o.share = 0.5;
+    o.clock = &clock;
+    o.run_exchange = false;
+    std::vector<RegionPeer> peers;
+    for (const json& r : v["regions"]) peers.push_back({r.get<std::string>(), any_counts});
+    auto store = RegionStore::wrap(make_own(), peers, o);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    int step = 0;
+    for (const json& s : c["steps"]) {
+      SCOPED_TRACE("step " + std::to_string(step++));
+      clock.set(Micros{s["t_us"].get<int64_t>()});
+      if (s["op"] == "seen") {
+        const std::string region = s["region"];
+        ASSERT_TRUE((*store)->seen(p, key, region, count_of(s["count"])).is_ok());
+        continue;
+      }
+      const bool capped = s.contains("cap");
+      if (capped) {
+        ASSERT_EQ(s["cap"].get<int64_t>(), algo::partition_cap(p, 0.5));
+      }
+      for (const json& r : v["regions"]) (*store)->set_reachable(r.get<std::string>(), !capped);
+      const int64_t cost = s["cost"];
+      auto d = s["op"] == "acquire" ? (*store)->acquire(p, key, cost) : (*store)->peek(p, key, cost);
+      ASSERT_TRUE(d.ok()) << d.status().to_string();
+      const json& e = s["expect"];
+      EXPECT_EQ(d->allowed, e["allowed"].get<bool>());
+      EXPECT_EQ(d->remaining, e["remaining"].get<int64_t>());
+      EXPECT_EQ(d->limit, p.limit());
+      if (e.contains("reset_after_us")) {
+        EXPECT_EQ(d->reset_after.count(), e["reset_after_us"].get<int64_t>());
+      }
+      if (e.contains("retry_after_us")) {
+        EXPECT_EQ(d->retry_after.count(), e["retry_after_us"].get<int64_t>());
+      }
+    }
+  }
+}
+
+TEST(RegionVectors, MergeIsTheGCounterJoin) {
+  const json v = load_vectors();
+  for (const json& c : v["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const Policy p = global_policy(c, "m");
+    std::map<std::string, algo::RegionCount> seen;
+    for (const json& s : c["steps"]) {
+      if (s["op"] != "seen") continue;
+      algo::RegionCount& into = seen[s["region"]];
+      algo::merge_region_count(p, into, count_of(s["count"]));
+      EXPECT_EQ(into, count_of(s["expect_seen"]));
+      // Idempotent: the same read again changes nothing.
+      algo::RegionCount again = into;
+      algo::merge_region_count(p, again, count_of(s["count"]));
+      EXPECT_EQ(again, into);
+    }
+  }
+}
+
+TEST(RegionVectors, MemoryStore) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().to_string();
+  RedisStoreOptions ro;
+  ro.url = *url;
+  auto unused = RedisStore::connect(ro);
+  ASSERT_TRUE(unused.ok());
+  ManualClock clock;
+  replay([&] {
+    MemoryStoreOptions o;
+    o.clock = &clock;
+    return std::make_shared<MemoryStore>(o);
+  }, clock, *unused, "memory");
+}
+
+TEST(RegionVectors, RedisStore) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().to_string();
+  ManualClock clock;
+  std::shared_ptr<RedisStore> last;
+  const std::string prefix = unique("redis");
+  auto make = [&] {
+    RedisStoreOptions o;
+    o.url = *url;
+    o.key_prefix = prefix;
+    o.test_clock = &clock;
+    last = RedisStore::connect(o).value();
+    return last;
+  };
+  RedisStoreOptions ro;
+  ro.url = *url;
+  auto unused = RedisStore::connect(ro);
+  ASSERT_TRUE(unused.ok());
+  replay(make, clock, *unused, "redis");
+}
+
+TEST(RegionStore, RefusesBadWiring) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok());
+  RedisStoreOptions ro;
+  ro.url = *url;
+  auto redis = RedisStore::connect(ro).value();
+  RegionStoreOptions o;
+  o.region = "eu";
+  o.run_exchange = false;
+  EXPECT_FALSE(RegionStore::wrap(redis, {}, o).ok());
+  EXPECT_FALSE(RegionStore::wrap(redis, {{"us", nullptr}}, o).ok());
+  EXPECT_FALSE(RegionStore::wrap(redis, {{"us", redis}, {"us", redis}}, o).ok());
+  EXPECT_FALSE(RegionStore::wrap(redis, {{"eu", redis}}, o).ok());
+  o.sync_interval = Micros{0};
+  EXPECT_FALSE(RegionStore::wrap(redis, {{"us", redis}}, o).ok());
+  o.sync_interval = 100ms;
+  o.share = 1.5;
+  EXPECT_FALSE(RegionStore::wrap(redis, {{"us", redis}}, o).ok());
+  o.share = 0;
+  auto store = RegionStore::wrap(redis, {{"us", redis}}, o);
+  ASSERT_TRUE(store.ok());
+  const Policy plain = Policy::fixed_window(5, 1s)->with_name("plain").value();
+  EXPECT_FALSE((*store)->seen(plain, "k", "us", {}).is_ok());  // not a global policy
+  ConsistencyOptions g;
+  g.across_regions = true;
+  const Policy global = plain.with_consistency(g).value();
+  EXPECT_FALSE((*store)->seen(global, "k", "mars", {}).is_ok());
+}
+
+// One region of a two-region deployment: its own Redis, and the other region's Redis.
+struct Region {
+  std::shared_ptr<RedisStore> own, other;
+  std::shared_ptr<RegionStore> store;
+  std::mutex mu;
+  std::vector<std::string> events;  // "us down", "us up"
+};
+
+std::unique_ptr<Region> region(const std::string& name, const std::string& other_name,
+                               const std::string& own_url, const std::string& other_url,
+                               const std::string& prefix, Micros sync) {
+  auto r = std::make_unique<Region>();
+  RedisStoreOptions o;
+  o.key_prefix = prefix;
+  o.command_timeout = 100ms;
+  o.connect_timeout = 1000ms;
+  o.url = own_url;
+  r->own = RedisStore::connect(o).value();
+  o.lazy_connect = true;  // as ratelimitd opens the other regions: a partition is no start-up failure
+  o.connect_timeout = 100ms;
+  o.url = other_url;
+  r->other = RedisStore::connect(o).value();
+  RegionStoreOptions ro;
+  ro.region = name;
+  ro.sync_interval = sync;
+  Region* raw = r.get();
+  ro.on_reachability = [raw](const std::string& peer, bool up, const std::string&) {
+    std::lock_guard lock(raw->mu);
+    raw->events.push_back(peer + (up ? " up" : " down"));
+  };
+  r->store = RegionStore::wrap(r->own, {{other_name, r->other}}, ro).value();
+  return r;
+}
+
+bool wait_for(const std::function<bool()>& ok, std::chrono::milliseconds bound) {
+  const auto end = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < end) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return ok();
+}
+
+TEST(RegionStore, TwoRegionsConvergeAndSurviveTheOtherRegionsOutage) {
+  testing::RedisServer a, b;
+  ASSERT_TRUE(a.start().is_ok());
+  ASSERT_TRUE(b.start().is_ok());
+  const std::string url_a = "redis://127.0.0.1:" + std::to_string(a.port());
+  const std::string url_b = "redis://127.0.0.1:" + std::to_string(b.port());
+  const std::string prefix = unique("pair");
+  const Micros sync = 50ms;
+  auto eu = region("eu", "us", url_a, url_b, prefix, sync);
+  auto us = region("us", "eu", url_b, url_a, prefix, sync);
+  ConsistencyOptions g;
+  g.across_regions = true;
+  const Policy p = Policy::fixed_window(100, 1h)->with_name("g")->with_consistency(g).value();
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(eu->store->acquire(p, "k")->reason, DecisionReason::kWithinLimit);
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(us->store->acquire(p, "k")->reason, DecisionReason::kWithinLimit);
+  // Converged: each region's peek (what one more would leave) sees 100 - 30 - 50 - 1 within two
+  // sync intervals (+ scheduling).
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_for([&] {
+    return eu->store->peek(p, "k")->remaining == 19 && us->store->peek(p, "k")->remaining == 19;
+  }, 2s)) << eu->store->peek(p, "k")->remaining << " " << us->store->peek(p, "k")->remaining << " "
+          << eu->store->regions()[0].reads << " " << eu->store->regions()[0].read_failures;
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LE(took, 2 * sync + 50ms) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  // Together they admit exactly what is left.
+  int admitted = 0;
+  for (int i = 0; i < 15; ++i) admitted += eu->store->acquire(p, "k")->allowed;
+  ASSERT_TRUE(wait_for([&] { return us->store->peek(p, "k")->remaining == 4; }, 2s));
+  for (int i = 0; i < 15; ++i) admitted += us->store->acquire(p, "k")->allowed;
+  EXPECT_EQ(admitted, 20);
+  ASSERT_TRUE(wait_for([&] { return eu->store->peek(p, "k")->reason == DecisionReason::kOverLimit; }, 2s));
+
+  // us's Redis dies: eu reports it unreachable and keeps deciding on its own Redis.
+  b.kill();
+  ASSERT_TRUE(wait_for([&] {
+    std::lock_guard lock(eu->mu);
+    return !eu->events.empty() && eu->events.back() == "us down";
+  }, 3s));
+  const auto status = eu->store->regions();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_FALSE(status[0].reachable);
+  EXPECT_GT(status[0].read_failures, 0u);
+  auto d = eu->store->peek(p, "k");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->reason, DecisionReason::kOverLimit);  // its last view: 45 + 55 of 100
+  ASSERT_TRUE(b.restart().is_ok());
+  ASSERT_TRUE(wait_for([&] {
+    std::lock_guard lock(eu->mu);
+    return eu->events.back() == "us up";
+  }, 5s));
+  EXPECT_TRUE(eu->store->regions()[0].reachable);
+}
+
+}  // namespace
+}  // namespace ratelimit
