@@ -39,13 +39,15 @@ key the configuration parser accepts (the check_map lists of src/server/*.cc).
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mdparse  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from loopback import free_port  # noqa: E402
 
 SRC, BIN = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 RATELIMITD = os.path.join(BIN, "ratelimitd")
@@ -116,12 +118,6 @@ def can_unshare():
 
 UNSHARE = can_unshare()
 WELL_KNOWN_PORTS = ["8080", "8081", "6070", "6379", "7000", "7001", "7002", "9000", "9090", "9091"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scratch_dir():

@@ -31,6 +31,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from loopback import free_port, wait_for  # noqa: E402
+
 LIMIT = 40
 WINDOW_S = 3600
 FAILURES = []
@@ -41,21 +44,6 @@ def check(cond, what):
         FAILURES.append(what)
         print("FAIL:", what, flush=True)
     return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred, timeout, step=0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 class Redis:

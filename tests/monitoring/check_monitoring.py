@@ -15,11 +15,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from loopback import free_port  # noqa: E402
 
 MODE, SRC, BIN = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
 MON = os.path.join(SRC, "examples/monitoring")
@@ -56,12 +58,6 @@ def check_rules():
         run(["promtool", "check", "rules", path])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request(port, method, path, body=None, timeout=5.0):

@@ -17,29 +17,22 @@ only trusted proxy). Everything runs on free loopback ports in a private directo
 bounded, every process is stopped by pid.
 usage: proxy_e2e.py nginx|caddy|haproxy BIN_DIR SOURCE_DIR
 """
-import http.client, http.server, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import http.client, http.server, os, re, shutil, signal, subprocess, sys, tempfile, threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from loopback import free_port, listening, wait_for  # noqa: E402
 
 PROXY, BIN, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 LIMIT = 3
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_port(port, proc, what, seconds=10.0):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    def up():
         if proc is not None and proc.poll() is not None:
             sys.exit(f"{what} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"{what} did not listen on {port} within {seconds}s")
+        return listening(port)
+    if not wait_for(up, seconds):
+        sys.exit(f"{what} did not listen on {port} within {seconds}s")
 
 
 class Backend(http.server.BaseHTTPRequestHandler):

@@ -31,6 +31,9 @@ usage: envoy_serve_e2e.py memory|redis|reload|refused|env|mixed BIN_DIR
 """
 import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+from loopback import free_port, listening, wait_for  # noqa: E402
+
 SCENARIO, BIN = sys.argv[1], sys.argv[2]
 RATELIMITD = os.path.join(BIN, "ratelimitd")
 
@@ -340,18 +343,11 @@ def redis_url():
 
 
 def start_redis(work):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
+    if wait_for(lambda: listening(port), 10):
+        return proc, port
     proc.kill()
     fail("redis-server did not start")
 
@@ -633,9 +629,7 @@ def scenario_refused(work):
 def scenario_env(work):
     cm = ConfigMap(work)
     cm.publish(CONFIG.format(user_limit=10))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cases = [
         ({"NEAR_LIMIT_RATIO": "high"}, "NEAR_LIMIT_RATIO: 'high' is not a number"),
         ({"HOST": "example.com"}, "HOST: 'example.com' is not an IP address"),
@@ -652,11 +646,8 @@ def scenario_env(work):
         r = subprocess.run([RATELIMITD, "--envoy-env"], env=env, capture_output=True, timeout=10)
         out = (r.stdout + r.stderr).decode()
         check(r.returncode == 2 and msg in out, f"{extra}: exit {r.returncode}, {out!r}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        if listening(port):
             fail(f"{extra}: something listens on {port}")
-        except OSError:
-            pass
     r = subprocess.run([RATELIMITD, "--envoy-env", "--log-level", "loud"], capture_output=True, timeout=10)
     check(r.returncode == 2 and b"--log-level: 'loud' must be debug, info, warn or error" in r.stderr, "flag")
     # The same log options for the native daemon: --log-format json, every line a JSON object;

@@ -38,26 +38,13 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred, timeout, step=0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/support"))
+from loopback import free_port, listening, wait_for  # noqa: E402
 
 
 def seconds(text):
@@ -169,13 +156,7 @@ def main():
                                        "--save", "", "--appendonly", "no", "--dir", work],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
-        def redis_up():
-            try:
-                socket.create_connection(("127.0.0.1", redis_port), 0.5).close()
-                return True
-            except OSError:
-                return False
-        if not wait_for(redis_up, 10):
+        if not wait_for(lambda: listening(redis_port, 0.5), 10):
             print("redis-server did not listen")
             return 2
         ports = []

@@ -1,0 +1,44 @@
+"""loopback.py — the small helpers every Python test and bench script of this repository needs
+to run real processes on this machine: a free loopback port, a bounded wait, "does anything
+listen there".
+
+Why one module: these lines were copied into six scripts (tests/fault, tests/monitoring,
+tests/proxies, tests/docs, tests/rls, tools/sim) and had begun to drift. A script imports it by
+path, so it works from a clean clone, from ctest and by hand, with nothing installed:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
+    from loopback import free_port, listening, wait_for  # noqa: E402
+
+Invariants: loopback only (127.0.0.1); every wait is bounded by its caller's timeout; nothing
+here starts or stops a process. A free port is bound to port 0 and released, so another process
+may take it before it is used: callers that start a server on it must check it came up.
+"""
+import socket
+import time
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout, step=0.05):
+    """Polls pred() every `step` seconds until it is true or `timeout` seconds have passed;
+    returns its last answer (asked once more at the deadline)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def listening(port, timeout=0.2):
+    """True when a TCP connection to 127.0.0.1:port is accepted within `timeout` seconds."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
