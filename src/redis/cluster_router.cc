@@ -1,5 +1,6 @@
-// cluster_router.cc — slot routing, redirections, retries and topology refresh for Redis
-// Cluster (see cluster_router.h for the rules and invariants).
+// cluster_router.cc — slot routing, redirections, retries and readiness for Redis Cluster (see
+// cluster_router.h for the rules and invariants). The slot map's refresh is
+// cluster_topology.cc, the parsing of CLUSTER SHARDS / SLOTS cluster_map.cc.
 #include "cluster_router.h"
 
 #include <hiredis/hiredis.h>
@@ -21,23 +22,10 @@ namespace {
 constexpr int kMaxAttempts = 16;               // sends of one command (redirects + retries)
 constexpr milliseconds kRetryFirst{5};         // backoff of the first resend, doubled each time
 constexpr milliseconds kRetryMax{100};
-constexpr milliseconds kMinRefreshGap{100};    // between two reads of the slot map
-constexpr milliseconds kNoNodeRetry{20};       // no ready node to ask: try again after this
-
-std::string encode(std::vector<std::string> argv) { return encode_command(argv); }
 
 const std::string& asking_command() {
-  static const std::string c = encode({"ASKING"});
+  static const std::string c = encode_command(std::vector<std::string>{"ASKING"});
   return c;
-}
-
-std::string_view str_of(const redisReply* r) {
-  if (r == nullptr || r->str == nullptr) return {};
-  return {r->str, r->len};
-}
-
-bool is_string(const redisReply* r) {
-  return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
 }
 
 // "<slot> <host>:<port>" of a MOVED or ASK error (after the word). Host may be empty.
@@ -59,89 +47,7 @@ bool parse_redirect(std::string_view rest, int& slot, std::string& host, uint16_
   return true;
 }
 
-// A RESP2 map (flat array of key, value, ...): the value of `key`, or null.
-const redisReply* field(const redisReply* map, std::string_view key) {
-  if (map == nullptr || map->type != REDIS_REPLY_ARRAY) return nullptr;
-  for (size_t i = 0; i + 1 < map->elements; i += 2) {
-    if (is_string(map->element[i]) && str_of(map->element[i]) == key) return map->element[i + 1];
-  }
-  return nullptr;
-}
-
-Status shape_error(const char* what) {
-  return Status::internal(std::string("unexpected CLUSTER ") + what + " reply");
-}
-
 }  // namespace
-
-Result<std::vector<SlotRange>> parse_cluster_map(const redisReply* reply, bool slots_form) {
-  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) {
-    return shape_error(slots_form ? "SLOTS" : "SHARDS");
-  }
-  std::vector<SlotRange> out;
-  if (slots_form) {
-    // [[first, last, [host, port, id, ...] (the master), [replica], ...], ...]
-    for (size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* e = reply->element[i];
-      if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-          e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_INTEGER ||
-          e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
-          e->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
-        return shape_error("SLOTS");
-      }
-      SlotRange r;
-      r.first = static_cast<int>(e->element[0]->integer);
-      r.last = static_cast<int>(e->element[1]->integer);
-      std::string_view host = str_of(e->element[2]->element[0]);
-      r.host = host == "?" ? std::string() : std::string(host);
-      r.port = static_cast<uint16_t>(e->element[2]->element[1]->integer);
-      out.push_back(std::move(r));
-    }
-  } else {
-    // [{slots: [first, last, ...], nodes: [{id, port, ip, endpoint, role, health, ...}]}, ...]
-    for (size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* shard = reply->element[i];
-      const redisReply* slots = field(shard, "slots");
-      const redisReply* nodes = field(shard, "nodes");
-      if (slots == nullptr || nodes == nullptr || slots->type != REDIS_REPLY_ARRAY ||
-          nodes->type != REDIS_REPLY_ARRAY) {
-        return shape_error("SHARDS");
-      }
-      if (slots->elements == 0) continue;  // a shard without slots (a new or emptied master)
-      // The master of the shard; an online one when a failed old master is still listed.
-      const redisReply* master = nullptr;
-      for (size_t n = 0; n < nodes->elements; ++n) {
-        const redisReply* node = nodes->element[n];
-        if (str_of(field(node, "role")) != "master") continue;
-        if (master == nullptr || str_of(field(node, "health")) == "online") master = node;
-      }
-      if (master == nullptr) continue;
-      const redisReply* port = field(master, "port");
-      if (port == nullptr || port->type != REDIS_REPLY_INTEGER) return shape_error("SHARDS");
-      std::string host(str_of(field(master, "endpoint")));
-      if (host.empty() || host == "?") host = std::string(str_of(field(master, "ip")));
-      if (host == "?") host.clear();
-      for (size_t s = 0; s + 1 < slots->elements; s += 2) {
-        if (slots->element[s]->type != REDIS_REPLY_INTEGER ||
-            slots->element[s + 1]->type != REDIS_REPLY_INTEGER) {
-          return shape_error("SHARDS");
-        }
-        SlotRange r;
-        r.first = static_cast<int>(slots->element[s]->integer);
-        r.last = static_cast<int>(slots->element[s + 1]->integer);
-        r.host = host;
-        r.port = static_cast<uint16_t>(port->integer);
-        out.push_back(r);
-      }
-    }
-  }
-  for (const auto& r : out) {
-    if (r.first < 0 || r.last >= kSlotCount || r.first > r.last || r.port == 0) {
-      return Status::internal("CLUSTER map with an invalid slot range");
-    }
-  }
-  return out;
-}
 
 struct ClusterRouter::Routed {
   std::shared_ptr<const std::string> command;
@@ -271,7 +177,7 @@ void ClusterRouter::on_reply(const RoutedPtr& c, const Status& error, const redi
     return c->done(error, reply);
   }
   if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
-    const std::string_view text = str_of(reply);
+    const std::string_view text = reply_str(reply);
     const bool moved = text.starts_with("MOVED ");
     if (moved || text.starts_with("ASK ")) {
       int slot = 0;
@@ -341,134 +247,6 @@ void ClusterRouter::retry_later(const RoutedPtr& c, Status why) {
     }
     if (ec || closing) return c->done(Status::unavailable("the Redis store is shutting down"), nullptr);
     dispatch(c);
-  });
-}
-
-// --- Topology ------------------------------------------------------------------------------
-
-void ClusterRouter::request_refresh() {
-  asio::post(io_.first(), [this] { refresh_on_io(); });
-}
-
-void ClusterRouter::arm_periodic() {
-  periodic_timer_.expires_after(options_.topology_refresh_interval);
-  periodic_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    refresh_on_io();
-    arm_periodic();
-  });
-}
-
-void ClusterRouter::arm_refresh_timer(steady_clock::time_point at) {
-  if (refresh_timer_armed_) return;
-  refresh_timer_armed_ = true;
-  refresh_timer_.expires_at(at);
-  refresh_timer_.async_wait([this](const boost::system::error_code& ec) {
-    refresh_timer_armed_ = false;
-    if (!ec) refresh_on_io();
-  });
-}
-
-void ClusterRouter::refresh_on_io() {
-  NodePool* via = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    if (closing_) return;
-    if (refreshing_) {
-      refresh_again_ = true;
-      return;
-    }
-    const auto now = steady_clock::now();
-    if (now < next_refresh_allowed_) {
-      arm_refresh_timer(next_refresh_allowed_);
-      return;
-    }
-    // Ask a master of the current map, else any node seen, else a seed.
-    for (NodePool* p : masters_) {
-      if (p->ready_connections() > 0) { via = p; break; }
-    }
-    for (auto it = pools_.begin(); via == nullptr && it != pools_.end(); ++it) {
-      if (it->second->ready_connections() > 0) via = it->second.get();
-    }
-    for (auto it = seed_pools_.begin(); via == nullptr && it != seed_pools_.end(); ++it) {
-      if ((*it)->ready_connections() > 0) via = it->get();
-    }
-    if (via == nullptr) {
-      arm_refresh_timer(now + kNoNodeRetry);
-      return;
-    }
-    refreshing_ = true;
-  }
-  query(via, false);
-}
-
-void ClusterRouter::query(NodePool* via, bool slots_form) {
-  auto command = std::make_shared<const std::string>(
-      encode({"CLUSTER", slots_form ? "SLOTS" : "SHARDS"}));
-  ReplyCallback cb = [this, via, slots_form](const Status& error, const redisReply* reply) {
-    const std::string host = via->config().endpoint.host;
-    if (!error.is_ok()) return finish_refresh(error, host);
-    if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
-      const std::string_view text = str_of(reply);
-      if (!slots_form && (text.find("nknown subcommand") != std::string_view::npos ||
-                          text.find("nknown command") != std::string_view::npos)) {
-        return query(via, true);  // before Redis 7: CLUSTER SLOTS
-      }
-      if (text.find("cluster support disabled") != std::string_view::npos) {
-        return finish_refresh(
-            Status::invalid_argument("redis-cluster:// names " + via->config().endpoint.address() +
-                                     ", which is not in cluster mode (" + std::string(text) +
-                                     "): use redis:// for a single server"),
-            host);
-      }
-      return finish_refresh(Status::unavailable("CLUSTER " +
-                                                std::string(slots_form ? "SLOTS" : "SHARDS") +
-                                                " refused: " + std::string(text)),
-                            host);
-    }
-    finish_refresh(parse_cluster_map(reply, slots_form), host);
-  };
-  if (!via->submit(*command, cb)) {
-    finish_refresh(via->not_ready_error(), via->config().endpoint.host);
-  }
-}
-
-void ClusterRouter::finish_refresh(Result<std::vector<SlotRange>> map,
-                                   const std::string& via_host) {
-  // Runs on the thread of the node that answered; the map is applied under the lock, and the
-  // refresh state is handed back to io_.first().
-  {
-    std::lock_guard lock(mu_);
-    if (map.ok() && !closing_) {
-      std::vector<NodePool*> masters;
-      for (const SlotRange& r : *map) {
-        NodePool* p = pool_locked(r.host.empty() ? via_host : r.host, r.port);
-        for (int s = r.first; s <= r.last; ++s) {
-          slots_[static_cast<size_t>(s)].store(p, std::memory_order_release);
-        }
-        if (std::find(masters.begin(), masters.end(), p) == masters.end()) masters.push_back(p);
-      }
-      masters_ = std::move(masters);
-      have_map_ = !masters_.empty();
-      topology_error_ = have_map_ ? Status()
-                                  : Status::unavailable("Redis Cluster " + display_ +
-                                                        " has no slots assigned yet");
-      counters_.topology_refreshes.fetch_add(1, std::memory_order_relaxed);
-    } else if (!map.ok()) {
-      topology_error_ = map.status();
-    }
-    changed_.notify_all();
-  }
-  asio::post(io_.first(), [this] {
-    bool again;
-    {
-      std::lock_guard lock(mu_);
-      refreshing_ = false;
-      next_refresh_allowed_ = steady_clock::now() + kMinRefreshGap;
-      again = refresh_again_ || !have_map_;
-      refresh_again_ = false;
-    }
-    if (again) refresh_on_io();
   });
 }
 

@@ -36,6 +36,11 @@ std::string encode_command(std::span<const std::string> argv) {
   return out;
 }
 
+std::string_view reply_str(const redisReply* r) {
+  if (r == nullptr || r->str == nullptr) return {};
+  return {r->str, r->len};
+}
+
 std::string reply_text(const redisReply* r) {
   if (r == nullptr) return "no reply";
   if (r->str != nullptr) return std::string(r->str, r->len);

@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
 struct redisReply;
 
@@ -15,5 +16,9 @@ std::string encode_command(std::span<const std::string> argv);
 
 // A reply's text for messages: the string or error, else its type; "no reply" for null.
 std::string reply_text(const redisReply* reply);
+
+// The bytes a reply carries (a string, status, error or verbatim reply); empty for any other
+// reply and for null. Points into the reply: valid while it is.
+std::string_view reply_str(const redisReply* reply);
 
 }  // namespace ratelimit::redis_detail
