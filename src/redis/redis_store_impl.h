@@ -47,7 +47,8 @@ struct RedisStore::Impl {
   redis_detail::RouterCounters router_counters;
   // before the router: its handshakes and polls use it
   std::unique_ptr<redis_detail::ServerInfoWatch> info;
-  std::unique_ptr<redis_detail::Router> router;  // after the counters: it uses them until it is gone
+  // after the counters: it uses them until it is gone
+  std::unique_ptr<redis_detail::Router> router;
   std::unique_ptr<redis_detail::ScriptInvoker> invoker;
   // The INFO poller (evicted_keys growth, a changed policy): one thread asleep between polls.
   std::thread poller;
