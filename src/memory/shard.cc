@@ -1,6 +1,6 @@
 // shard.cc — one MemoryStore shard: slab of slots, open-addressing table, standing lists and
 // eviction order, byte count, incremental idle sweep (see shard.h for the design and
-// invariants).
+// invariants). What a slot's state is and how it is decided in place: shard_state.cc.
 #include "shard.h"
 
 #include <algorithm>
@@ -10,65 +10,12 @@
 #include <utility>
 
 #include "key_hash.h"
+#include "slot_state.h"
 
 namespace ratelimit::memory {
+using namespace slot_state;
+
 namespace {
-
-using algo::AlgorithmState;
-using algo::ConcurrencyState;
-using algo::SlidingWindowLogState;
-
-// Variant indices (the order of algo::AlgorithmState). The log and the leases own heap blocks:
-// their state object lives in the slot and is moved, never copied bytewise.
-constexpr uint8_t kLogTag = 1;
-constexpr uint8_t kLeasesTag = 5;
-constexpr uint8_t kNoState = 0xff;  // a fresh slot: nothing to free
-
-template <typename T>
-constexpr bool kPacksInline = std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(Slot::state);
-
-static_assert(kPacksInline<algo::FixedWindowState>);
-static_assert(kPacksInline<algo::SlidingWindowCounterState>);
-static_assert(kPacksInline<algo::TokenBucketState>);
-static_assert(kPacksInline<algo::LeakyBucketState>);
-static_assert(std::is_same_v<std::variant_alternative_t<kLogTag, AlgorithmState>,
-                             SlidingWindowLogState>);
-
-static_assert(sizeof(SlidingWindowLogState) <= sizeof(Slot::state) &&
-              alignof(SlidingWindowLogState) <= 8,
-              "the sliding log's state lives in the slot");
-static_assert(std::is_same_v<std::variant_alternative_t<kLeasesTag, AlgorithmState>,
-                             ConcurrencyState>);
-static_assert(sizeof(ConcurrencyState) <= sizeof(Slot::state) && alignof(ConcurrencyState) <= 8,
-              "the leases' state lives in the slot");
-
-SlidingWindowLogState* log_in(Slot& s) {
-  return std::launder(reinterpret_cast<SlidingWindowLogState*>(s.state));
-}
-const SlidingWindowLogState* log_in(const Slot& s) {
-  return std::launder(reinterpret_cast<const SlidingWindowLogState*>(s.state));
-}
-ConcurrencyState* leases_in(Slot& s) {
-  return std::launder(reinterpret_cast<ConcurrencyState*>(s.state));
-}
-const ConcurrencyState* leases_in(const Slot& s) {
-  return std::launder(reinterpret_cast<const ConcurrencyState*>(s.state));
-}
-bool owns_heap(uint8_t tag) { return tag == kLogTag || tag == kLeasesTag; }
-
-template <typename T>
-AlgorithmState unpack_inline(const Slot& s) {
-  T v;
-  std::memcpy(&v, s.state, sizeof v);
-  return v;
-}
-
-// What the allocator takes for a request of n bytes (glibc: the request plus an 8-byte header,
-// rounded up to 16, at least 32); 0 for none. An estimate for the byte bound, not a promise.
-size_t heap_block(size_t n) {
-  if (n == 0) return 0;
-  return std::max<size_t>(32, (n + 8 + 15) & ~size_t{15});
-}
 
 bool kept(std::span<const uint32_t> keep, uint32_t i) {
   return std::find(keep.begin(), keep.end(), i) != keep.end();
@@ -178,119 +125,6 @@ uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const
   }
 }
 
-size_t Shard::log_bytes(const Slot& s) const {
-  if (s.tag == kLogTag) return heap_block(log_in(s)->entries.heap_bytes());
-  if (s.tag == kLeasesTag) {
-    return heap_block(leases_in(s)->leases.capacity() * sizeof(algo::LeaseEntry));
-  }
-  return 0;
-}
-
-void Shard::free_state(Slot& s) {
-  if (s.tag == kLogTag) {
-    sub_bytes(log_bytes(s));
-    log_in(s)->~SlidingWindowLogState();
-  } else if (s.tag == kLeasesTag) {
-    sub_bytes(log_bytes(s));
-    leases_in(s)->~ConcurrencyState();
-  }
-  s.tag = kNoState;
-}
-
-Decision Shard::decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                             algo::Op op, const LeaseId& lease) {
-  AlgorithmState state = take_state(i);
-  const Decision d = algo::decide(policy, state, now_us, cost, op, lease);
-  put_state(i, std::move(state));
-  return d;
-}
-
-Decision Shard::decide_log(Slot& s, const Policy& policy, int64_t now_us, int64_t cost,
-                           algo::Op op) {
-  const size_t before = log_bytes(s);
-  const Decision d = algo::decide(policy, *log_in(s), now_us, cost, op);
-  set_bytes(bytes_ - before + log_bytes(s));
-  return d;
-}
-
-Decision Shard::decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                                algo::Op op) {
-  AlgorithmState state = take_state(i);
-  const Decision d = algo::decide(policy, state, now_us, cost, op);
-  put_state(i, std::move(state));
-  return d;
-}
-
-AlgorithmState Shard::take_state(uint32_t i) {
-  Slot& s = slot(i);
-  switch (s.tag) {
-    case 0: return unpack_inline<std::variant_alternative_t<0, AlgorithmState>>(s);
-    case kLogTag: {
-      sub_bytes(log_bytes(s));
-      return std::move(*log_in(s));  // leaves an empty queue behind (no block)
-    }
-    case kLeasesTag: {
-      sub_bytes(log_bytes(s));
-      return std::move(*leases_in(s));  // leaves an empty vector behind (no block)
-    }
-    case 2: return unpack_inline<std::variant_alternative_t<2, AlgorithmState>>(s);
-    case 3: return unpack_inline<std::variant_alternative_t<3, AlgorithmState>>(s);
-    case 4: return unpack_inline<std::variant_alternative_t<4, AlgorithmState>>(s);
-    default: return AlgorithmState{};
-  }
-}
-
-void Shard::put_state(uint32_t i, AlgorithmState&& state) {
-  Slot& s = slot(i);
-  const auto tag = static_cast<uint8_t>(state.index());
-  if (tag == kLogTag) {
-    auto& log = std::get<kLogTag>(state);
-    if (s.tag == kLogTag) {
-      sub_bytes(log_bytes(s));
-      *log_in(s) = std::move(log);
-    } else {
-      free_state(s);
-      new (s.state) SlidingWindowLogState(std::move(log));
-    }
-    s.tag = tag;
-    add_bytes(log_bytes(s));
-    return;
-  }
-  if (tag == kLeasesTag) {
-    auto& leases = std::get<kLeasesTag>(state);
-    if (s.tag == kLeasesTag) {
-      sub_bytes(log_bytes(s));
-      *leases_in(s) = std::move(leases);
-    } else {
-      free_state(s);
-      new (s.state) ConcurrencyState(std::move(leases));
-    }
-    s.tag = tag;
-    add_bytes(log_bytes(s));
-    return;
-  }
-  free_state(s);
-  std::visit(
-      [&s](auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (kPacksInline<T>) std::memcpy(s.state, &v, sizeof v);
-      },
-      state);
-  s.tag = tag;
-}
-
-int64_t Shard::idle_at(uint32_t i) {
-  Slot& s = slot(i);
-  const Policy& policy = policies_[s.policy].policy;
-  // A state of another algorithm is left from before the policy was redefined: the next
-  // decision replaces it with a fresh one, so it is as good as idle. (idle_at_us must not see
-  // it: it assumes the policy's own state type.)
-  if (s.tag != static_cast<uint8_t>(policy.algorithm())) return std::numeric_limits<int64_t>::min();
-  AlgorithmState state = take_state(i);  // a copy, or the log's queue / the leases moved out
-  const int64_t t = algo::idle_at_us(policy, state);
-  if (owns_heap(s.tag)) put_state(i, std::move(state));
-  return t;
-}
 
 void Shard::move_to_front(uint32_t i, uint32_t standing) {
   unlink(i);
