@@ -18,15 +18,7 @@ Policy fixed(int64_t limit, std::string name) {
   return Policy::fixed_window(limit, Micros{60'000'000}).value().with_name(std::move(name)).value();
 }
 
-class RedisDecideMany : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto url = shared_test_redis_url();
-    ASSERT_TRUE(url.ok()) << url.status().to_string();
-    url_ = *url;
-  }
-  std::string url_;
-};
+using RedisDecideMany = RedisTest;
 
 TEST_F(RedisDecideMany, IdenticalToThePureFunctions) {
   ManualClock clock;

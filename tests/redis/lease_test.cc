@@ -1,13 +1,14 @@
-// lease_test.cc — concurrency policies on a real redis-server: 200 acquirers on limit 10 counted
-// from outside, the shared vectors through EVALSHA and unbatched calls too (the default path,
-// FCALL batched, is in redis_store_test), a release after expiry in real time, and the keys'
-// layout and TTLs (a ZSET of lease id -> expiry and a hash of held units, both gone with the
+// lease_test.cc — concurrency policies on a real redis-server: the shared lease suite
+// (tests/support/lease_suite.h: the RAII Lease, expiry and ownership on a manual clock,
+// weights, 200 acquirers on limit 10 counted from outside), the shared vectors through EVALSHA
+// and unbatched calls too (the default path, FCALL batched, is in redis_store_test), a release
+// after expiry in real time, and the keys' layout and TTLs (a ZSET of lease id -> expiry and a hash of held units, both gone with the
 // last lease).
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "lease_contention.h"
+#include "lease_suite.h"
 #include "ratelimit/concurrency_limiter.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
@@ -20,51 +21,38 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class RedisLeaseTest : public ::testing::Test {
- protected:
-  void SetUp() override {
+// The shared lease suite (tests/support/lease_suite.h) on the test Redis, each store under a
+// key prefix of its own; with a manual clock the scripts take its time, as the vectors do.
+struct RedisLeaseStore {
+  static std::shared_ptr<Store> make(const Clock* clock) {
     auto url = shared_test_redis_url();
-    ASSERT_TRUE(url.ok()) << url.status().to_string();
-    url_ = *url;
-    auto c = RedisClient::connect(url_);
-    ASSERT_TRUE(c.ok()) << c.status().to_string();
-    client_ = std::make_unique<RedisClient>(std::move(*c));
+    if (!url.ok()) {
+      ADD_FAILURE() << url.status().to_string();
+      return nullptr;
+    }
+    auto o = options_for(*url);
+    o.test_clock = clock;
+    o.key_prefix = unique_prefix("lease-suite");
+    return must_connect(o);
   }
-  std::shared_ptr<RedisStore> connect(RedisStoreOptions o) {
-    auto s = RedisStore::connect(std::move(o));
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    return s.ok() ? *s : nullptr;
+  static void expect_clean(const Store& store) {
+    EXPECT_EQ(dynamic_cast<const RedisStore&>(store).counters().errors, 0u);
   }
+  static constexpr std::chrono::microseconds kHold{3000};
+  static constexpr std::chrono::microseconds kBackoff{1000};
+  static constexpr std::chrono::seconds kDeadline{120};
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, LeaseSuite, RedisLeaseStore);
+
+class RedisLeaseTest : public RedisTest {
+ protected:
   Reply run(const std::vector<std::string>& args) {
     auto r = client_->command(args);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? *r : Reply{};
   }
-  std::string url_;
-  std::unique_ptr<RedisClient> client_;
 };
-
-TEST_F(RedisLeaseTest, TwoHundredAcquirersOnLimitTenNeverHoldMoreThanTen) {
-  auto o = options_for(url_);
-  o.key_prefix = unique_prefix("lease-race");
-  auto store = connect(o);
-  ASSERT_NE(store, nullptr);
-  auto limiter = ConcurrencyLimiter::create(
-                     Policy::concurrency(10, Micros{60'000'000}).value().with_name("db").value(),
-                     store)
-                     .value();
-  const auto r = contend_for_leases(limiter, "hot", 200, 3, std::chrono::microseconds(3000),
-                                    std::chrono::microseconds(1000), std::chrono::seconds(120));
-  EXPECT_TRUE(r.finished);
-  EXPECT_EQ(r.peak_in_flight, 10);
-  EXPECT_EQ(r.admitted, 600);
-  EXPECT_EQ(r.released_held, 600);
-  EXPECT_EQ(r.released_lost, 0);
-  EXPECT_EQ(r.errors, 0);
-  EXPECT_GT(r.denied, 0);
-  EXPECT_EQ(limiter.peek("hot")->remaining, 10);
-  EXPECT_EQ(store->counters().errors, 0u);
-}
 
 // The shared vectors through every calling path: EVALSHA, and one call per decision.
 TEST_F(RedisLeaseTest, SharedVectorsThroughEvalshaAndUnbatchedCalls) {
@@ -78,7 +66,7 @@ TEST_F(RedisLeaseTest, SharedVectorsThroughEvalshaAndUnbatchedCalls) {
       o.use_functions = functions;
       o.max_batch = batch;
       o.key_prefix = unique_prefix("lease-vectors");
-      auto store = connect(o);
+      auto store = must_connect(o);
       ASSERT_NE(store, nullptr);
       auto failures = vectors::run_vectors(*store, clock, *file);
       EXPECT_TRUE(failures.empty()) << "functions " << functions << " max_batch " << batch
@@ -90,7 +78,7 @@ TEST_F(RedisLeaseTest, SharedVectorsThroughEvalshaAndUnbatchedCalls) {
 TEST_F(RedisLeaseTest, AReleaseAfterExpiryFreesNothingInRealTime) {
   auto o = options_for(url_);
   o.key_prefix = unique_prefix("lease-expiry");
-  auto store = connect(o);
+  auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
   auto limiter = ConcurrencyLimiter::create(
                      Policy::concurrency(1, Micros{300'000}).value().with_name("db").value(), store)
@@ -110,7 +98,7 @@ TEST_F(RedisLeaseTest, AReleaseAfterExpiryFreesNothingInRealTime) {
 TEST_F(RedisLeaseTest, KeysHoldTheLeasesWithOneTtlAndVanishWithTheLast) {
   auto o = options_for(url_);
   o.key_prefix = unique_prefix("lease-keys");
-  auto store = connect(o);
+  auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
   const Policy p = Policy::concurrency(5, Micros{30'000'000}).value().with_name("db").value();
   const std::string hash = redis_state_key(o.key_prefix, "k", "db");

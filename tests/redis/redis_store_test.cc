@@ -23,19 +23,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class RedisStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto url = shared_test_redis_url();
-    ASSERT_TRUE(url.ok()) << url.status().to_string();
-    url_ = *url;
-    auto c = RedisClient::connect(url_);
-    ASSERT_TRUE(c.ok()) << c.status().to_string();
-    client_ = std::make_unique<RedisClient>(std::move(*c));
-  }
-  std::string url_;
-  std::unique_ptr<RedisClient> client_;
-};
+using RedisStoreTest = RedisTest;
 
 // --- Same decisions as the pure functions --------------------------------------------------
 

@@ -103,6 +103,22 @@ inline void expect_exactly_ten(Store& store, const std::string& key, int total =
   EXPECT_EQ(r.failed + r.errors, 0);
 }
 
+// A test on the shared test Redis (RATELIMIT_TEST_REDIS_URL, or one tests/support starts):
+// url_ is its URL and client_ a blocking client on it for looking at keys directly.
+class RedisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto url = shared_test_redis_url();
+    ASSERT_TRUE(url.ok()) << url.status().to_string();
+    url_ = *url;
+    auto c = RedisClient::connect(url_);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    client_ = std::make_unique<RedisClient>(std::move(*c));
+  }
+  std::string url_;
+  std::unique_ptr<RedisClient> client_;
+};
+
 inline std::shared_ptr<RedisStore> must_connect(RedisStoreOptions o) {
   auto s = RedisStore::connect(std::move(o));
   EXPECT_TRUE(s.ok()) << s.status().to_string();
