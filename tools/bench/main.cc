@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ratelimit-bench — exactness and throughput of the ratelimit stores"};
   const auto algorithms = CLI::IsMember({"fixed_window", "sliding_window_log",
                                          "sliding_window_counter", "token_bucket",
-                                         "leaky_bucket"});
+                                         "leaky_bucket", "concurrency"});
   app.set_version_flag("--version", ratelimit::version_line("ratelimit-bench"));
   app.require_subcommand(1);
 
