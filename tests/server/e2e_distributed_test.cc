@@ -203,6 +203,43 @@ TEST_F(E2EDistributed, LeaseStopGivesBackAndKillLosesAtMostOneSlice) {
   }
 }
 
+// A restart after kill -9 (the same configuration, a new process): lease starts with no slice and
+// asks on first use — the killed process's slice stays counted until its window ends, so the
+// total falls short by at most that slice and the live slices (never over); async starts with no
+// view and reads on first use — only the hits the killed process had not pushed can be
+// over-admitted (at most one interval of them, as above).
+TEST_F(E2EDistributed, RestartAfterKillLosesNoMoreThanTheDocumentedAmount) {
+  for (const std::string policy : {"leased", "pushed"}) {
+    SCOPED_TRACE(policy);
+    const std::string prefix = fresh_prefix("restart");
+    Daemon a, b;
+    ASSERT_TRUE(a.start(config(url_, prefix))) << a.log();
+    ASSERT_TRUE(b.start(config(url_, prefix))) << b.log();
+    const std::string body = R"({"key":"k","policy":")" + policy + "\"}";
+    const Counts first = load({a.port()}, body, 4, 25, 4ms);
+    ASSERT_EQ(first.ok, 100);
+    a.signal(SIGKILL);
+    a.wait_exit(5s);
+    Daemon again;
+    ASSERT_TRUE(again.start(config(url_, prefix))) << again.log();
+    // async: the restarted process alone, so what it can over-admit is only the killed one's
+    // unpushed hits (two instances at once would add the async bound itself at this rate).
+    const std::vector<uint16_t> ports =
+        policy == "leased" ? std::vector<uint16_t>{again.port(), b.port()} : std::vector<uint16_t>{again.port()};
+    const Counts rest = load(ports, body, 8, 50);
+    EXPECT_EQ(rest.other, 0);
+    const int total = first.ok + rest.ok;
+    if (policy == "leased") {
+      EXPECT_LE(total, 300) << "lease over-admitted after a restart";
+      EXPECT_GE(total, 300 - 20 - 2 * 20) << "more lost than the killed slice and the live ones";
+    } else {
+      EXPECT_GE(total, 300);
+      EXPECT_LE(total - 300, 70) << "more lost than one interval of hits";
+    }
+    RecordProperty(policy + "_restart_total", total);
+  }
+}
+
 // kill -9 in async mode loses the hits not yet pushed: at most what the instance admitted in
 // one sync_interval + round trip (here 4 clients × 1 per 4 ms over 70 ms = 70), which can only
 // let the survivors admit that much past the limit.
