@@ -1,0 +1,179 @@
+// config_policy.cc — one entry of `policies:` (PolicyConfig): the algorithm and its parameters,
+// shadow, count_denied, the consistency keys, request_limit and waiting (max_wait, max_queue,
+// hold_delay). The policy's `scope` is config_regions.cc's.
+// Invariants: every policy is built by the validating Policy factories (Policy::fixed_window ...,
+// with_consistency, with_limit), whose refusal is reported with the policy's line; a key that
+// does not apply to the algorithm is refused by name, never ignored.
+#include "config_sections.h"
+
+namespace ratelimit::server {
+
+using config_detail::Parser;
+
+namespace {
+
+// consistency, sync_interval, lease_max, lease_ttl (ConsistencyOptions in policy.h): applied to
+// `policy` through Policy::with_consistency, whose refusal (an algorithm the mode is not defined
+// for, a value out of range) names the reason.
+Status parse_consistency_fields(const Parser& p, const YAML::Node& n, const std::string& what,
+                                Policy& policy) {
+  if (!n["consistency"] && !n["sync_interval"] && !n["lease_max"] && !n["lease_ttl"]) return {};
+  ConsistencyOptions o;
+  if (n["consistency"]) {
+    std::string m;
+    RL_TRY_ASSIGN(m, p.string(n["consistency"], what + ".consistency"));
+    auto mode = parse_consistency(m);
+    if (!mode) return p.error(n["consistency"], what + ": " + mode.status().message());
+    o.mode = *mode;
+  }
+  if (n["sync_interval"]) RL_TRY_ASSIGN(o.sync_interval, p.duration(n["sync_interval"], what + ".sync_interval"));
+  if (n["lease_ttl"]) RL_TRY_ASSIGN(o.lease_ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
+  if (n["lease_max"]) RL_TRY_ASSIGN(o.lease_max, p.integer(n["lease_max"], what + ".lease_max", 0, kMaxLimit));
+  auto with = policy.with_consistency(o);
+  if (!with) return p.error(n["consistency"] ? n["consistency"] : n, what + ": " + with.status().message());
+  policy = *std::move(with);
+  return {};
+}
+
+// `request_limit: { min: 1, max: 10000 }` (min defaults to 1): the bounds of a caller's own
+// limit. Both ends must make a valid policy (Policy::with_limit), so no request inside the
+// bounds can be refused for its limit.
+Status parse_request_limit(const Parser& p, const YAML::Node& n, const std::string& what, PolicyConfig& pc) {
+  const std::string rl = what + ".request_limit";
+  RL_TRY(p.check_map(n, rl, {"min", "max"}));
+  if (pc.policy.consistency().mode != Consistency::kExact) {
+    // A lease or async instance decides locally against slices of one limit; a limit that
+    // changes per request would not match them, so the two are not combined.
+    return p.error(n, rl + " needs consistency: exact (the policy's is " +
+                          consistency_name(pc.policy.consistency().mode) + ")");
+  }
+  if (!n["max"]) return p.error(n, rl + ": 'max' is required (the largest limit a request may ask for)");
+  int64_t min = 1, max = 0;
+  if (n["min"]) RL_TRY_ASSIGN(min, p.integer(n["min"], rl + ".min", 1, kMaxLimit));
+  RL_TRY_ASSIGN(max, p.integer(n["max"], rl + ".max", 1, kMaxLimit));
+  if (min > max) return p.error(n, rl + ": min (" + std::to_string(min) + ") is above max (" + std::to_string(max) + ")");
+  for (const int64_t bound : {min, max}) {
+    auto with = pc.policy.with_limit(bound);
+    if (!with) return p.error(n, rl + ": a limit of " + std::to_string(bound) + " is not valid for this policy: " + with.status().message());
+  }
+  pc.request_limit_min = min;
+  pc.request_limit_max = max;
+  return {};
+}
+
+// `max_wait: 2s, max_queue: 100` (both or neither): waiting instead of refusing; `hold_delay:
+// true` (leaky_bucket, mode shape): answer an admitted request after its delay.
+Status parse_waiting(const Parser& p, const YAML::Node& n, const std::string& what, PolicyConfig& pc) {
+  if (n["max_wait"].IsDefined() != n["max_queue"].IsDefined()) {
+    return p.error(n, what + ": max_wait and max_queue go together (how long a request may wait, and how many may "
+                             "wait per key)");
+  }
+  if (n["max_wait"]) {
+    RL_TRY_ASSIGN(pc.max_wait, p.duration(n["max_wait"], what + ".max_wait"));
+    if (pc.max_wait > kMaxPolicyWait) return p.error(n["max_wait"], what + ".max_wait must be at most 10m");
+    RL_TRY_ASSIGN(pc.max_queue, p.integer(n["max_queue"], what + ".max_queue", 1, kMaxPolicyQueue));
+    if (pc.policy.consistency().mode != Consistency::kExact) {
+      // A lease/async instance decides locally on a slice; its denials carry no wake-up the
+      // queue could wait for across instances.
+      return p.error(n["max_wait"], what + ".max_wait needs consistency: exact (the policy's is " +
+                                        consistency_name(pc.policy.consistency().mode) + ")");
+    }
+  }
+  if (n["hold_delay"]) {
+    RL_TRY_ASSIGN(pc.hold_delay, p.boolean(n["hold_delay"], what + ".hold_delay"));
+    if (pc.hold_delay && !(pc.policy.algorithm() == Algorithm::kLeakyBucket && pc.policy.leaky_mode() == LeakyMode::kShape)) {
+      return p.error(n["hold_delay"], what + ".hold_delay applies to leaky_bucket with mode: shape (the only "
+                                             "algorithm that answers a delay)");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, const YAML::Node& key,
+                                  const YAML::Node& n) {
+  const std::string what = "policy '" + name + "'";
+  if (Status s = validate_policy_name(name); !s.is_ok()) return p.error(key, s.message());
+  RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
+                               "count_denied", "consistency", "sync_interval", "lease_max",
+                               "lease_ttl", "request_limit", "max_wait", "max_queue", "hold_delay",
+                               "scope"}));
+  if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
+  std::string algo_name;
+  RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
+  auto algo = parse_algorithm(algo_name);
+  if (!algo) {
+    return p.error(n["algorithm"], what + ": unknown algorithm '" + algo_name +
+                                       "' (fixed_window, sliding_window_log, "
+                                       "sliding_window_counter, token_bucket, leaky_bucket, "
+                                       "concurrency)");
+  }
+  Result<Policy> policy = Status::internal("unset");
+  const bool bucket = *algo == Algorithm::kTokenBucket || *algo == Algorithm::kLeakyBucket;
+  if (*algo == Algorithm::kConcurrency) {
+    // lease_ttl is the leases' lifetime here; the consistency keys do not apply (a concurrency
+    // policy is always decided exactly).
+    for (const char* k : {"window", "rate", "burst", "mode", "count_denied", "consistency", "sync_interval",
+                          "lease_max"}) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' does not apply to concurrency (it takes limit and lease_ttl)");
+    }
+    if (!n["limit"] || !n["lease_ttl"]) return p.error(n, what + ": concurrency needs 'limit' (units held at once) and 'lease_ttl'");
+    int64_t limit = 0;
+    Micros ttl{0};
+    RL_TRY_ASSIGN(limit, p.integer(n["limit"], what + ".limit", 1, kMaxConcurrencyLimit));
+    RL_TRY_ASSIGN(ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
+    policy = Policy::concurrency(limit, ttl);
+  } else if (bucket) {
+    for (const char* k : {"limit", "window"}) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' is for window algorithms; a bucket takes rate and burst");
+    }
+    if (!n["rate"] || !n["burst"]) return p.error(n, what + ": " + algo_name + " needs 'rate' (per second) and 'burst'");
+    double rate = 0;
+    int64_t burst = 0;
+    RL_TRY_ASSIGN(rate, p.number(n["rate"], what + ".rate"));
+    RL_TRY_ASSIGN(burst, p.integer(n["burst"], what + ".burst", 1, kMaxLimit));
+    if (*algo == Algorithm::kTokenBucket) {
+      if (n["mode"]) return p.error(n["mode"], what + ": 'mode' applies only to leaky_bucket");
+      policy = Policy::token_bucket(rate, burst);
+    } else {
+      LeakyMode mode = LeakyMode::kPolice;
+      if (n["mode"]) {
+        std::string m;
+        RL_TRY_ASSIGN(m, p.string(n["mode"], what + ".mode"));
+        if (m == "police") mode = LeakyMode::kPolice;
+        else if (m == "shape") mode = LeakyMode::kShape;
+        else return p.error(n["mode"], what + ".mode must be police or shape, got '" + m + "'");
+      }
+      policy = Policy::leaky_bucket(rate, burst, mode);
+    }
+  } else {
+    for (const char* k : {"rate", "burst", "mode"}) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' is for bucket algorithms; " + algo_name + " takes limit and window");
+    }
+    if (!n["limit"] || !n["window"]) return p.error(n, what + ": " + algo_name + " needs 'limit' and 'window'");
+    int64_t limit = 0;
+    Micros window{0};
+    RL_TRY_ASSIGN(limit, p.integer(n["limit"], what + ".limit", 1, kMaxLimit));
+    RL_TRY_ASSIGN(window, p.duration(n["window"], what + ".window"));
+    if (*algo == Algorithm::kFixedWindow) policy = Policy::fixed_window(limit, window);
+    else if (*algo == Algorithm::kSlidingWindowLog) policy = Policy::sliding_window_log(limit, window);
+    else policy = Policy::sliding_window_counter(limit, window);
+  }
+  if (!policy) return p.error(n, what + ": " + policy.status().message());
+  auto named = policy->with_name(name);
+  if (!named) return p.error(key, named.status().message());
+  PolicyConfig pc{std::move(*named), false, Parser::line_of(key)};
+  if (n["shadow"]) RL_TRY_ASSIGN(pc.shadow, p.boolean(n["shadow"], what + ".shadow"));
+  if (n["count_denied"]) {
+    bool cd = false;
+    RL_TRY_ASSIGN(cd, p.boolean(n["count_denied"], what + ".count_denied"));
+    pc.policy = pc.policy.with_count_denied(cd);
+  }
+  if (!pc.policy.is_concurrency()) RL_TRY(parse_consistency_fields(p, n, what, pc.policy));  // its lease_ttl is its own
+  if (n["request_limit"]) RL_TRY(parse_request_limit(p, n["request_limit"], what, pc));
+  RL_TRY(parse_waiting(p, n, what, pc));
+  return pc;
+}
+
+}  // namespace ratelimit::server
