@@ -239,6 +239,14 @@ class Handler final : public GrpcHandler {
     s.finish(c.id, t);
   }
 
+  // The response head (200, application/grpc), once per call, before its first message.
+  void start_response(h2::Session& s, Call& c) {
+    if (c.started) return;
+    c.started = true;
+    const h2::Header h[] = {{":status", "200"}, {"content-type", "application/grpc"}};
+    s.respond(c.id, h, false);
+  }
+
   // Sends one message (the response head first, when not yet sent).
   bool send_message(h2::Session& s, Call& c, const google::protobuf::MessageLite& m) {
     const size_t size = m.ByteSizeLong();
@@ -246,11 +254,7 @@ class Handler final : public GrpcHandler {
       refuse(s, c, GrpcCode::kResourceExhausted, "the response is larger than the message limit");
       return false;
     }
-    if (!c.started) {
-      c.started = true;
-      const h2::Header h[] = {{":status", "200"}, {"content-type", "application/grpc"}};
-      s.respond(c.id, h, false);
-    }
+    start_response(s, c);
     out_.clear();
     append_prefix(out_, static_cast<uint32_t>(size));
     out_.resize(5 + size);
@@ -324,11 +328,7 @@ class Handler final : public GrpcHandler {
       refuse(s, c, GrpcCode::kResourceExhausted, "the reflection answer is too large");
       return false;
     }
-    if (!c.started) {
-      c.started = true;
-      const h2::Header h[] = {{":status", "200"}, {"content-type", "application/grpc"}};
-      s.respond(c.id, h, false);
-    }
+    start_response(s, c);
     out_.clear();
     append_prefix(out_, static_cast<uint32_t>(reply.size()));
     out_ += reply;
