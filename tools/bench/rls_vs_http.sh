@@ -24,7 +24,9 @@
 # usage: tools/bench/rls_vs_http.sh > results.jsonl   (inside /work/helpers/quiet-run when shared)
 # env: RUNS (3), CLIENT_CPU (0), SERVER_CPU (1), INFLIGHT (100; a list such as "100 10" runs
 #      each), MEASURE_SECONDS (10), BENCH_CLIENT (1), GRPCGO (1), OLD_RATELIMITD (unset),
-#      RATELIMITD, BENCH (build/bin/...)
+#      RATELIMITD, BENCH (build/bin/...), H2_CONNS (1: h2load's N streams share one connection;
+#      4 spreads the same N in flight over 4 connections of N/4 streams — one connection's round
+#      trip then no longer paces the run, so the server's CPU becomes the limit)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/bench/peers/lib.sh"
@@ -36,6 +38,7 @@ RATELIMITD=${RATELIMITD:-$ROOT/build/bin/ratelimitd}
 BENCH=${BENCH:-$ROOT/build/bin/ratelimit-bench}
 INFLIGHT=${INFLIGHT:-100}
 SECONDS_MEASURED=${MEASURE_SECONDS:-10}
+H2_CONNS=${H2_CONNS:-1}
 HTTP_PORT=$(free_port)
 GRPC_PORT=$(free_port)
 TMP=$(mktemp -d)
@@ -86,15 +89,15 @@ d = json.loads(sys.stdin.read()); d["client_cpu"] = float(sys.argv[1]); d["serve
 d["steal_s"] = float(sys.argv[3])
 print(json.dumps(d), flush=True)' "$MEAS_CLIENT_CPU" "$MEAS_SERVER_CPU" "$MEAS_STEAL_S" | tee -a "$TMP/all.jsonl"
 }
-# h2load_run PEER WORKLOAD N URL CHECK H2LOAD_ARGS...: one h2load run (one connection, N
-# streams) pinned to CLIENT_CPU against SRV_PID; CHECK=decisions compares ratelimitd's gRPC
+# h2load_run PEER WORKLOAD N URL CHECK H2LOAD_ARGS...: one h2load run (H2_CONNS connections,
+# N streams in all) pinned to CLIENT_CPU against SRV_PID; CHECK=decisions compares ratelimitd's gRPC
 # decision counter with the calls h2load counted, CHECK=status only h2load's own status counts.
 h2load_run() {
   local peer=$1 workload=$2 n=$3 url=$4 check=$5; shift 5
   local before=0 after=0
   [ "$check" = decisions ] && before=$(decisions)
-  SRV_PIDS=$SRV_PID measure "$TMP/h2.out" timeout $((SECONDS_MEASURED + 30)) h2load -c1 \
-    -m"$n" -t1 -D "$SECONDS_MEASURED" --warm-up-time=2 --log-file="$TMP/h2.log" "$@" "$url"
+  SRV_PIDS=$SRV_PID measure "$TMP/h2.out" timeout $((SECONDS_MEASURED + 30)) h2load -c"$H2_CONNS" \
+    -m"$(( (n + H2_CONNS - 1) / H2_CONNS ))" -t1 -D "$SECONDS_MEASURED" --warm-up-time=2 --log-file="$TMP/h2.log" "$@" "$url"
   [ "$check" = decisions ] && after=$(decisions)
   "$PY" - "$TMP/h2.out" "$TMP/h2.log" "$peer" "$workload" "$SECONDS_MEASURED" "$check" $((after - before)) <<'PY' | with_cpu
 import json, re, sys
