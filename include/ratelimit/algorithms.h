@@ -26,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -147,9 +149,33 @@ struct ConcurrencyState {
   std::vector<LeaseEntry> leases;
 };
 
-using AlgorithmState = std::variant<FixedWindowState, SlidingWindowLogState,
-                                    SlidingWindowCounterState, TokenBucketState,
-                                    LeakyBucketState, ConcurrencyState>;
+// The state-type column of the algorithm table (kAlgorithmTable, policy.h): StateOf<A> is the
+// state decide() keeps for algorithm A. A row without one here fails to compile below.
+template <Algorithm A> struct StateOf;
+template <> struct StateOf<Algorithm::kFixedWindow> { using type = FixedWindowState; };
+template <> struct StateOf<Algorithm::kSlidingWindowLog> { using type = SlidingWindowLogState; };
+template <> struct StateOf<Algorithm::kSlidingWindowCounter> {
+  using type = SlidingWindowCounterState;
+};
+template <> struct StateOf<Algorithm::kTokenBucket> { using type = TokenBucketState; };
+template <> struct StateOf<Algorithm::kLeakyBucket> { using type = LeakyBucketState; };
+template <> struct StateOf<Algorithm::kConcurrency> { using type = ConcurrencyState; };
+template <Algorithm A> using StateOfT = typename StateOf<A>::type;
+
+namespace detail {
+template <size_t... I>
+auto state_variant(std::index_sequence<I...>)
+    -> std::variant<StateOfT<kAlgorithmTable[I].algorithm>...>;
+}  // namespace detail
+
+// Any algorithm's state: alternative i is the state of Algorithm i, in table order by
+// construction (so state.index() == algorithm_index(policy.algorithm()) when they match).
+using AlgorithmState =
+    decltype(detail::state_variant(std::make_index_sequence<kAlgorithmCount>{}));
+static_assert(std::variant_size_v<AlgorithmState> == kAlgorithmCount);
+static_assert(std::is_same_v<std::variant_alternative_t<algorithm_index(Algorithm::kConcurrency),
+                                                        AlgorithmState>,
+                             ConcurrencyState>);
 
 // Preconditions for every decide(): policy.algorithm() matches the state type; 1 <= cost <=
 // kMaxCost (validate_cost; 0 too for a policy that counts every hit). A cost above the

@@ -15,7 +15,10 @@
 // Policy is an immutable value type; copies are cheap and thread-safe to share.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,10 +37,79 @@ enum class Algorithm : uint8_t {
   kConcurrency,
 };
 
+// What an algorithm limits: a rate (units per window or per second) or how many units are held
+// at once (leases). Rate algorithms are the ones the simulator compares and the envoyproxy/
+// ratelimit loader, the consistency modes and the one-shot HTTP APIs take.
+enum class AlgorithmKind : uint8_t { kRate, kConcurrency };
+
+// The algorithm table: every algorithm defined once. Row i describes Algorithm(i), and i — the
+// algorithm's index — is also, everywhere else, the number that stands for it:
+//   - the alternative of algo::AlgorithmState holding its state (algorithms.h: built from this
+//     table and algo::StateOf, so the order cannot drift);
+//   - the memory store's slot tag (src/memory/shard.h) and the denial cache's algorithm byte;
+//   - its Redis script id and FCALL function name (src/redis/lua_scripts.h: ScriptId), and the
+//     algorithm id every Lua entry point takes (the `algorithms` table embed_lua.cmake generates
+//     from its own list of names; the ctest algorithm_table_test holds that list to this table).
+// Concurrency is a row: it has a state type, a script and a Lua id like the rates, and leaving it
+// out would leave those unchecked; its kind keeps it out of what takes rates only. Rate rows come
+// first, so the rates are the indices 0 ... kRateAlgorithmCount - 1.
+struct AlgorithmInfo {
+  Algorithm algorithm;
+  const char* name;  // the name DESIGN.md, the config, metrics and the Lua functions use
+  AlgorithmKind kind;
+};
+inline constexpr AlgorithmInfo kAlgorithmTable[] = {
+    {Algorithm::kFixedWindow, "fixed_window", AlgorithmKind::kRate},
+    {Algorithm::kSlidingWindowLog, "sliding_window_log", AlgorithmKind::kRate},
+    {Algorithm::kSlidingWindowCounter, "sliding_window_counter", AlgorithmKind::kRate},
+    {Algorithm::kTokenBucket, "token_bucket", AlgorithmKind::kRate},
+    {Algorithm::kLeakyBucket, "leaky_bucket", AlgorithmKind::kRate},
+    {Algorithm::kConcurrency, "concurrency", AlgorithmKind::kConcurrency},
+};
+inline constexpr size_t kAlgorithmCount = std::size(kAlgorithmTable);
+
+// The algorithm's index (see kAlgorithmTable).
+constexpr size_t algorithm_index(Algorithm a) { return static_cast<size_t>(a); }
+// Its row.
+constexpr const AlgorithmInfo& algorithm_info(Algorithm a) {
+  return kAlgorithmTable[algorithm_index(a)];
+}
+// The algorithm whose index is `index` (a number read from a store, a wire or a file);
+// nullopt for anything that is not an index of the table. Never cast such a number yourself.
+constexpr std::optional<Algorithm> algorithm_at(uint64_t index) {
+  if (index >= kAlgorithmCount) return std::nullopt;
+  return kAlgorithmTable[index].algorithm;
+}
+
+namespace detail {
+constexpr bool algorithm_table_in_order() {
+  for (size_t i = 0; i < kAlgorithmCount; ++i) {
+    if (algorithm_index(kAlgorithmTable[i].algorithm) != i) return false;
+  }
+  return true;
+}
+constexpr size_t count_rate_rows() {
+  size_t n = 0;
+  while (n < kAlgorithmCount && kAlgorithmTable[n].kind == AlgorithmKind::kRate) ++n;
+  for (size_t i = n; i < kAlgorithmCount; ++i) {
+    if (kAlgorithmTable[i].kind == AlgorithmKind::kRate) return kAlgorithmCount + 1;  // not first
+  }
+  return n;
+}
+}  // namespace detail
+static_assert(detail::algorithm_table_in_order(), "row i of kAlgorithmTable is Algorithm(i)");
+// The last enumerator has the last row. (An enumerator added after it without a row: the
+// switches over Algorithm — algo::fresh_state, the residues — warn, and -Werror fails the build.)
+static_assert(algorithm_index(Algorithm::kConcurrency) + 1 == kAlgorithmCount);
+
+// How many rate algorithms there are; they are the first rows of the table.
+inline constexpr size_t kRateAlgorithmCount = detail::count_rate_rows();
+static_assert(kRateAlgorithmCount <= kAlgorithmCount, "rate rows come first in kAlgorithmTable");
+
 // "fixed_window", "sliding_window_log", ... (the names DESIGN.md and the config use).
 const char* algorithm_name(Algorithm a);
 // Inverse of algorithm_name; kNotFound for anything else.
-Result<Algorithm> parse_algorithm(std::string_view name);
+[[nodiscard]] Result<Algorithm> parse_algorithm(std::string_view name);
 
 // Leaky bucket behaviour: police = drop what overflows (a meter); shape = also tell the caller
 // how long to hold an admitted request (Decision::delay) so output leaves at the rate.

@@ -24,7 +24,7 @@ AlgorithmState fresh_state(const Policy& policy) {
 
 Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
                 const LeaseId& lease) {
-  if (state.index() != static_cast<size_t>(policy.algorithm())) state = fresh_state(policy);
+  if (state.index() != algorithm_index(policy.algorithm())) state = fresh_state(policy);
   if (auto* c = std::get_if<ConcurrencyState>(&state)) {
     return decide(policy, *c, now_us, cost, op, lease);
   }
@@ -42,7 +42,7 @@ Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int
 int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
   // A state left by another definition of the policy is replaced on its next decision, so it
   // holds nothing worth keeping (and its numbers mean nothing under this policy's rate).
-  if (state.index() != static_cast<size_t>(policy.algorithm())) return 0;
+  if (state.index() != algorithm_index(policy.algorithm())) return 0;
   const int64_t window = policy.window().count();
   struct Visitor {
     int64_t window;

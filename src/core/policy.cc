@@ -117,26 +117,19 @@ Status check_rate(double rate, int64_t burst) {
 }  // namespace
 
 const char* algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kFixedWindow: return "fixed_window";
-    case Algorithm::kSlidingWindowLog: return "sliding_window_log";
-    case Algorithm::kSlidingWindowCounter: return "sliding_window_counter";
-    case Algorithm::kTokenBucket: return "token_bucket";
-    case Algorithm::kLeakyBucket: return "leaky_bucket";
-    case Algorithm::kConcurrency: return "concurrency";
-  }
-  return "unknown";
+  const auto index = algorithm_index(a);
+  return index < kAlgorithmCount ? kAlgorithmTable[index].name : "unknown";
 }
 
 Result<Algorithm> parse_algorithm(std::string_view name) {
-  for (auto a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
-                 Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket,
-                 Algorithm::kLeakyBucket, Algorithm::kConcurrency}) {
-    if (name == algorithm_name(a)) return a;
+  std::string expected;  // "a, b, ... or z"
+  for (size_t i = 0; i < kAlgorithmCount; ++i) {
+    if (name == kAlgorithmTable[i].name) return kAlgorithmTable[i].algorithm;
+    if (i > 0) expected += i + 1 == kAlgorithmCount ? " or " : ", ";
+    expected += kAlgorithmTable[i].name;
   }
-  return Status::not_found("unknown algorithm '" + std::string(name) +
-                           "' (expected fixed_window, sliding_window_log, "
-                           "sliding_window_counter, token_bucket, leaky_bucket or concurrency)");
+  return Status::not_found("unknown algorithm '" + std::string(name) + "' (expected " + expected +
+                           ")");
 }
 
 Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {

@@ -39,8 +39,8 @@ struct PolicyParams {
   int64_t limit = 0;
   int64_t window_us = 0;
   uint64_t rate_bits = 0;
-  uint8_t algorithm = 0;
-  uint8_t mode = 0;
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  LeakyMode mode = LeakyMode::kPolice;
   bool count_denied = false;
   bool every_hit = false;
   friend bool operator==(const PolicyParams&, const PolicyParams&) = default;
@@ -51,8 +51,8 @@ struct PolicyParams {
     out.window_us = p.window().count();
     const double rate = p.rate();
     std::memcpy(&out.rate_bits, &rate, sizeof rate);
-    out.algorithm = static_cast<uint8_t>(p.algorithm());
-    out.mode = static_cast<uint8_t>(p.leaky_mode());
+    out.algorithm = p.algorithm();
+    out.mode = p.leaky_mode();
     out.count_denied = p.count_denied();
     out.every_hit = p.counts_every_hit();
     return out;

@@ -2,6 +2,34 @@
 #include "rls_proto.h"
 
 namespace ratelimit::grpc_api {
+namespace {
+
+// Our enums to the proto's, name by name (never a cast: the proto numbers them on its own).
+PbResponse::Code to_proto(rls::Code code) {
+  switch (code) {
+    case rls::Code::kOk: return PbResponse::OK;
+    case rls::Code::kOverLimit: return PbResponse::OVER_LIMIT;
+    case rls::Code::kUnknown: break;
+  }
+  return PbResponse::UNKNOWN;
+}
+
+PbResponse::RateLimit::Unit to_proto(rls::Unit unit) {
+  using PbUnit = PbResponse::RateLimit;
+  switch (unit) {
+    case rls::Unit::kSecond: return PbUnit::SECOND;
+    case rls::Unit::kMinute: return PbUnit::MINUTE;
+    case rls::Unit::kHour: return PbUnit::HOUR;
+    case rls::Unit::kDay: return PbUnit::DAY;
+    case rls::Unit::kWeek: return PbUnit::WEEK;
+    case rls::Unit::kMonth: return PbUnit::MONTH;
+    case rls::Unit::kYear: return PbUnit::YEAR;
+    case rls::Unit::kUnknown: break;
+  }
+  return PbUnit::UNKNOWN;
+}
+
+}  // namespace
 
 void translate(const PbRequest& in, rls::RateLimitRequest& out) {
   out.domain.assign(in.domain());
@@ -19,7 +47,9 @@ void translate(const PbRequest& in, rls::RateLimitRequest& out) {
     }
     rd.limit.reset();
     if (d.has_limit()) {
-      rd.limit = rls::LimitOverride{d.limit().requests_per_unit(), static_cast<int64_t>(d.limit().unit())};
+      // The unit stays the wire's number here (proto3 enums are open: any int32 arrives);
+      // rls::unit_from_wire checks it where the override is applied, and refuses what is not a unit.
+      rd.limit = rls::LimitOverride{d.limit().requests_per_unit(), int64_t{d.limit().unit()}};
     }
     rd.hits_addend.reset();
     if (d.has_hits_addend()) rd.hits_addend = d.hits_addend().value();
@@ -28,15 +58,15 @@ void translate(const PbRequest& in, rls::RateLimitRequest& out) {
 
 void render(const rls::RateLimitResponse& in, PbResponse& out) {
   out.Clear();
-  out.set_overall_code(static_cast<PbResponse::Code>(in.overall_code));
+  out.set_overall_code(to_proto(in.overall_code));
   for (const rls::DescriptorStatus& s : in.statuses) {
     auto* st = out.add_statuses();
-    st->set_code(static_cast<PbResponse::Code>(s.code));
+    st->set_code(to_proto(s.code));
     if (s.current_limit) {
       auto* l = st->mutable_current_limit();
       l->set_name(s.current_limit->name);
       l->set_requests_per_unit(s.current_limit->requests_per_unit);
-      l->set_unit(static_cast<PbResponse::RateLimit::Unit>(s.current_limit->unit));
+      l->set_unit(to_proto(s.current_limit->unit));
     }
     st->set_limit_remaining(s.limit_remaining);
     if (s.duration_until_reset_seconds) {

@@ -190,7 +190,7 @@ void Shard::make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep,
 void Shard::record_residue(uint32_t i, int64_t now_us) {
   Slot& s = slot(i);
   const Policy& policy = policies_[s.policy].policy;
-  if (s.tag != static_cast<uint8_t>(policy.algorithm())) return;  // as good as idle (idle_at)
+  if (s.tag != tag_of(policy.algorithm())) return;  // as good as idle (idle_at)
   AlgorithmState state = take_state(i);  // a copy, or the log's queue moved out
   residue_.record(rehash(s), algo::residue_of(policy, state, now_us),
                   standing(i) != kRoomy, now_us);

@@ -99,7 +99,7 @@ struct Slot {
                                        // list; top 2: its Standing
   uint16_t policy;                     // id in the shard's policy table
   uint16_t key_len;
-  uint8_t tag;                         // AlgorithmState index of `state`
+  uint8_t tag;                         // Shard::tag_of the algorithm of `state`
   char key[kInlineKeyBytes];           // key_len <= 23: the key; else a char* (new char[])
 };
 static_assert(sizeof(Slot) == 64, "a slot is one cache line");
@@ -110,6 +110,9 @@ class alignas(64) Shard {
   ~Shard();
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
+
+  // The slot tag of a state of algorithm `a`: its index in kAlgorithmTable (policy.h).
+  static constexpr uint8_t tag_of(Algorithm a) { return static_cast<uint8_t>(algorithm_index(a)); }
 
   // Called once before use. capacity >= 1; sweep_every == 0 or sweep_batch == 0 disables the
   // incremental sweep.
@@ -160,14 +163,16 @@ class alignas(64) Shard {
   // variant). Inline: on the hot path this is a switch and a call to the algorithm.
   Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op) {
     Slot& s = slot(i);
-    if (s.tag == static_cast<uint8_t>(policy.algorithm())) {
-      switch (s.tag) {
-        case 0: return decide_packed<0>(s, policy, now_us, cost, op);
-        case 1: return decide_log(s, policy, now_us, cost, op);
-        case 2: return decide_packed<2>(s, policy, now_us, cost, op);
-        case 3: return decide_packed<3>(s, policy, now_us, cost, op);
-        case 4: return decide_packed<4>(s, policy, now_us, cost, op);
-        default: break;
+    if (s.tag == tag_of(policy.algorithm())) {
+      using enum Algorithm;
+      switch (policy.algorithm()) {
+        case kFixedWindow: return decide_packed<kFixedWindow>(s, policy, now_us, cost, op);
+        case kSlidingWindowLog: return decide_log(s, policy, now_us, cost, op);
+        case kSlidingWindowCounter:
+          return decide_packed<kSlidingWindowCounter>(s, policy, now_us, cost, op);
+        case kTokenBucket: return decide_packed<kTokenBucket>(s, policy, now_us, cost, op);
+        case kLeakyBucket: return decide_packed<kLeakyBucket>(s, policy, now_us, cost, op);
+        case kConcurrency: break;  // leases: decide_lease
       }
     }
     return decide_unpacked(i, policy, now_us, cost, op);
@@ -219,7 +224,9 @@ class alignas(64) Shard {
   bool over_byte_share() const { return bytes_ > byte_share_; }
   // Evicts (eviction order above, sparing `keep`) until within the byte share or only `keep`
   // is left.
-  void shed_bytes(std::span<const uint32_t> keep, int64_t now_us) { make_room(0, 0, keep, now_us); }
+  void shed_bytes(std::span<const uint32_t> keep, int64_t now_us) {
+    make_room(0, 0, keep, now_us);
+  }
   // Drops every idle entry; returns how many.
   size_t sweep_all(int64_t now_us);
 
@@ -256,11 +263,11 @@ class alignas(64) Shard {
     uint32_t users;      // live slots with this id; 0 = dead, recycled by purge_policies()
   };
 
-  // algo::decide on a state stored inline in the slot (variant index K), via a local copy.
-  template <size_t K>
+  // algo::decide on algorithm A's state stored inline in the slot, via a local copy.
+  template <Algorithm A>
   static Decision decide_packed(Slot& s, const Policy& policy, int64_t now_us, int64_t cost,
                                 algo::Op op) {
-    std::variant_alternative_t<K, algo::AlgorithmState> v;
+    algo::StateOfT<A> v;
     std::memcpy(&v, s.state, sizeof v);
     const Decision d = algo::decide(policy, v, now_us, cost, op);
     std::memcpy(s.state, &v, sizeof v);
@@ -338,31 +345,37 @@ class alignas(64) Shard {
   void table_erase(uint64_t hash, uint32_t i);
   void grow_table();
 
+  // Set by init() before the shard is shared; read-only after.
   size_t capacity_ = 1;
   size_t byte_share_ = 0;
   uint64_t seed_ = 0;
   uint32_t sweep_every_ = 0;
   uint32_t sweep_batch_ = 0;
-  uint32_t sweep_countdown_ = 0;
   uint32_t mtf_distance_ = 0;  // capacity / 4: see the recency note at the top
-  uint32_t ops_ = 0;           // wraps; only differences (mod 2^30) are used
+
+  uint32_t sweep_countdown_ = 0;
+  uint32_t ops_ = 0;  // wraps; only differences (mod 2^30) are used
   size_t size_ = 0;
   size_t bytes_ = 0;
 
   std::vector<std::unique_ptr<Slot[]>> chunks_;
-  uint32_t slots_used_ = 0;  // slots ever handed out (the rest of the last chunk is untouched)
-  uint32_t free_ = kNil;     // free-list head
+  // Slots ever handed out (the rest of the last chunk is untouched).
+  uint32_t slots_used_ = 0;
+  uint32_t free_ = kNil;  // free-list head
 
   List lists_[kStandings];
-  uint32_t cursor_ = kNil;                   // incremental sweep position, walking each list
-  uint32_t cursor_list_ = kStandings - 1;    // from tail to head, one list after the other
+  // Incremental sweep position, walking each list from tail to head, one list after the other.
+  uint32_t cursor_ = kNil;
+  uint32_t cursor_list_ = kStandings - 1;
 
-  std::unique_ptr<uint64_t[]> table_;  // (hash low 32 bits << 32) | (slot + 1); 0 = empty
+  // (hash low 32 bits << 32) | (slot + 1); 0 = empty.
+  std::unique_ptr<uint64_t[]> table_;
   size_t table_mask_ = 0;
 
-  std::vector<PolicyEntry> policies_;     // by id
-  std::vector<uint16_t> policies_free_;   // recycled ids
-  std::unique_ptr<uint16_t[]> policy_index_;  // id + 1 by name hash, linear probing; 0 = empty
+  std::vector<PolicyEntry> policies_;    // by id
+  std::vector<uint16_t> policies_free_;  // recycled ids
+  // id + 1 by name hash, linear probing; 0 = empty.
+  std::unique_ptr<uint16_t[]> policy_index_;
   size_t policy_mask_ = 0;
   size_t policies_dead_ = 0;  // entries with users == 0 still indexed
 

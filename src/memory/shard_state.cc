@@ -62,7 +62,8 @@ Decision Shard::decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us
 AlgorithmState Shard::take_state(uint32_t i) {
   Slot& s = slot(i);
   switch (s.tag) {
-    case 0: return unpack_inline<std::variant_alternative_t<0, AlgorithmState>>(s);
+    case Shard::tag_of(Algorithm::kFixedWindow):
+      return unpack_inline<algo::StateOfT<Algorithm::kFixedWindow>>(s);
     case kLogTag: {
       sub_bytes(log_bytes(s));
       return std::move(*log_in(s));  // leaves an empty queue behind (no block)
@@ -71,9 +72,12 @@ AlgorithmState Shard::take_state(uint32_t i) {
       sub_bytes(log_bytes(s));
       return std::move(*leases_in(s));  // leaves an empty vector behind (no block)
     }
-    case 2: return unpack_inline<std::variant_alternative_t<2, AlgorithmState>>(s);
-    case 3: return unpack_inline<std::variant_alternative_t<3, AlgorithmState>>(s);
-    case 4: return unpack_inline<std::variant_alternative_t<4, AlgorithmState>>(s);
+    case Shard::tag_of(Algorithm::kSlidingWindowCounter):
+      return unpack_inline<algo::StateOfT<Algorithm::kSlidingWindowCounter>>(s);
+    case Shard::tag_of(Algorithm::kTokenBucket):
+      return unpack_inline<algo::StateOfT<Algorithm::kTokenBucket>>(s);
+    case Shard::tag_of(Algorithm::kLeakyBucket):
+      return unpack_inline<algo::StateOfT<Algorithm::kLeakyBucket>>(s);
     default: return AlgorithmState{};
   }
 }
@@ -123,7 +127,7 @@ int64_t Shard::idle_at(uint32_t i) {
   // A state of another algorithm is left from before the policy was redefined: the next
   // decision replaces it with a fresh one, so it is as good as idle. (idle_at_us must not see
   // it: it assumes the policy's own state type.)
-  if (s.tag != static_cast<uint8_t>(policy.algorithm())) return std::numeric_limits<int64_t>::min();
+  if (s.tag != tag_of(policy.algorithm())) return std::numeric_limits<int64_t>::min();
   AlgorithmState state = take_state(i);  // a copy, or the log's queue / the leases moved out
   const int64_t t = algo::idle_at_us(policy, state);
   if (owns_heap(s.tag)) put_state(i, std::move(state));

@@ -24,11 +24,13 @@ using algo::AlgorithmState;
 using algo::ConcurrencyState;
 using algo::SlidingWindowLogState;
 
-// Variant indices (the order of algo::AlgorithmState). The log and the leases own heap blocks:
-// their state object lives in the slot and is moved, never copied bytewise.
-constexpr uint8_t kLogTag = 1;
-constexpr uint8_t kLeasesTag = 5;
+// Slot tags are algorithm indices (kAlgorithmTable, = the AlgorithmState alternative). The log
+// and the leases own heap blocks: their state object lives in the slot and is moved, never
+// copied bytewise.
+constexpr uint8_t kLogTag = Shard::tag_of(Algorithm::kSlidingWindowLog);
+constexpr uint8_t kLeasesTag = Shard::tag_of(Algorithm::kConcurrency);
 constexpr uint8_t kNoState = 0xff;  // a fresh slot: nothing to free
+static_assert(kAlgorithmCount < kNoState);
 
 template <typename T>
 constexpr bool kPacksInline = std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(Slot::state);

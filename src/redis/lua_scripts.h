@@ -1,8 +1,9 @@
 // lua_scripts.h — the Lua scripts the Redis store runs, embedded at build time
 // (embed_lua.cmake assembles src/redis/lua/*.lua into lua_scripts.cc, with each script's SHA1).
 //
-// Invariants: kLuaScripts[i] is the script for ScriptId i; the first six follow the order of
-// ratelimit::Algorithm, so a policy's algorithm is its script's index. `sha1` is the SHA1 of
+// Invariants: kLuaScripts[i] is the script for ScriptId i; the first kAlgorithmCount are the
+// algorithms', in table order, each named as its row (algorithm_table_test holds embed_lua.cmake's
+// list of names to kAlgorithmTable). `sha1` is the SHA1 of
 // `text`, the name SCRIPT LOAD answers and EVALSHA takes.
 #pragma once
 
@@ -10,22 +11,29 @@
 #include <string>
 #include <string_view>
 
+#include "ratelimit/policy.h"
+
 namespace ratelimit::redis_detail {
 
+// The first kAlgorithmCount ids are the algorithms' own scripts, each at its algorithm's index
+// (kAlgorithmTable, policy.h): script_of(a). The scripts that take several algorithms follow.
 enum ScriptId : size_t {
-  kScriptFixedWindow = 0,
-  kScriptSlidingWindowLog = 1,
-  kScriptSlidingWindowCounter = 2,
-  kScriptTokenBucket = 3,
-  kScriptLeakyBucket = 4,
-  kScriptConcurrency = 5,
-  kScriptAcquireAll = 6,
-  kScriptBatch = 7,
-  kScriptDecideMany = 8,  // all or nothing across keys (decide_many.lua)
-  kScriptReserve = 9,     // lease: give back, then reserve a slice (distributed.lua)
-  kScriptAddHits = 10,    // async: add pushed hits (distributed.lua)
-  kScriptCount = 11,
+  kScriptFixedWindow = algorithm_index(Algorithm::kFixedWindow),
+  kScriptSlidingWindowLog = algorithm_index(Algorithm::kSlidingWindowLog),
+  kScriptSlidingWindowCounter = algorithm_index(Algorithm::kSlidingWindowCounter),
+  kScriptTokenBucket = algorithm_index(Algorithm::kTokenBucket),
+  kScriptLeakyBucket = algorithm_index(Algorithm::kLeakyBucket),
+  kScriptConcurrency = algorithm_index(Algorithm::kConcurrency),
+  kScriptAcquireAll = kAlgorithmCount,
+  kScriptBatch,
+  kScriptDecideMany,  // all or nothing across keys (decide_many.lua)
+  kScriptReserve,     // lease: give back, then reserve a slice (distributed.lua)
+  kScriptAddHits,     // async: add pushed hits (distributed.lua)
+  kScriptCount,
 };
+
+// The one-algorithm script (and FCALL function) of algorithm `a`.
+constexpr ScriptId script_of(Algorithm a) { return static_cast<ScriptId>(algorithm_index(a)); }
 
 struct LuaScript {
   const char* name;  // "token_bucket", ..., "acquire_all", "batch", "decide_many", "reserve", "add_hits"

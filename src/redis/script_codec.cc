@@ -21,6 +21,9 @@ std::string double_arg(double v) {
   return buf;
 }
 
+// The algorithm id the Lua entry points take: its index (the generated `algorithms` table).
+std::string algorithm_arg(Algorithm a) { return std::to_string(algorithm_index(a)); }
+
 std::string now_arg(std::optional<int64_t> now_us) {
   return now_us ? int_arg(*now_us) : std::string("-");
 }
@@ -72,7 +75,7 @@ ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::strin
                        int64_t cost, algo::Op op, std::optional<int64_t> now_us,
                        const LeaseId& lease) {
   ScriptCall call;
-  call.script = static_cast<ScriptId>(static_cast<size_t>(policy.algorithm()));
+  call.script = script_of(policy.algorithm());
   call.keys.push_back(redis_state_key(prefix, key, policy.name()));
   if (policy.algorithm() == Algorithm::kSlidingWindowLog) call.keys.push_back(log_key(call.keys[0]));
   if (policy.is_concurrency()) call.keys.push_back(leases_key(call.keys[0]));
@@ -96,7 +99,7 @@ ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> pol
   for (const Policy& p : policies) {
     call.keys.push_back(redis_state_key(prefix, key, p.name()));
     call.keys.push_back(log_key(call.keys.back()));
-    call.args.push_back(int_arg(static_cast<int64_t>(p.algorithm())));
+    call.args.push_back(algorithm_arg(p.algorithm()));
     append_policy_args(p, call.args);
   }
   return call;
@@ -112,7 +115,7 @@ ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> op
   for (const StoreOp& op : ops) {
     call.keys.push_back(redis_state_key(prefix, op.key, op.policy->name()));
     call.keys.push_back(log_key(call.keys.back()));
-    call.args.push_back(int_arg(static_cast<int64_t>(op.policy->algorithm())));
+    call.args.push_back(algorithm_arg(op.policy->algorithm()));
     call.args.push_back(int_arg(op.cost));
     call.args.push_back(op_arg(op.kind == StoreOp::Kind::kAcquire ? algo::Op::kAcquire
                                                                   : algo::Op::kPeek));
@@ -129,7 +132,7 @@ ScriptCall reserve_call(std::string_view prefix, const Policy& policy, std::stri
   call.keys.push_back(redis_state_key(prefix, key, policy.name()));
   call.args.reserve(10);
   call.args.push_back(now_arg(now_us));
-  call.args.push_back(int_arg(static_cast<int64_t>(policy.algorithm())));
+  call.args.push_back(algorithm_arg(policy.algorithm()));
   call.args.push_back(int_arg(want));
   call.args.push_back(int_arg(give_back_window_us));
   call.args.push_back(int_arg(give_back));
@@ -144,7 +147,7 @@ ScriptCall add_hits_call(std::string_view prefix, const Policy& policy, std::str
   call.keys.push_back(redis_state_key(prefix, key, policy.name()));
   call.args.reserve(9);
   call.args.push_back(now_arg(now_us));
-  call.args.push_back(int_arg(static_cast<int64_t>(policy.algorithm())));
+  call.args.push_back(algorithm_arg(policy.algorithm()));
   call.args.push_back(int_arg(window_us));
   call.args.push_back(int_arg(hits));
   append_policy_args(policy, call.args);
@@ -280,6 +283,16 @@ Status check_reply(const redisReply* reply, size_t count) {
   return {};
 }
 
+// The reasons a script answers (push_decision in common.lua numbers them as DecisionReason
+// does); nullopt for any other number, so nothing from the wire is cast unchecked.
+std::optional<DecisionReason> script_reason(int64_t v) {
+  for (DecisionReason r : {DecisionReason::kWithinLimit, DecisionReason::kOverLimit,
+                           DecisionReason::kExceedsCapacity, DecisionReason::kLeaseNotHeld}) {
+    if (v == static_cast<int64_t>(r)) return r;
+  }
+  return std::nullopt;
+}
+
 // Decision `index` of a reply check_reply accepted.
 Result<Decision> decision_at(const redisReply* reply, size_t index, int64_t limit) {
   int64_t f[kFields];
@@ -288,13 +301,12 @@ Result<Decision> decision_at(const redisReply* reply, size_t index, int64_t limi
     if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
     f[j] = static_cast<int64_t>(e->integer);
   }
-  const bool known = (f[0] >= 0 && f[0] <= 2) ||
-                     f[0] == static_cast<int64_t>(DecisionReason::kLeaseNotHeld);
-  if (!known) {
+  const std::optional<DecisionReason> reason = script_reason(f[0]);
+  if (!reason) {
     return Status::internal("script reply out of range (reason " + std::to_string(f[0]) + ")");
   }
   Decision d;
-  d.reason = static_cast<DecisionReason>(f[0]);
+  d.reason = *reason;
   d.allowed = d.reason == DecisionReason::kWithinLimit;
   d.limit = limit;
   d.remaining = f[1];

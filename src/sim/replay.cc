@@ -81,7 +81,15 @@ Result<std::array<Policy, kAlgorithms>> make_policies(const PolicyParams& p) {
   if (!tb) return with_flag(tb.status(), "--token-rate/--token-burst");
   auto lb = Policy::leaky_bucket(p.leaky_rate, p.leaky_burst, p.leaky_mode);
   if (!lb) return with_flag(lb.status(), "--leaky-rate/--leaky-burst");
-  return std::array<Policy, kAlgorithms>{*fw, *log, *swc, *tb, *lb};
+  std::array<Policy, kAlgorithms> out{*fw, *log, *swc, *tb, *lb};
+  for (size_t i = 0; i < kAlgorithms; ++i) {  // a new rate row in the table needs a policy here
+    if (algorithm_index(out[i].algorithm()) != i) {
+      return Status::internal("make_policies: lane " + std::to_string(i) + " holds " +
+                              algorithm_name(out[i].algorithm()) + ", not " +
+                              kAlgorithmTable[i].name);
+    }
+  }
+  return out;
 }
 
 std::string describe_policy(const Policy& policy) {

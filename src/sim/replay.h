@@ -44,7 +44,9 @@
 
 namespace ratelimit::sim {
 
-inline constexpr size_t kAlgorithms = 5;
+// The simulator compares the rate algorithms (concurrency joins as a throttle lane, throttle.h):
+// lane i is the rate algorithm of index i in kAlgorithmTable (policy.h).
+inline constexpr size_t kAlgorithms = kRateAlgorithmCount;
 
 // The parameters of the five policies. Defaults: the published comparison's.
 struct PolicyParams {
@@ -57,8 +59,9 @@ struct PolicyParams {
   LeakyMode leaky_mode = LeakyMode::kPolice;
 };
 
-// The five policies in report order: fixed_window, sliding_window_log, sliding_window_counter,
-// token_bucket, leaky_bucket. Error (naming the flag) if any parameter is out of range.
+// One policy per rate algorithm, in table order (policies[i].algorithm() is Algorithm i):
+// fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket. Error
+// (naming the flag) if any parameter is out of range.
 Result<std::array<Policy, kAlgorithms>> make_policies(const PolicyParams& params);
 
 // "10 per 1s", "10/s burst 20", "10/s burst 20 shape".

@@ -207,6 +207,16 @@ TEST(RateBins, MergeKeepsCountsAndBoundsMemory) {
   EXPECT_GE(b.width_us * static_cast<int64_t>(RateBins::kMaxBins), 3'600'000'000LL - 7'000'000);
 }
 
+// The simulator's lanes are the rate rows of the algorithm table, in its order.
+TEST(Policies, OneLanePerRateAlgorithmInTableOrder) {
+  static_assert(kAlgorithms == kRateAlgorithmCount);
+  const auto p = default_policies();
+  for (size_t i = 0; i < kAlgorithms; ++i) {
+    EXPECT_EQ(algorithm_index(p[i].algorithm()), i);
+    EXPECT_EQ(algorithm_info(p[i].algorithm()).kind, AlgorithmKind::kRate);
+  }
+}
+
 TEST(Policies, DescribedAndValidated) {
   const auto p = default_policies();
   EXPECT_EQ(describe_policy(p[0]), "10 per 1s");

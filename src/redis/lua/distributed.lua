@@ -4,14 +4,15 @@
 -- State is the algorithm's own (fixed_window.lua, sliding_window_counter.lua), so exact calls
 -- and these calls share one count. tests/vectors/distributed.json holds this file and the core
 -- together.
-local distributed_algorithms = {[0] = fixed_window, [2] = sliding_window_counter}
+local distributed_algorithms = {[algorithm_id.fixed_window] = fixed_window,
+                               [algorithm_id.sliding_window_counter] = sliding_window_counter}
 
 -- consistency.cc roll(): the state read the way decide() reads it.
 local function roll(id, policy, s, now_us)
   local window = policy.window_us
   local t = math.max(now_us, s.window_start_us, 0)
   local start = window_start(t, window)
-  if id == 0 then
+  if id == algorithm_id.fixed_window then
     local curr = 0
     if start == s.window_start_us then curr = s.count end
     return {t = t, start = start, prev = 0, curr = curr}
@@ -23,7 +24,7 @@ end
 
 -- consistency.cc weighed().
 local function weighed(id, policy, r)
-  if id == 0 then return r.curr end
+  if id == algorithm_id.fixed_window then return r.curr end
   local window = policy.window_us
   return r.curr + idiv(r.prev * (window - (r.t - r.start)), window)
 end
@@ -34,7 +35,7 @@ local function take_back(id, policy, r, window_us, units)
   if window_us == r.start then
     r.curr = math.max(0, r.curr - units)
     return true
-  elseif id == 2 and window_us == r.start - policy.window_us then
+  elseif id == algorithm_id.sliding_window_counter and window_us == r.start - policy.window_us then
     r.prev = math.max(0, r.prev - units)
     return true
   end
@@ -49,7 +50,7 @@ local function add(id, policy, r, window_us, units)
     local dropped = math.max(0, r.curr + units - limit)
     r.curr = math.min(limit, r.curr + units)
     return true, dropped
-  elseif id == 2 and window_us == r.start - policy.window_us then
+  elseif id == algorithm_id.sliding_window_counter and window_us == r.start - policy.window_us then
     local dropped = math.max(0, r.prev + units - limit)
     r.prev = math.min(limit, r.prev + units)
     return true, dropped
@@ -60,7 +61,7 @@ end
 -- Writes the rolled state back (persist: TTL until idle, deleted when idle) if it changed.
 local function store_rolled(id, policy, keys, s, r, changed, now_us, test_mode, idle_before)
   if not changed then return end
-  if id == 0 then
+  if id == algorithm_id.fixed_window then
     s.window_start_us, s.count = r.start, r.curr
   else
     s.window_start_us, s.prev, s.curr = r.start, r.prev, r.curr

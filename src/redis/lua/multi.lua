@@ -2,9 +2,8 @@
 -- (run_all), a batch of independent decisions (run_batch) and all or nothing across several
 -- keys (run_many), as plain functions of (keys, args), shared by the acquire_all, batch and
 -- decide_many EVALSHA scripts and the function library. Appended after
--- common.lua, the five algorithm files and entry.lua.
-local algorithms = {[0] = fixed_window, [1] = sliding_window_log, [2] = sliding_window_counter,
-                    [3] = token_bucket, [4] = leaky_bucket, [5] = concurrency}
+-- common.lua, the algorithm files, the table `algorithms` (id -> algorithm) the build generates
+-- from kAlgorithmTable (embed_lua.cmake) and entry.lua.
 
 -- The all-or-nothing step shared by run_all and run_many: mirrors
 -- algo::decide_all(std::span<const LimitOp>) in src/core/decide.cc — every item is peeked at its
