@@ -15,6 +15,7 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -78,6 +79,16 @@ MemoryStore& store_for(const std::string& name, const Clock* clock = nullptr) {
   return *stores->back().second;
 }
 
+// An acquire made to fill the store (warm-up, a key flood, the memory figures): its decision does
+// not matter, but an error would mean the figure measures something else, so it stops the run.
+void fill(const Result<Decision>& r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "memory_store_bench: a filling acquire failed: %s\n",
+                 r.status().to_string().c_str());
+    std::abort();
+  }
+}
+
 void report(benchmark::State& state, int64_t denied) {
   state.counters["denied"] = benchmark::Counter(static_cast<double>(denied), benchmark::Counter::kAvgThreads);
   state.SetItemsProcessed(state.iterations());
@@ -94,7 +105,7 @@ void BM_Store(benchmark::State& state, Algorithm a, size_t nkeys, bool manual_cl
                                      (shared_keys ? "s" : ""),
                                  manual_clock ? &manual : nullptr);
   const auto& keys = keys_for_thread(shared_keys ? 0 : state.thread_index());
-  for (size_t i = 0; i < nkeys; ++i) store.acquire(policy, keys[i]);  // warm-up: insert all
+  for (size_t i = 0; i < nkeys; ++i) fill(store.acquire(policy, keys[i]));  // warm-up: insert all
   size_t i = 0;
   int64_t denied = 0;
   for (auto _ : state) {
@@ -114,7 +125,7 @@ void BM_Flood(benchmark::State& state, Algorithm a) {
   MemoryStore store(o);
   std::string key = "f";
   uint64_t i = 0;
-  for (; i < 200'000; ++i) store.acquire(policy, key.replace(1, std::string::npos, std::to_string(i)));
+  for (; i < 200'000; ++i) fill(store.acquire(policy, key.replace(1, std::string::npos, std::to_string(i))));
   int64_t denied = 0;
   for (auto _ : state) {
     auto d = store.acquire(policy, key.replace(1, std::string::npos, std::to_string(i++)));
@@ -192,7 +203,7 @@ void BM_BytesPerKey(benchmark::State& state, Algorithm a, const char* key_prefix
     for (int i = 0; i < kKeys; ++i) {
       key.resize(base);
       key += std::to_string(i);
-      store->acquire(policy, key);
+      fill(store->acquire(policy, key));
     }
     const int64_t heap1 = allocated_bytes();
     const int64_t rss1 = rss_bytes();
@@ -225,13 +236,13 @@ void BM_LogPlateau(benchmark::State& state, int per_second, bool burst_first, in
     const int64_t keys_bytes = allocated_bytes() - heap0;
     if (burst_first) {
       for (const std::string& k : keys) {
-        for (int r = 0; r < 500; ++r) store->acquire(policy, k);
+        for (int r = 0; r < 500; ++r) fill(store->acquire(policy, k));
       }
       clock.advance(Micros{5'000'000});
     }
     const Micros step{1'000'000 / per_second};
     for (int64_t n = 0; n < 15LL * per_second; ++n) {
-      for (const std::string& k : keys) store->acquire(policy, k);
+      for (const std::string& k : keys) fill(store->acquire(policy, k));
       clock.advance(step);
     }
     const int64_t heap1 = allocated_bytes();

@@ -265,7 +265,7 @@ struct Limit {
 // is each one acquired, otherwise nothing changes (count-denied mode does not apply here).
 // `out` receives one Decision per limit, in order. Returns true when all admitted.
 // With Op::kPeek nothing changes in any case.
-bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
+[[nodiscard]] bool decide_all(std::span<const Limit> limits, int64_t now_us, int64_t cost, Op op,
                 std::vector<Decision>& out);
 
 // One item of an all-or-nothing check across several states (several keys), each with its own
@@ -281,7 +281,7 @@ struct LimitOp {
 // each kAcquire item acquired (kPeek items only take part in the check), otherwise nothing
 // changes. `out` receives one Decision per item, in order. Returns true when all admitted.
 // The states must be distinct objects. decide_all above is this with one cost and op for all.
-bool decide_all(std::span<const LimitOp> items, int64_t now_us, std::vector<Decision>& out);
+[[nodiscard]] bool decide_all(std::span<const LimitOp> items, int64_t now_us, std::vector<Decision>& out);
 
 // Index of the decision a response should report: the denied one with the longest
 // retry_after (an exceeds-capacity denial first), else the admitted one with the fewest

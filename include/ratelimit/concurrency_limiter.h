@@ -70,7 +70,7 @@ class Lease {
   void release_async(std::function<void(Result<bool>)> done);
   // Gives up ownership without releasing: the units stay held until lease_ttl passes (or
   // until someone releases the returned id). held() is false afterwards.
-  LeaseId detach();
+  [[nodiscard]] LeaseId detach();
 
  private:
   friend class ConcurrencyLimiter;

@@ -96,7 +96,7 @@ enum class HeaderSet : uint8_t { kIetf, kDraft6, kXRateLimit, kNone };
 // "ietf", "draft6", "x-ratelimit", "none" — the names ratelimitd's `headers:` setting takes.
 std::string_view header_set_name(HeaderSet set);
 // The inverse of header_set_name (exact, lower case); nullopt for any other text.
-std::optional<HeaderSet> parse_header_set(std::string_view name);
+[[nodiscard]] std::optional<HeaderSet> parse_header_set(std::string_view name);
 
 struct RenderOptions {
   HeaderSet headers = HeaderSet::kIetf;

@@ -29,7 +29,9 @@ enum class StatusCode {
 // Returns the lower-case snake name of `code` ("invalid_argument"), stable for logs and JSON.
 const char* status_code_name(StatusCode code);
 
-class Status {
+// [[nodiscard]]: a Status returned and dropped is an error nobody saw; the compiler refuses it
+// (cast to void, with a comment why, where dropping is right).
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -42,7 +44,7 @@ class Status {
   static Status deadline_exceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
-  bool is_ok() const { return code_ == StatusCode::kOk; }
+  [[nodiscard]] bool is_ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
   // "invalid_argument: limit must be >= 1" (or "ok").
@@ -55,14 +57,14 @@ class Status {
 
 // A value or an error. Construct from a T (success) or from a non-OK Status (failure).
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).is_ok() && "Result built from an OK status has no value");
   }
 
-  bool ok() const { return std::holds_alternative<T>(v_); }
+  [[nodiscard]] bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
 
   // Precondition: ok().

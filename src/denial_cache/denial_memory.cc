@@ -46,7 +46,7 @@ DenialCache::Core::Lookup DenialCache::Core::lookup(std::string_view composite,
                                                     int64_t cost, int64_t now) {
   Shard& s = shard_of(composite);
   Lookup out;
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   out.generation = s.generation;
   auto it = s.map.find(composite);
   if (it == s.map.end()) return out;
@@ -82,7 +82,7 @@ void DenialCache::Core::remember(std::string_view composite, const PolicyParams&
                                  int64_t cost, int64_t denied_at, uint64_t generation,
                                  const Decision& d) {
   Shard& s = shard_of(composite);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   if (s.generation != generation) return;  // a reset ran while this was in flight
   const int64_t now = clock->now().count();
   auto it = s.map.find(composite);
@@ -151,7 +151,7 @@ void DenialCache::Core::learn(std::string_view composite, const PolicyParams& pa
 
 void DenialCache::Core::forget(std::string_view composite) {
   Shard& s = shard_of(composite);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   ++s.generation;
   auto it = s.map.find(composite);
   if (it == s.map.end()) return;

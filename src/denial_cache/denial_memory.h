@@ -26,6 +26,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "mutex.h"
 #include "ratelimit/denial_cache.h"
 
 namespace ratelimit {
@@ -103,12 +104,12 @@ struct DenialCache::Core {
   };
 
   struct Shard {
-    std::mutex mu;
+    Mutex mu;
     // Keys, most recently remembered first; the map's string_views point into these nodes
     // (std::list never moves a node, splice included).
-    std::list<std::string> order;
-    std::unordered_map<std::string_view, Entry> map;
-    uint64_t generation = 0;
+    std::list<std::string> order RL_GUARDED_BY(mu);
+    std::unordered_map<std::string_view, Entry> map RL_GUARDED_BY(mu);
+    uint64_t generation RL_GUARDED_BY(mu) = 0;
   };
 
   // What a lookup learned, for the answer's completion.
@@ -136,7 +137,7 @@ struct DenialCache::Core {
   }
 
   // Erases `it` (whose node is `pos`). Caller holds the shard's lock.
-  void erase(Shard& s, std::unordered_map<std::string_view, Entry>::iterator it);
+  void erase(Shard& s, std::unordered_map<std::string_view, Entry>::iterator it) RL_REQUIRES(s.mu);
 
   bool expired(const Entry& e, int64_t now) const;
 
@@ -145,7 +146,7 @@ struct DenialCache::Core {
 
   // Drops the oldest entries of `s` while they have expired (at most two per call: enough to
   // keep up with inserts, which call it). Caller holds the lock.
-  void drop_expired_tail(Shard& s, int64_t now);
+  void drop_expired_tail(Shard& s, int64_t now) RL_REQUIRES(s.mu);
 
   void remember(std::string_view composite, const PolicyParams& params, int64_t cost,
                 int64_t denied_at, uint64_t generation, const Decision& d);

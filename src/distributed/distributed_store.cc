@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mutex.h"
 #include "key_state.h"
 
 namespace ratelimit {
@@ -42,13 +43,18 @@ const MonotonicClock kMonotonicClock;
 struct Batch {
   std::vector<Decision> decisions;
   std::atomic<size_t> remaining{0};
-  std::mutex mu;
-  Status error;  // the inner store's error, if its part failed
+  Mutex mu;
+  Status error RL_GUARDED_BY(mu);  // the inner store's error, if its part failed
   OpsCallback done;
 
   void finish_one() {
     if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (!error.is_ok()) return done(error);
+    Status failed;
+    {
+      MutexLock lock(mu);
+      failed = error;
+    }
+    if (!failed.is_ok()) return done(failed);
     done(std::span<const Decision>(decisions));
   }
 };
@@ -71,20 +77,20 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   std::shared_ptr<SharedCounts> shared;
   distributed_detail::Counters counters;
 
-  std::mutex mu;
-  std::unordered_map<std::string, distributed_detail::KeyState> keys;
+  Mutex mu;
+  std::unordered_map<std::string, distributed_detail::KeyState> keys RL_GUARDED_BY(mu);
   std::atomic<int64_t> offset_us{0};  // the store's clock minus ours, from the last reply
   std::atomic<int64_t> earliest_due{0};  // local time before which no key has work
 
-  std::mutex ticker_mu;
+  Mutex ticker_mu;
   std::condition_variable ticker_wake;
-  bool stopping = false;
+  bool stopping RL_GUARDED_BY(ticker_mu) = false;
   std::thread ticker;
 
   // Calls in flight, for flush().
-  std::mutex flight_mu;
+  Mutex flight_mu;
   std::condition_variable flight_cv;
-  int64_t in_flight = 0;
+  int64_t in_flight RL_GUARDED_BY(flight_mu) = 0;
 
   int64_t now() const { return clock->now().count(); }
 
@@ -96,7 +102,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
 
   void send(distributed_detail::Send s) {
     {
-      std::lock_guard lock(flight_mu);
+      MutexLock lock(flight_mu);
       ++in_flight;
     }
     auto self = shared_from_this();
@@ -107,7 +113,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
       int64_t due = INT64_MAX;  // a new slice may expire before the thread planned to look
       if (view.ok()) self->offset_us.store(view->now_us - local, std::memory_order_relaxed);
       {
-        std::lock_guard lock(self->mu);
+        MutexLock lock(self->mu);
         auto it = self->keys.find(s.map_key);
         if (it != self->keys.end() && it->second.generation() == s.generation) {
           const int64_t offset = self->offset_us.load(std::memory_order_relaxed);
@@ -121,7 +127,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
       for (auto& a : answers) a.done(a.decision);
       self->send_all(std::move(more));
       {
-        std::lock_guard lock(self->flight_mu);
+        MutexLock lock(self->flight_mu);
         --self->in_flight;
       }
       self->flight_cv.notify_all();
@@ -142,7 +148,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
     uint64_t age = 0, held = 0, pending = 0;
     int64_t due = local + 1'000'000;  // look again within a second at the latest (the gauges)
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       for (auto it = keys.begin(); it != keys.end();) {
         distributed_detail::KeyState& k = it->second;
         k.tick(local, offset, options, counters, sends);
@@ -166,11 +172,11 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   }
 
   void run_ticker() {
-    std::unique_lock lock(ticker_mu);
+    MutexLock lock(ticker_mu);
     while (!stopping) {
       const int64_t wait =
           std::clamp<int64_t>(earliest_due.load(std::memory_order_relaxed) - now(), 500, 100'000);
-      ticker_wake.wait_for(lock, std::chrono::microseconds(wait));
+      lock.wait_for(ticker_wake, std::chrono::microseconds(wait));
       if (stopping) break;
       lock.unlock();
       tick();
@@ -182,7 +188,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   void due_by(int64_t due) {
     if (due >= earliest_due.load(std::memory_order_relaxed)) return;
     earliest_due.store(due, std::memory_order_relaxed);
-    std::lock_guard lock(ticker_mu);  // no lost wake-up: the thread waits holding it
+    MutexLock lock(ticker_mu);  // no lost wake-up: the thread waits holding it
     ticker_wake.notify_one();
   }
 
@@ -190,15 +196,19 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   void flush_all() {
     std::vector<distributed_detail::Send> sends;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       for (auto& [key, k] : keys) k.flush(now(), offset_us.load(std::memory_order_relaxed), counters, sends);
     }
     send_all(std::move(sends));
   }
 
   bool wait_flights(Micros bound) {
-    std::unique_lock lock(flight_mu);
-    return flight_cv.wait_for(lock, bound, [this] { return in_flight == 0; });
+    const auto until = std::chrono::steady_clock::now() + bound;
+    MutexLock lock(flight_mu);
+    while (in_flight != 0) {
+      if (lock.wait_until(flight_cv, until) == std::cv_status::timeout) return in_flight == 0;
+    }
+    return true;
   }
 
   // Decides one op of a lease/async policy: inline into `*out` (true), or later through
@@ -211,7 +221,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
     bool inline_answer = false;
     bool new_key = false;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       std::string mk = map_key(*op.policy, op.key);
       auto it = keys.find(mk);
       if (it == keys.end()) {
@@ -276,7 +286,7 @@ DistributedStore::DistributedStore(std::shared_ptr<Store> inner, std::shared_ptr
 
 DistributedStore::~DistributedStore() {
   {
-    std::lock_guard lock(core_->ticker_mu);
+    MutexLock lock(core_->ticker_mu);
     core_->stopping = true;
   }
   core_->ticker_wake.notify_all();
@@ -342,7 +352,7 @@ void DistributedStore::decide_many_async(std::span<const StoreOp> ops, Atomicity
     inner_->decide_many_async(exact, Atomicity::kIndependent,
                               [batch, exact_index](Result<std::span<const Decision>> r) {
                                 if (!r.ok()) {
-                                  std::lock_guard lock(batch->mu);
+                                  MutexLock lock(batch->mu);
                                   batch->error = r.status();
                                 } else {
                                   for (size_t k = 0; k < exact_index.size() && k < r->size(); ++k) {
@@ -386,7 +396,7 @@ void DistributedStore::acquire_all_async(std::span<const Policy> policies, std::
 
 void DistributedStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
   {
-    std::lock_guard lock(core_->mu);
+    MutexLock lock(core_->mu);
     auto it = core_->keys.find(map_key(policy, key));
     if (it != core_->keys.end()) it->second.forget();
   }

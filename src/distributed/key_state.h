@@ -74,7 +74,7 @@ class KeyState {
   // Decides `cost` units now (local time `local`, the store's clock ≈ local + offset): true
   // with `*out` set when answered here; false when the request waits for a store call (then
   // `later` is called exactly once, from a reply). `sends` receives the calls to make.
-  bool decide(int64_t cost, bool peek, int64_t local, int64_t offset,
+  [[nodiscard]] bool decide(int64_t cost, bool peek, int64_t local, int64_t offset,
               const DistributedStoreOptions& options, Counters& counters, Decision* out,
               std::function<void(Decision)> later, std::vector<Send>& sends);
 

@@ -2,7 +2,8 @@
 // other region, per region its reachability, and the exchange thread's state. Internal to
 // src/distributed: region_store.cc decides with it, region_exchange.cc fills it.
 // Invariants:
-//   - `mu` guards keys and peers' status; no completion, store call or callback runs under it;
+//   - `mu` guards keys (RL_GUARDED_BY) and peers' status (Peer's fields, which the annotation
+//     cannot name from a nested struct); no completion, store call or callback runs under it;
 //   - a key's seen[i] belongs to peers[i] and only grows (merge_region_count);
 //   - at most one read per (key, peer) and one probe per peer is in flight.
 #pragma once
@@ -17,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mutex.h"
 #include "ratelimit/region_store.h"
 
 namespace ratelimit {
@@ -47,22 +49,23 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
   std::vector<Peer> peers;
   double share = 1;
 
-  mutable std::mutex mu;
-  std::unordered_map<std::string, Key> keys;
+  mutable Mutex mu;
+  std::unordered_map<std::string, Key> keys RL_GUARDED_BY(mu);
 
   std::atomic<uint64_t> decisions{0}, capped{0}, denied_by_others{0}, untracked{0};
 
-  std::mutex wake_mu;
+  Mutex wake_mu;
   std::condition_variable wake;
-  bool stopping = false;
-  bool new_key = false;  // a key was added: read it now rather than at the next round
+  bool stopping RL_GUARDED_BY(wake_mu) = false;
+  // A key was added: read it now rather than at the next round.
+  bool new_key RL_GUARDED_BY(wake_mu) = false;
   std::thread exchange;
 
   static int64_t steady_us();
   static std::string map_key(const Policy& policy, std::string_view key);
   int peer_index(const std::string& name) const;
   // Under mu: whether the share cap applies now (a region unreachable or its view too old).
-  bool partitioned_locked(int64_t local) const;
+  bool partitioned_locked(int64_t local) const RL_REQUIRES(mu);
 
   // region_exchange.cc
   void run();     // the exchange thread

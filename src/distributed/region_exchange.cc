@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "mutex.h"
 #include "region_core.h"
 
 namespace ratelimit {
@@ -29,11 +30,12 @@ std::string ms(int64_t us) { return std::to_string(us / 1000) + " ms"; }
 }  // namespace
 
 void RegionStore::Core::run() {
-  std::unique_lock lock(wake_mu);
+  MutexLock lock(wake_mu);
   auto next = std::chrono::steady_clock::now();
   auto last_early = next - std::chrono::seconds(1);
   while (!stopping) {
-    wake.wait_until(lock, next, [this] { return stopping || new_key; });
+    while (!stopping && !new_key && lock.wait_until(wake, next) != std::cv_status::timeout) {
+    }
     if (stopping) break;
     const auto now = std::chrono::steady_clock::now();
     const bool early = now < next;
@@ -69,7 +71,7 @@ void RegionStore::Core::round(bool fresh_only) {
   std::vector<std::pair<size_t, std::string>> silent;
   const int64_t local = steady_us();
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (auto it = keys.begin(); it != keys.end();) {
       Key& k = it->second;
       const int64_t keep = std::max(k.policy.window().count(), 10 * options.sync_interval.count());
@@ -118,7 +120,7 @@ void RegionStore::Core::round(bool fresh_only) {
 void RegionStore::Core::read_done(size_t peer, const std::string& mk,
                                   const Result<algo::SharedView>& r) {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto it = keys.find(mk);
     if (it != keys.end()) {
       it->second.in_flight[peer] = false;
@@ -132,7 +134,7 @@ void RegionStore::Core::read_done(size_t peer, const std::string& mk,
 
 void RegionStore::Core::probe_done(size_t peer, const Result<algo::SharedView>& r) {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     peers[peer].probe_in_flight = false;
   }
   mark(peer, r.ok(), r.ok() ? std::string() : r.status().message());
@@ -142,7 +144,7 @@ void RegionStore::Core::mark(size_t peer, bool ok, const std::string& why) {
   bool tell = false;
   std::string name;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     Peer& p = peers[peer];
     name = p.name;
     ++p.reads;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "mutex.h"
 #include "region_core.h"
 
 namespace ratelimit {
@@ -82,7 +83,7 @@ RegionStore::RegionStore(std::shared_ptr<Store> own, std::shared_ptr<Core> core)
 
 RegionStore::~RegionStore() {
   {
-    std::lock_guard lock(core_->wake_mu);
+    MutexLock lock(core_->wake_mu);
     core_->stopping = true;
   }
   core_->wake.notify_all();
@@ -116,7 +117,7 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   const int64_t local = Core::steady_us();
   bool added = false;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     const bool capped = c.options.partition_share && c.partitioned_locked(local);
     for (size_t i = 0; i < ops.size(); ++i) {
       const Policy& policy = *ops[i].policy;
@@ -163,7 +164,7 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   }
   if (added) {
     {
-      std::lock_guard lock(c.wake_mu);
+      MutexLock lock(c.wake_mu);
       c.new_key = true;
     }
     c.wake.notify_one();
@@ -241,7 +242,7 @@ Status RegionStore::seen(const Policy& policy, std::string_view key, const std::
   if (!policy.consistency().across_regions) {
     return Status::invalid_argument("policy '" + policy.name() + "' is not counted across regions");
   }
-  std::lock_guard lock(core_->mu);
+  MutexLock lock(core_->mu);
   const int i = core_->peer_index(region);
   if (i < 0) return Status::invalid_argument("unknown region '" + region + "'");
   std::string mk = Core::map_key(policy, key);
@@ -257,7 +258,7 @@ Status RegionStore::seen(const Policy& policy, std::string_view key, const std::
 }
 
 void RegionStore::set_reachable(const std::string& region, bool reachable) {
-  std::lock_guard lock(core_->mu);
+  MutexLock lock(core_->mu);
   const int i = core_->peer_index(region);
   if (i < 0) return;
   Core::Peer& p = core_->peers[static_cast<size_t>(i)];
@@ -271,7 +272,7 @@ void RegionStore::set_reachable(const std::string& region, bool reachable) {
 std::vector<RegionStatus> RegionStore::regions() const {
   std::vector<RegionStatus> out;
   const int64_t local = Core::steady_us();
-  std::lock_guard lock(core_->mu);
+  MutexLock lock(core_->mu);
   const int64_t stale = 3 * core_->options.sync_interval.count();
   for (const Core::Peer& p : core_->peers) {
     RegionStatus s;
@@ -292,7 +293,7 @@ RegionCounters RegionStore::counters() const {
   c.capped = core_->capped.load(std::memory_order_relaxed);
   c.denied_by_others = core_->denied_by_others.load(std::memory_order_relaxed);
   c.untracked = core_->untracked.load(std::memory_order_relaxed);
-  std::lock_guard lock(core_->mu);
+  MutexLock lock(core_->mu);
   c.keys = core_->keys.size();
   return c;
 }

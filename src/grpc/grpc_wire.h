@@ -37,7 +37,7 @@ GrpcCode grpc_code(const Status& s);
 std::string_view code_text(GrpcCode code);
 
 // grpc-timeout: 1 to 8 ASCII digits and a unit (H M S m u n). nullopt when malformed.
-std::optional<std::chrono::nanoseconds> parse_timeout(std::string_view value);
+[[nodiscard]] std::optional<std::chrono::nanoseconds> parse_timeout(std::string_view value);
 
 // grpc-message: percent-encodes every byte outside 0x20..0x7E and '%' itself.
 std::string percent_encode(std::string_view message);

@@ -66,7 +66,7 @@ class ResidueTable {
     c = {m.idle_at_us, 0, kSharedTag, static_cast<uint32_t>(m.used)};
   }
   // The residue that applies to the key (its own, or a shared one), if any is live.
-  bool recall(uint64_t hash, int64_t now_us, algo::Residue& out) const {
+  [[nodiscard]] bool recall(uint64_t hash, int64_t now_us, algo::Residue& out) const {
     if (!active()) return false;
     const Cell& c = cell(hash);
     if (c.idle_at_us <= now_us) return false;

@@ -60,6 +60,7 @@
 #include "residue_table.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
+#include "mutex.h"
 #include "spin_lock.h"
 
 namespace ratelimit::memory {
@@ -116,16 +117,17 @@ class alignas(64) Shard {
 
   // Called once before use. capacity >= 1; sweep_every == 0 or sweep_batch == 0 disables the
   // incremental sweep.
+  // Runs before the shard is shared (the store's constructor), so it takes no lock.
   void init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep_every,
-            size_t sweep_batch);
+            size_t sweep_batch) RL_NO_THREAD_SAFETY_ANALYSIS;
 
   SpinLock mu;
 
-  // Everything below requires `mu` held.
+  // Everything below requires `mu` held (RL_REQUIRES(mu): -Wthread-safety checks the callers).
 
   // Counts one operation on the shard, recycles unused policy ids, and runs the incremental
   // sweep when it is due.
-  void begin_op(int64_t now_us) {
+  void begin_op(int64_t now_us) RL_REQUIRES(mu) {
     ++ops_;
     if (policies_dead_ > kPolicyPurgeThreshold) purge_policies();
     if (sweep_every_ != 0 && --sweep_countdown_ == 0) {
@@ -136,14 +138,14 @@ class alignas(64) Shard {
   // The id of the policy named like `policy` (whose name hashes to `name_hash`), updating the
   // stored definition if it changed; kNoPolicy if unknown and !create, or if the table is
   // full (65,535 names in use in this shard).
-  uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create);
+  uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create) RL_REQUIRES(mu);
   // The slot holding (policy id, key), or kNil.
-  uint32_t find(uint16_t policy, std::string_view key, uint64_t hash) const;
+  uint32_t find(uint16_t policy, std::string_view key, uint64_t hash) const RL_REQUIRES(mu);
   // The slot holding (policy's name, key), or kNil; on a hit, also what policy_id() does for
   // a known name (the stored definition becomes `policy` if its parameters changed). The hot
   // path: one table probe, no lookup in the policy table. `hash` is key_hash(name_hash, key).
   uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
-                      uint64_t hash) {
+                      uint64_t hash) RL_REQUIRES(mu) {
     const auto h32 = static_cast<uint32_t>(hash);
     for (size_t pos = h32 & table_mask_;; pos = (pos + 1) & table_mask_) {
       const uint64_t cell = table_[pos];
@@ -161,7 +163,8 @@ class alignas(64) Shard {
   // algo::decide on the slot's state, in place (the O(1) states on a local copy of their
   // packed bytes; the log on its in-slot state; a state of another algorithm through the
   // variant). Inline: on the hot path this is a switch and a call to the algorithm.
-  Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op) {
+  Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op)
+      RL_REQUIRES(mu) {
     Slot& s = slot(i);
     if (s.tag == tag_of(policy.algorithm())) {
       using enum Algorithm;
@@ -180,7 +183,8 @@ class alignas(64) Shard {
   // The state a key not in the table starts from: rebuilt from its eviction residue while one
   // applies (residue_table.h), else fresh. Inline: a store that never evicted a live key
   // checks one pointer.
-  algo::AlgorithmState starting_state(const Policy& policy, uint64_t hash, int64_t now_us) {
+  algo::AlgorithmState starting_state(const Policy& policy, uint64_t hash, int64_t now_us)
+      RL_REQUIRES(mu) {
     algo::Residue r;
     if (residue_.active() && residue_.recall(hash, now_us, r)) {
       return algo::state_from_residue(policy, r, now_us);
@@ -188,20 +192,20 @@ class alignas(64) Shard {
     return algo::fresh_state(policy);
   }
   // Forgets the key's own eviction residue (reset).
-  void forget_residue(uint64_t hash) { residue_.forget(hash); }
+  void forget_residue(uint64_t hash) RL_REQUIRES(mu) { residue_.forget(hash); }
   // algo::decide with a lease id (concurrency policies), on the slot's state moved out and back.
   Decision decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                        algo::Op op, const LeaseId& lease);
+                        algo::Op op, const LeaseId& lease) RL_REQUIRES(mu);
   // Moves the slot's state out (the slot keeps a placeholder until put_state).
-  algo::AlgorithmState take_state(uint32_t i);
+  algo::AlgorithmState take_state(uint32_t i) RL_REQUIRES(mu);
   // Stores a state back into the slot.
-  void put_state(uint32_t i, algo::AlgorithmState&& state);
+  void put_state(uint32_t i, algo::AlgorithmState&& state) RL_REQUIRES(mu);
   // algo::idle_at_us of the slot's state under its policy's current definition.
-  int64_t idle_at(uint32_t i);
+  int64_t idle_at(uint32_t i) RL_REQUIRES(mu);
   // Records an acquire that left the entry at `standing`: moves it to the front of that
   // standing's list when its standing changed or it is not among the most recent quarter
   // (inline: on a hot key it is two comparisons).
-  void touch(uint32_t i, uint32_t standing) {
+  void touch(uint32_t i, uint32_t standing) RL_REQUIRES(mu) {
     const uint32_t stamp = slot(i).stamp;
     if ((stamp >> kStandingShift) == standing &&
         (i == lists_[standing].head || ((ops_ - stamp) & kStampMask) <= mtf_distance_)) {
@@ -209,9 +213,9 @@ class alignas(64) Shard {
     }
     move_to_front(i, standing);
   }
-  uint32_t standing(uint32_t i) const { return slot(i).stamp >> kStandingShift; }
+  uint32_t standing(uint32_t i) const RL_REQUIRES(mu) { return slot(i).stamp >> kStandingShift; }
   // Forgets the slot (hash: the one it was found or inserted with).
-  void remove(uint32_t i, uint64_t hash);
+  void remove(uint32_t i, uint64_t hash) RL_REQUIRES(mu);
   // Adds a new entry standing at `standing` (precondition: find() == kNil; `policy` from
   // policy_id(..., true); `state` from starting_state() and decided), first evicting (eviction
   // order above; an evicted entry that was not idle leaves its residue) until one more key and
@@ -219,16 +223,16 @@ class alignas(64) Shard {
   // The key's own residue, now folded into its state, is forgotten. Returns the new slot.
   uint32_t insert(uint16_t policy, std::string_view key, uint64_t hash,
                   algo::AlgorithmState&& state, uint32_t standing, int64_t now_us,
-                  std::span<const uint32_t> keep = {});
+                  std::span<const uint32_t> keep = {}) RL_REQUIRES(mu);
   // True when the entries hold more bytes than the share (a sliding log grew).
-  bool over_byte_share() const { return bytes_ > byte_share_; }
+  bool over_byte_share() const RL_REQUIRES(mu) { return bytes_ > byte_share_; }
   // Evicts (eviction order above, sparing `keep`) until within the byte share or only `keep`
   // is left.
-  void shed_bytes(std::span<const uint32_t> keep, int64_t now_us) {
+  void shed_bytes(std::span<const uint32_t> keep, int64_t now_us) RL_REQUIRES(mu) {
     make_room(0, 0, keep, now_us);
   }
   // Drops every idle entry; returns how many.
-  size_t sweep_all(int64_t now_us);
+  size_t sweep_all(int64_t now_us) RL_REQUIRES(mu);
 
   // Readable without the lock (relaxed; approximate while others work).
   size_t size() const { return size_mirror_.load(std::memory_order_relaxed); }
@@ -274,10 +278,11 @@ class alignas(64) Shard {
     return d;
   }
   // The sliding log on its in-slot state (keeps the byte count).
-  Decision decide_log(Slot& s, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op);
+  Decision decide_log(Slot& s, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op)
+      RL_REQUIRES(mu);
   // The rest: a state of another algorithm (a redefined policy).
   Decision decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                           algo::Op op);
+                           algo::Op op) RL_REQUIRES(mu);
 
   static bool same_name(const Policy& a, const Policy& b) {
     const std::string& x = a.name();
@@ -291,59 +296,61 @@ class alignas(64) Shard {
            a.count_denied() == b.count_denied() && a.counts_every_hit() == b.counts_every_hit();
   }
 
-  Slot& slot(uint32_t i) { return chunks_[i >> kChunkBits][i & kChunkMask]; }
-  const Slot& slot(uint32_t i) const { return chunks_[i >> kChunkBits][i & kChunkMask]; }
+  Slot& slot(uint32_t i) RL_REQUIRES(mu) { return chunks_[i >> kChunkBits][i & kChunkMask]; }
+  const Slot& slot(uint32_t i) const RL_REQUIRES(mu) { return chunks_[i >> kChunkBits][i & kChunkMask]; }
   static const char* key_bytes(const Slot& s) {
     if (s.key_len <= kInlineKeyBytes) return s.key;
     const char* p;
     std::memcpy(&p, s.key, sizeof p);
     return p;
   }
-  uint64_t rehash(const Slot& s) const;
-  void release_policy(uint16_t id) {
+  uint64_t rehash(const Slot& s) const RL_REQUIRES(mu);
+  void release_policy(uint16_t id) RL_REQUIRES(mu) {
     if (--policies_[id].users == 0) ++policies_dead_;
   }
-  void purge_policies();
-  void index_policy(uint16_t id);
-  void rebuild_policy_index(bool drop_dead);
+  void purge_policies() RL_REQUIRES(mu);
+  void index_policy(uint16_t id) RL_REQUIRES(mu);
+  void rebuild_policy_index(bool drop_dead) RL_REQUIRES(mu);
 
-  void sweep_some(int64_t now_us, size_t n);
-  void set_size(size_t n) {
+  void sweep_some(int64_t now_us, size_t n) RL_REQUIRES(mu);
+  void set_size(size_t n) RL_REQUIRES(mu) {
     size_ = n;
     size_mirror_.store(n, std::memory_order_relaxed);
   }
-  void add_bytes(size_t n) { set_bytes(bytes_ + n); }
-  void sub_bytes(size_t n) { set_bytes(bytes_ - n); }
-  void set_bytes(size_t n) {
+  void add_bytes(size_t n) RL_REQUIRES(mu) { set_bytes(bytes_ + n); }
+  void sub_bytes(size_t n) RL_REQUIRES(mu) { set_bytes(bytes_ - n); }
+  void set_bytes(size_t n) RL_REQUIRES(mu) {
     bytes_ = n;
     bytes_mirror_.store(n, std::memory_order_relaxed);
   }
   // Heap bytes of the slot's log queue, as the allocator rounds them (0 for other states).
-  size_t log_bytes(const Slot& s) const;
+  size_t log_bytes(const Slot& s) const RL_REQUIRES(mu);
   // Frees what the slot's state owns (the sliding log's queue), keeping the byte count.
-  void free_state(Slot& s);
+  void free_state(Slot& s) RL_REQUIRES(mu);
 
   // Eviction.
   // Remembers a live entry about to be evicted (residue_table.h).
-  void record_residue(uint32_t i, int64_t now_us);
+  void record_residue(uint32_t i, int64_t now_us) RL_REQUIRES(mu);
   // Evicts until size() + keys <= capacity() and bytes() + bytes <= byte_share(). `keep` is
   // spared for the byte share, and for the key bound unless nothing else is left.
-  void make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep, int64_t now_us);
+  void make_room(size_t keys, size_t bytes, std::span<const uint32_t> keep, int64_t now_us)
+      RL_REQUIRES(mu);
   // The entry eviction takes next, sparing `keep` (kNil if none); `idle_at` receives its
   // idle time.
-  uint32_t pick_victim(std::span<const uint32_t> keep, int64_t now_us, int64_t& idle_at);
+  uint32_t pick_victim(std::span<const uint32_t> keep, int64_t now_us, int64_t& idle_at)
+      RL_REQUIRES(mu);
 
   // Slab.
-  uint32_t allocate();
-  void release(uint32_t i);
+  uint32_t allocate() RL_REQUIRES(mu);
+  void release(uint32_t i) RL_REQUIRES(mu);
   // Standing lists.
-  void move_to_front(uint32_t i, uint32_t standing);
-  void push_front(uint32_t i, uint32_t standing);
-  void unlink(uint32_t i);
+  void move_to_front(uint32_t i, uint32_t standing) RL_REQUIRES(mu);
+  void push_front(uint32_t i, uint32_t standing) RL_REQUIRES(mu);
+  void unlink(uint32_t i) RL_REQUIRES(mu);
   // Table.
-  void table_insert(uint64_t hash, uint32_t i);
-  void table_erase(uint64_t hash, uint32_t i);
-  void grow_table();
+  void table_insert(uint64_t hash, uint32_t i) RL_REQUIRES(mu);
+  void table_erase(uint64_t hash, uint32_t i) RL_REQUIRES(mu);
+  void grow_table() RL_REQUIRES(mu);
 
   // Set by init() before the shard is shared; read-only after.
   size_t capacity_ = 1;
@@ -353,37 +360,37 @@ class alignas(64) Shard {
   uint32_t sweep_batch_ = 0;
   uint32_t mtf_distance_ = 0;  // capacity / 4: see the recency note at the top
 
-  uint32_t sweep_countdown_ = 0;
-  uint32_t ops_ = 0;  // wraps; only differences (mod 2^30) are used
-  size_t size_ = 0;
-  size_t bytes_ = 0;
+  uint32_t sweep_countdown_ RL_GUARDED_BY(mu) = 0;
+  uint32_t ops_ RL_GUARDED_BY(mu) = 0;  // wraps; only differences (mod 2^30) are used
+  size_t size_ RL_GUARDED_BY(mu) = 0;
+  size_t bytes_ RL_GUARDED_BY(mu) = 0;
 
-  std::vector<std::unique_ptr<Slot[]>> chunks_;
+  std::vector<std::unique_ptr<Slot[]>> chunks_ RL_GUARDED_BY(mu);
   // Slots ever handed out (the rest of the last chunk is untouched).
-  uint32_t slots_used_ = 0;
-  uint32_t free_ = kNil;  // free-list head
+  uint32_t slots_used_ RL_GUARDED_BY(mu) = 0;
+  uint32_t free_ RL_GUARDED_BY(mu) = kNil;  // free-list head
 
-  List lists_[kStandings];
+  List lists_[kStandings] RL_GUARDED_BY(mu);
   // Incremental sweep position, walking each list from tail to head, one list after the other.
-  uint32_t cursor_ = kNil;
-  uint32_t cursor_list_ = kStandings - 1;
+  uint32_t cursor_ RL_GUARDED_BY(mu) = kNil;
+  uint32_t cursor_list_ RL_GUARDED_BY(mu) = kStandings - 1;
 
   // (hash low 32 bits << 32) | (slot + 1); 0 = empty.
-  std::unique_ptr<uint64_t[]> table_;
-  size_t table_mask_ = 0;
+  std::unique_ptr<uint64_t[]> table_ RL_GUARDED_BY(mu);
+  size_t table_mask_ RL_GUARDED_BY(mu) = 0;
 
-  std::vector<PolicyEntry> policies_;    // by id
-  std::vector<uint16_t> policies_free_;  // recycled ids
+  std::vector<PolicyEntry> policies_ RL_GUARDED_BY(mu);    // by id
+  std::vector<uint16_t> policies_free_ RL_GUARDED_BY(mu);  // recycled ids
   // id + 1 by name hash, linear probing; 0 = empty.
-  std::unique_ptr<uint16_t[]> policy_index_;
-  size_t policy_mask_ = 0;
-  size_t policies_dead_ = 0;  // entries with users == 0 still indexed
+  std::unique_ptr<uint16_t[]> policy_index_ RL_GUARDED_BY(mu);
+  size_t policy_mask_ RL_GUARDED_BY(mu) = 0;
+  size_t policies_dead_ RL_GUARDED_BY(mu) = 0;  // entries with users == 0 still indexed
 
   std::atomic<size_t> size_mirror_{0};
   std::atomic<size_t> bytes_mirror_{0};
   std::atomic<uint64_t> evicted_[kStandings] = {};
   std::atomic<uint64_t> evicted_for_bytes_{0};
-  ResidueTable residue_;
+  ResidueTable residue_ RL_GUARDED_BY(mu);
   std::atomic<size_t> residue_bytes_mirror_{0};
   std::atomic<uint64_t> residue_merges_{0};
 };

@@ -71,7 +71,7 @@ ClusterRouter::ClusterRouter(std::vector<Endpoint> seeds, std::string display,
       periodic_timer_(io_.first()) {
   RouterOptions seed_options = options_;
   seed_options.handshake.clear();  // topology queries need no script
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Endpoint& e : seeds) {
     seed_pools_.push_back(std::make_unique<NodePool>(
         io_, connection_config(e, "Redis Cluster seed " + e.address(), seed_options), 1,
@@ -89,14 +89,14 @@ ClusterRouter::~ClusterRouter() { close(); }
 void ClusterRouter::close() {
   std::call_once(closed_, [this] {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       closing_ = true;
     }
     // Deferred resends complete (kUnavailable) on their thread before it stops.
     std::promise<void> drained;
     asio::post(io_.first(), [this, &drained] {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         for (const auto& t : retry_timers_) t->cancel();
       }
       refresh_timer_.cancel();
@@ -106,7 +106,7 @@ void ClusterRouter::close() {
     drained.get_future().wait();
     std::vector<NodePool*> all;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [_, p] : pools_) all.push_back(p.get());
       for (auto& p : seed_pools_) all.push_back(p.get());
     }
@@ -116,7 +116,7 @@ void ClusterRouter::close() {
 }
 
 void ClusterRouter::notify() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   changed_.notify_all();
 }
 
@@ -192,7 +192,7 @@ void ClusterRouter::on_reply(const RoutedPtr& c, const Status& error, const redi
       if (host.empty()) host = c->via->config().endpoint.host;  // "unknown endpoint": same host
       NodePool* target;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         target = pool_locked(host, port);
       }
       if (moved) {
@@ -209,7 +209,7 @@ void ClusterRouter::on_reply(const RoutedPtr& c, const Status& error, const redi
     if (down || text.starts_with("TRYAGAIN")) {
       if (down) {
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           cluster_down_ = Status::unavailable("Redis Cluster answered: " + std::string(text));
           cluster_down_at_ = steady_clock::now();
         }
@@ -231,7 +231,7 @@ void ClusterRouter::retry_later(const RoutedPtr& c, Status why) {
                    nullptr);
   }
   counters_.cluster_retries.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (closing_) {
     lock.unlock();
     return c->done(Status::unavailable("the Redis store is shutting down"), nullptr);
@@ -241,7 +241,7 @@ void ClusterRouter::retry_later(const RoutedPtr& c, Status why) {
   timer->async_wait([this, c, timer](const boost::system::error_code& ec) {
     bool closing;
     {
-      std::lock_guard l(mu_);
+      MutexLock l(mu_);
       retry_timers_.erase(timer);
       closing = closing_;
     }
@@ -254,7 +254,7 @@ void ClusterRouter::retry_later(const RoutedPtr& c, Status why) {
 
 Status ClusterRouter::wait_ready(milliseconds timeout) {
   const auto deadline = steady_clock::now() + timeout + milliseconds(100);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (topology_error_.code() == StatusCode::kInvalidArgument) return topology_error_;
     bool all_seeds_failed = true;
@@ -272,7 +272,7 @@ Status ClusterRouter::wait_ready(milliseconds timeout) {
     } else if (all_seeds_failed) {
       break;
     }
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+    if (lock.wait_until(changed_, deadline) == std::cv_status::timeout) break;
   }
   if (!topology_error_.is_ok()) return topology_error_;
   for (NodePool* p : masters_) {
@@ -287,14 +287,14 @@ Status ClusterRouter::wait_ready(milliseconds timeout) {
 }
 
 size_t ClusterRouter::ready_connections() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (NodePool* p : masters_) n += p->ready_connections();
   return n;
 }
 
 Status ClusterRouter::serving() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!have_map_) {
     if (!topology_error_.is_ok()) return topology_error_;
     return Status::unavailable("the Redis Cluster's slot map has not been read yet");
@@ -319,7 +319,7 @@ Status ClusterRouter::serving() const {
 }
 
 Status ClusterRouter::last_error() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!topology_error_.is_ok()) return topology_error_;
   for (NodePool* p : masters_) {
     if (Status s = p->last_error(); !s.is_ok()) return s;

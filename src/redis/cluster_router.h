@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "mutex.h"
 #include "io_threads.h"
 #include "node_pool.h"
 #include "router.h"
@@ -77,7 +78,7 @@ class ClusterRouter final : public Router {
   struct Routed;
   using RoutedPtr = std::shared_ptr<Routed>;
 
-  NodePool* pool_locked(const std::string& host, uint16_t port);
+  NodePool* pool_locked(const std::string& host, uint16_t port) RL_REQUIRES(mu_);
   void dispatch(const RoutedPtr& c);
   void on_reply(const RoutedPtr& c, const Status& error, const redisReply* reply);
   void retry_later(const RoutedPtr& c, Status why);
@@ -97,17 +98,18 @@ class ClusterRouter final : public Router {
 
   std::array<std::atomic<NodePool*>, kSlotCount> slots_{};
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;
-  std::map<std::string, std::unique_ptr<NodePool>> pools_;  // masters seen, by address
-  std::vector<std::unique_ptr<NodePool>> seed_pools_;       // topology queries only
-  std::vector<NodePool*> masters_;                          // of the latest map
-  std::set<std::shared_ptr<boost::asio::steady_timer>> retry_timers_;
-  Status topology_error_;  // why the latest read failed (OK after a success)
-  Status cluster_down_;    // the latest CLUSTERDOWN (or a slot given up on), and when
-  std::chrono::steady_clock::time_point cluster_down_at_{};
-  bool have_map_ = false;
-  bool closing_ = false;
+  // Guarded by mu_:
+  std::map<std::string, std::unique_ptr<NodePool>> pools_ RL_GUARDED_BY(mu_);  // masters, by address
+  std::vector<std::unique_ptr<NodePool>> seed_pools_ RL_GUARDED_BY(mu_);       // topology queries only
+  std::vector<NodePool*> masters_ RL_GUARDED_BY(mu_);                          // of the latest map
+  std::set<std::shared_ptr<boost::asio::steady_timer>> retry_timers_ RL_GUARDED_BY(mu_);
+  Status topology_error_ RL_GUARDED_BY(mu_);  // why the latest read failed (OK after a success)
+  Status cluster_down_ RL_GUARDED_BY(mu_);    // the latest CLUSTERDOWN (or a slot given up on)
+  std::chrono::steady_clock::time_point cluster_down_at_ RL_GUARDED_BY(mu_){};  // and when
+  bool have_map_ RL_GUARDED_BY(mu_) = false;
+  bool closing_ RL_GUARDED_BY(mu_) = false;
 
   // Refresh state: io_.first()'s thread only.
   boost::asio::steady_timer refresh_timer_;

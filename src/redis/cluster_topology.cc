@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <algorithm>
 
+#include "mutex.h"
 #include "cluster_router.h"
 #include "resp.h"
 
@@ -53,7 +54,7 @@ void ClusterRouter::arm_refresh_timer(steady_clock::time_point at) {
 void ClusterRouter::refresh_on_io() {
   NodePool* via = nullptr;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closing_) return;
     if (refreshing_) {
       refresh_again_ = true;
@@ -119,7 +120,7 @@ void ClusterRouter::finish_refresh(Result<std::vector<SlotRange>> map,
   // Runs on the thread of the node that answered; the map is applied under the lock, and the
   // refresh state is handed back to io_.first().
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (map.ok() && !closing_) {
       std::vector<NodePool*> masters;
       for (const SlotRange& r : *map) {
@@ -143,7 +144,7 @@ void ClusterRouter::finish_refresh(Result<std::vector<SlotRange>> map,
   asio::post(io_.first(), [this] {
     bool again;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       refreshing_ = false;
       next_refresh_allowed_ = steady_clock::now() + kMinRefreshGap;
       again = refresh_again_ || !have_map_;

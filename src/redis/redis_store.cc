@@ -69,7 +69,7 @@ Status validate_options(const RedisStoreOptions& o) {
 RedisStore::Impl::~Impl() {
   if (poller.joinable()) {
     {
-      std::lock_guard lock(poller_mu);
+      MutexLock lock(poller_mu);
       stopping = true;
     }
     poller_wake.notify_all();
@@ -83,7 +83,7 @@ void RedisStore::Impl::start_poller() {
   poller = std::thread([this] {
     const auto command =
         std::make_shared<const std::string>(encode_command(std::vector<std::string>{"INFO"}));
-    std::unique_lock lock(poller_mu);
+    MutexLock lock(poller_mu);
     for (;;) {
       lock.unlock();
       router->send(kAnySlot, command, [w = info.get()](const Status& e, const redisReply* r) {
@@ -92,9 +92,10 @@ void RedisStore::Impl::start_poller() {
         }
       });
       lock.lock();
-      if (poller_wake.wait_for(lock, options.server_info_interval, [this] { return stopping; })) {
-        return;
+      const auto next = std::chrono::steady_clock::now() + options.server_info_interval;
+      while (!stopping && lock.wait_until(poller_wake, next) != std::cv_status::timeout) {
       }
+      if (stopping) return;
     }
   });
 }

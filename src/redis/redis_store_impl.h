@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "mutex.h"
 #include "ratelimit/redis_store.h"
 #include "router.h"
 #include "script_codec.h"
@@ -52,9 +53,9 @@ struct RedisStore::Impl {
   std::unique_ptr<redis_detail::ScriptInvoker> invoker;
   // The INFO poller (evicted_keys growth, a changed policy): one thread asleep between polls.
   std::thread poller;
-  std::mutex poller_mu;
+  Mutex poller_mu;
   std::condition_variable poller_wake;
-  bool stopping = false;  // guarded by poller_mu
+  bool stopping RL_GUARDED_BY(poller_mu) = false;
 
   ~Impl();
 

@@ -54,7 +54,7 @@ RespConnection::~RespConnection() {
 }
 
 Status RespConnection::last_error() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_error_;
 }
 
@@ -67,13 +67,13 @@ void RespConnection::start() {
 
 void RespConnection::close() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_ == State::kClosed) return;
   }
   std::promise<void> done;
   asio::post(io_, [self = shared_from_this(), &done] {
     {
-      std::lock_guard lock(self->mu_);
+      MutexLock lock(self->mu_);
       self->state_ = State::kClosed;
     }
     self->fail(Status::unavailable("the Redis store is shutting down"));
@@ -86,7 +86,7 @@ void RespConnection::close() {
 
 void RespConnection::do_connect() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_ == State::kClosed) return;
     state_ = State::kConnecting;
   }
@@ -138,7 +138,7 @@ void RespConnection::send_handshake(std::shared_ptr<const std::vector<HandshakeS
                                     size_t from, size_t to) {
   auto self = shared_from_this();
   const uint64_t gen = gen_;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = from; i < to; ++i) {
     const bool last_of_round = i + 1 == to;
     enqueue_locked((*steps)[i].command,
@@ -163,7 +163,7 @@ void RespConnection::send_handshake(std::shared_ptr<const std::vector<HandshakeS
 
 void RespConnection::become_ready() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_ != State::kConnecting) return;
     state_ = State::kReady;
     last_error_ = Status();
@@ -180,7 +180,7 @@ bool RespConnection::submit(std::string_view command, ReplyCallback& done,
   // waiting for a busy or starved I/O thread has not been asked of Redis yet (issue 23 item 7).
   const auto deadline = SteadyTime::max();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_ != State::kReady) return false;
     if (!prelude.empty()) enqueue_locked(prelude, discard_reply, deadline);
     enqueue_locked(command, std::move(done), deadline);
@@ -216,7 +216,7 @@ void RespConnection::schedule_write_locked() {
 
 void RespConnection::do_write() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     write_scheduled_ = false;
     if (writing_ || out_.empty()) return;
     if (state_ != State::kReady && state_ != State::kConnecting) return;
@@ -246,7 +246,7 @@ void RespConnection::on_written(uint64_t gen, const boost::system::error_code& e
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     writing_ = false;
     if (out_.empty()) return;
   }
@@ -284,7 +284,7 @@ void RespConnection::on_read(uint64_t gen, const boost::system::error_code& ec, 
     Pending p;
     bool found = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!pending_.empty() && unanswered_ > 0) {
         p = std::move(pending_.front());
         pending_.pop_front();
@@ -308,7 +308,7 @@ void RespConnection::fail(Status why) {
   std::deque<Pending> dead;
   State before;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     before = state_;
     if (state_ != State::kClosed) state_ = State::kBackoff;
     dead.swap(pending_);
@@ -328,7 +328,7 @@ void RespConnection::fail(Status why) {
   for (auto& p : dead) p.done(why, nullptr);
   on_change_();
   if (before == State::kClosed) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (state_ == State::kClosed) return;
   backoff_timer_.expires_after(backoff_);
   backoff_ = std::min(backoff_ * 2, config_->backoff_max);
@@ -352,7 +352,7 @@ void RespConnection::on_tick() {
   State state;
   bool late = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     state = state_;
     late = !pending_.empty() && pending_.front().deadline <= now;
   }
@@ -375,7 +375,7 @@ void RespConnection::confirm_late(uint64_t gen) {
   if (gen != gen_) return arm_tick();
   bool late = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_ == State::kClosed) return;
     late = !pending_.empty() && pending_.front().deadline <= steady_clock::now();
   }

@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mutex.h"
 #include "byte_stream.h"
 #include "reply_arena.h"
 #include "ratelimit/status.h"
@@ -127,8 +128,9 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   void send_handshake(std::shared_ptr<const std::vector<HandshakeStep>> steps, size_t from,
                       size_t to);
   void become_ready();
-  void enqueue_locked(std::string_view command, ReplyCallback done, SteadyTime deadline);
-  void schedule_write_locked();
+  void enqueue_locked(std::string_view command, ReplyCallback done, SteadyTime deadline)
+      RL_REQUIRES(mu_);
+  void schedule_write_locked() RL_REQUIRES(mu_);
   void do_write();
   void on_written(uint64_t gen, const boost::system::error_code& ec);
   void do_read();
@@ -158,15 +160,15 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   std::chrono::milliseconds backoff_;
 
   // Shared with submitting threads.
-  mutable std::mutex mu_;
-  State state_ = State::kIdle;
-  std::string out_;               // encoded commands waiting for the next write
-  std::deque<Pending> pending_;   // sent or queued, awaiting replies, in order
-  bool write_scheduled_ = false;
-  bool writing_ = false;
-  size_t unsent_ = 0;  // commands in out_ (not yet handed to the stream)
-  size_t unanswered_ = 0;  // commands written (or being written) whose reply has not come
-  Status last_error_;
+  mutable Mutex mu_;
+  State state_ RL_GUARDED_BY(mu_) = State::kIdle;
+  std::string out_ RL_GUARDED_BY(mu_);              // encoded commands waiting for the next write
+  std::deque<Pending> pending_ RL_GUARDED_BY(mu_);  // sent or queued, awaiting replies, in order
+  bool write_scheduled_ RL_GUARDED_BY(mu_) = false;
+  bool writing_ RL_GUARDED_BY(mu_) = false;
+  size_t unsent_ RL_GUARDED_BY(mu_) = 0;  // commands in out_ (not yet handed to the stream)
+  size_t unanswered_ RL_GUARDED_BY(mu_) = 0;  // written (or being written), reply not yet come
+  Status last_error_ RL_GUARDED_BY(mu_);
   std::atomic<bool> ready_{false};
   std::atomic<size_t> outstanding_{0};  // pending_.size(), readable without the lock
   std::atomic<uint64_t> failed_attempts_{0};

@@ -174,7 +174,7 @@ void ScriptInvoker::invoke_batched(ScriptCall item, ItemCallback done) {
   const int slot = router_.routes_by_slot() ? key_hash_slot(item.keys.front()) : kAnySlot;
   std::vector<std::vector<Item>> batches;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Group& g = groups_[slot];
     g.queue.push_back({std::move(item), std::move(done)});
     batches = take_locked(g);  // none when every lane is busy: a lane frees soon, takes it along
@@ -238,7 +238,7 @@ void ScriptInvoker::send_batch(int slot, std::vector<Item> batch) {
 void ScriptInvoker::lane_free(int slot, size_t items) {
   std::vector<std::vector<Item>> next;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = groups_.find(slot);
     Group& g = it->second;
     --g.in_flight;

@@ -46,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mutex.h"
 #include "resp_connection.h"
 #include "router.h"
 #include "script_codec.h"
@@ -117,15 +118,15 @@ class ScriptInvoker {
   void lane_free(int slot, size_t items);
   // The batches to send now, one per free lane while items are queued, each an even share of
   // the group's decisions (at most max_batch); counts them in flight. Caller holds mu_.
-  std::vector<std::vector<Item>> take_locked(Group& g);
+  std::vector<std::vector<Item>> take_locked(Group& g) RL_REQUIRES(mu_);
 
   Router& router_;
   const Options options_;
   const std::shared_ptr<FunctionSupport> support_;
   InvokerCounters& counters_;
 
-  std::mutex mu_;
-  std::unordered_map<int, Group> groups_;  // by slot (kAnySlot: standalone)
+  Mutex mu_;
+  std::unordered_map<int, Group> groups_ RL_GUARDED_BY(mu_);  // by slot (kAnySlot: standalone)
 };
 
 }  // namespace ratelimit::redis_detail

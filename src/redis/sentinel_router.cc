@@ -101,7 +101,7 @@ void SentinelRouter::close() {
     if (control_.joinable()) control_.join();
     std::shared_ptr<NodePool> pool;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       pool.swap(pool_);
     }
     if (pool != nullptr) pool->close();  // pending calls complete (failure policy) here
@@ -110,7 +110,7 @@ void SentinelRouter::close() {
 }
 
 void SentinelRouter::notify() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   changed_.notify_all();
 }
 
@@ -119,12 +119,12 @@ void SentinelRouter::request_resolve() {
 }
 
 std::shared_ptr<NodePool> SentinelRouter::current_pool() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pool_;
 }
 
 std::string SentinelRouter::master_address() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return master_address_;
 }
 
@@ -132,7 +132,7 @@ void SentinelRouter::send(int, std::shared_ptr<const std::string> command, Reply
                           std::string_view prelude) {
   auto pool = current_pool();
   if (pool == nullptr) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     Status why = sentinel_error_.is_ok()
                      ? Status::unavailable("no master for '" + config_.master_name +
                                            "' yet: the sentinels have not answered")
@@ -163,7 +163,7 @@ Status SentinelRouter::last_error() const {
   if (pool != nullptr) {
     if (Status s = pool->last_error(); !s.is_ok()) return s;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sentinel_error_;
 }
 
@@ -171,14 +171,14 @@ Status SentinelRouter::wait_ready(std::chrono::milliseconds timeout) {
   // Sentinels first, then the master: allow both their connect timeouts.
   const auto deadline = Clock::now() + timeout * static_cast<long>(config_.sentinels.size() + 1) +
                         std::chrono::milliseconds(100);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (pool_ != nullptr && pool_->ready_connections() > 0) return {};
     if (pool_ != nullptr && pool_->all_failed_once() && !pool_->last_error().is_ok()) {
       return pool_->last_error();
     }
     if (pool_ == nullptr && sentinels_failed_once_) return sentinel_error_;
-    if (changed_.wait_until(lock, std::min(deadline, Clock::now() + kMinResolveInterval)) ==
+    if (lock.wait_until(changed_, std::min(deadline, Clock::now() + kMinResolveInterval)) ==
             std::cv_status::timeout &&
         Clock::now() >= deadline) {
       break;
@@ -196,7 +196,7 @@ void SentinelRouter::install(const std::string& host, uint16_t port) {
   const std::string address = e.address();
   std::shared_ptr<NodePool> old;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (address == master_address_ && pool_ != nullptr) return;
   }
   RouterOptions o = options_;
@@ -212,7 +212,7 @@ void SentinelRouter::install(const std::string& host, uint16_t port) {
                                          });
   pool->start();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     old = std::exchange(pool_, pool);
     master_address_ = address;
     sentinel_error_ = Status();
@@ -312,11 +312,13 @@ void SentinelRouter::run() {
       continue;
     }
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (pool_ == nullptr) sentinel_error_ = last;
       sentinels_failed_once_ = true;
       changed_.notify_all();
-      changed_.wait_for(lock, backoff, [this] { return stop_.load(); });
+      const auto until = Clock::now() + backoff;  // or until close() (spurious wake-ups wait on)
+      while (!stop_.load() && lock.wait_until(changed_, until) != std::cv_status::timeout) {
+      }
     }
     next = (next + 1) % config_.sentinels.size();
     backoff = std::min(backoff * 2, options_.backoff_max);

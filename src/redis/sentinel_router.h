@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "mutex.h"
 #include "io_threads.h"
 #include "node_pool.h"
 #include "router.h"
@@ -70,12 +71,12 @@ class SentinelRouter final : public Router {
   RouterCounters& counters_;
   IoThreads io_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;
-  std::shared_ptr<NodePool> pool_;  // guarded by mu_
-  std::string master_address_;      // guarded by mu_
-  Status sentinel_error_;           // guarded by mu_: why no sentinel answered, if none did
-  bool sentinels_failed_once_ = false;  // guarded by mu_
+  std::shared_ptr<NodePool> pool_ RL_GUARDED_BY(mu_);
+  std::string master_address_ RL_GUARDED_BY(mu_);
+  Status sentinel_error_ RL_GUARDED_BY(mu_);           // why no sentinel answered, if none did
+  bool sentinels_failed_once_ RL_GUARDED_BY(mu_) = false;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> resolve_requested_{false};

@@ -25,7 +25,7 @@ std::optional<std::string_view> info_field(std::string_view info, std::string_vi
 }
 
 void ServerInfoWatch::record_policy(std::string_view policy) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Once a node was seen evicting, a later noeviction (another node, or a poll) does not hide
   // it: that is what an operator must see.
   if (policy != "noeviction" || policy_.empty()) policy_ = std::string(policy);
@@ -62,7 +62,7 @@ void ServerInfoWatch::observe(std::string_view info) {
   uint64_t now = 0;
   auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), now);
   if (ec != std::errc()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& s : servers_) {
     if (s.run_id != *run_id) continue;
     if (now > s.evicted) evicted_.fetch_add(now - s.evicted, std::memory_order_relaxed);
@@ -74,7 +74,7 @@ void ServerInfoWatch::observe(std::string_view info) {
 }
 
 std::string ServerInfoWatch::eviction_policy() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return policy_;
 }
 

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mutex.h"
 #include "resp_connection.h"
 
 namespace ratelimit::redis_detail {
@@ -49,13 +50,13 @@ class ServerInfoWatch {
   void record_policy(std::string_view policy);
 
   const bool require_noeviction_;
-  mutable std::mutex mu_;
-  std::string policy_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::string policy_ RL_GUARDED_BY(mu_);
   struct Seen {
     std::string run_id;
     uint64_t evicted;
   };
-  std::vector<Seen> servers_;  // guarded by mu_; oldest first
+  std::vector<Seen> servers_ RL_GUARDED_BY(mu_);  // oldest first
   std::atomic<uint64_t> evicted_{0}, unsafe_{0};
 };
 

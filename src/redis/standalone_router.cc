@@ -5,8 +5,7 @@ namespace ratelimit::redis_detail {
 
 StandaloneRouter::StandaloneRouter(const Endpoint& endpoint, std::string display,
                                    const RouterOptions& options, RouterCounters& counters)
-    : connect_timeout_(options.connect_timeout),
-      io_(std::min(options.io_threads, options.connections_per_node)),
+    : io_(std::min(options.io_threads, options.connections_per_node)),
       pool_(io_, connection_config(endpoint, std::move(display), options),
             options.connections_per_node, counters, [this] { notify(); }) {
   pool_.start();
@@ -22,7 +21,7 @@ void StandaloneRouter::close() {
 }
 
 void StandaloneRouter::notify() {
-  std::lock_guard lock(change_mu_);
+  MutexLock lock(change_mu_);
   changed_.notify_all();
 }
 
@@ -36,11 +35,11 @@ Status StandaloneRouter::wait_ready(std::chrono::milliseconds timeout) {
   const auto deadline =
       std::chrono::steady_clock::now() + timeout + std::chrono::milliseconds(100);
   {
-    std::unique_lock lock(change_mu_);
+    MutexLock lock(change_mu_);
     for (;;) {
       if (pool_.ready_connections() > 0) return {};
       if (pool_.all_failed_once()) break;
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+      if (lock.wait_until(changed_, deadline) == std::cv_status::timeout) break;
     }
   }
   if (Status s = pool_.last_error(); !s.is_ok()) return s;

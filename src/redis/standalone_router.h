@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "mutex.h"
 #include "io_threads.h"
 #include "node_pool.h"
 #include "router.h"
@@ -28,8 +29,7 @@ class StandaloneRouter final : public Router {
  private:
   void notify();
 
-  const std::chrono::milliseconds connect_timeout_;
-  std::mutex change_mu_;
+  Mutex change_mu_;  // guards no data: held around the check and notify, so no wake-up is lost
   std::condition_variable changed_;
   IoThreads io_;  // before pool_: the pool's connections live on these threads
   NodePool pool_;

@@ -99,7 +99,7 @@ RuleSource::RuleSource(std::string directory, bool ignore_dotfiles, LoadOptions 
 }
 
 ReloadResult RuleSource::reload(bool only_if_changed) {
-  std::lock_guard lock(reload_mu_);
+  MutexLock lock(reload_mu_);
   ReloadResult r;
   r.generation = generation();
   auto files = read_config_directory(directory_, ignore_dotfiles_);
@@ -125,7 +125,7 @@ ReloadResult RuleSource::reload(bool only_if_changed) {
   refused_files_.reset();
   refused_read_.clear();
   {
-    std::lock_guard swap(current_mu_);
+    MutexLock swap(current_mu_);
     current_ = std::move(*set);
   }
   serving_files_ = std::move(*files);
@@ -135,9 +135,9 @@ ReloadResult RuleSource::reload(bool only_if_changed) {
 }
 
 uint64_t RuleSource::replace(std::shared_ptr<const RuleSet> rules) {
-  std::lock_guard lock(reload_mu_);
+  MutexLock lock(reload_mu_);
   {
-    std::lock_guard swap(current_mu_);
+    MutexLock swap(current_mu_);
     current_ = std::move(rules);
   }
   serving_files_.clear();  // the next reload(only_if_changed) reads the directory anew

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "mutex.h"
 #include "rule_set.h"
 
 namespace ratelimit::rls {
@@ -58,16 +59,16 @@ class RuleSource {
   // unless `only_if_changed` and the files are byte-for-byte what is serving, or what was
   // refused last (ReloadResult::unchanged): a bad file is refused once per change, not once
   // per look. On failure nothing changes.
-  ReloadResult reload(bool only_if_changed = false);
+  ReloadResult reload(bool only_if_changed = false) RL_EXCLUDES(reload_mu_);
 
   // Serves `rules` (not null), loaded elsewhere — ratelimitd's own YAML holds its domains
   // inline — as the next generation; returns it.
-  uint64_t replace(std::shared_ptr<const RuleSet> rules);
+  uint64_t replace(std::shared_ptr<const RuleSet> rules) RL_EXCLUDES(reload_mu_);
 
   // The serving RuleSet; an empty RuleSet before the first successful reload. Never null.
   // Takes a short lock: hot paths cache the pointer and re-read it when generation() moved.
   std::shared_ptr<const RuleSet> current() const {
-    std::lock_guard lock(current_mu_);
+    MutexLock lock(current_mu_);
     return current_;
   }
   // 0 before the first successful reload, then +1 per swap.
@@ -78,14 +79,14 @@ class RuleSource {
   const std::string directory_;
   const bool ignore_dotfiles_;
   const LoadOptions options_;
-  std::mutex reload_mu_;  // one reload at a time
-  std::vector<SourceFile> serving_files_;  // guarded by reload_mu_
-  // The last refusal (guarded by reload_mu_): the files that failed to load, or the read error.
-  std::optional<std::vector<SourceFile>> refused_files_;
-  std::string refused_read_;
-  mutable std::mutex current_mu_;  // guards current_ (a libstdc++ 12 atomic<shared_ptr> is
-                                   // opaque to ThreadSanitizer)
-  std::shared_ptr<const RuleSet> current_;
+  Mutex reload_mu_;  // one reload at a time
+  std::vector<SourceFile> serving_files_ RL_GUARDED_BY(reload_mu_);
+  // The last refusal: the files that failed to load, or the read error.
+  std::optional<std::vector<SourceFile>> refused_files_ RL_GUARDED_BY(reload_mu_);
+  std::string refused_read_ RL_GUARDED_BY(reload_mu_);
+  mutable Mutex current_mu_;  // a mutex, not atomic<shared_ptr>: libstdc++ 12's is opaque to
+                              // ThreadSanitizer
+  std::shared_ptr<const RuleSet> current_ RL_GUARDED_BY(current_mu_);
   std::atomic<uint64_t> generation_{0};
 };
 

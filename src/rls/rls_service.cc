@@ -154,7 +154,7 @@ RateLimitService::~RateLimitService() = default;
 
 void RateLimitService::refresh() {
   if (own_ == nullptr) return;  // the owner of the view publishes
-  std::lock_guard lock(refresh_mu_);
+  MutexLock lock(refresh_mu_);
   const uint64_t g = source_->generation();
   if (own_->get()->snapshot->generation == g) return;
   own_->publish(std::make_shared<const Own>(Own{snapshot(source_->current(), g, outcomes_)}));

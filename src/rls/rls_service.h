@@ -55,6 +55,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mutex.h"
 #include "config_dir.h"
 #include "decision_service.h"
 #include "envoy_env.h"
@@ -191,7 +192,7 @@ class RateLimitService {
   // Standalone only: publishes the RuleSource's current RuleSet if it is newer than the one
   // serving (call it after a successful RuleSource::reload). Calls already started finish on the
   // old one.
-  void refresh();
+  void refresh() RL_EXCLUDES(refresh_mu_);
   // RuleSource generation of the RuleSet serving.
   uint64_t generation() const;
   // The serving RuleSet's dump (for /rlconfig).
@@ -211,7 +212,7 @@ class RateLimitService {
   // Standalone: the RuleSource followed, its outcome counters and the cell published into.
   RuleSource* source_ = nullptr;
   service::RuleCounters* outcomes_ = nullptr;
-  std::mutex refresh_mu_;
+  Mutex refresh_mu_;  // one refresh() at a time: a generation is built and published once
   std::unique_ptr<service::SnapshotCell<Own>> own_;
   service::SnapshotView<Snapshot> view_;  // after own_: it may view it
 };

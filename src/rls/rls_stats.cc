@@ -22,7 +22,7 @@ HitCounters* RuleStats::find_or_add(std::string_view domain, std::string_view ke
   id += ':';
   id += domain;
   id += key;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(id);
   if (it != entries_.end()) return it->second.counters.get();
   if (request) {
@@ -44,7 +44,7 @@ HitCounters* RuleStats::request_key(std::string_view domain, std::string_view ke
 }
 
 size_t RuleStats::request_keys() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return request_keys_;
 }
 
@@ -118,7 +118,7 @@ void RuleStats::render(std::string& out) const {
   std::vector<std::pair<std::string, const HitCounters*>> rows;
   size_t request_keys = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     rows.reserve(entries_.size());
     for (const auto& [id, e] : entries_) rows.emplace_back(labels_of(e.domain, e.key), e.counters.get());
     request_keys = request_keys_;

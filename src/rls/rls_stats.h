@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 
+#include "mutex.h"
 #include "rule_set.h"
 
 namespace ratelimit::rls {
@@ -63,13 +64,14 @@ class RuleStats {
     std::string key;
     std::unique_ptr<HitCounters> counters;
   };
-  HitCounters* find_or_add(std::string_view domain, std::string_view key, bool request);
+  HitCounters* find_or_add(std::string_view domain, std::string_view key, bool request)
+      RL_EXCLUDES(mu_);
 
   const size_t max_request_keys_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // By "<domain length>:<domain><key>" so a domain that holds '.' stays apart from its keys.
-  std::map<std::string, Entry, std::less<>> entries_;
-  size_t request_keys_ = 0;
+  std::map<std::string, Entry, std::less<>> entries_ RL_GUARDED_BY(mu_);
+  size_t request_keys_ RL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> overflow_hits_{0};
 };
 

@@ -73,9 +73,9 @@ int64_t unit_seconds(Unit unit);
 // "SECOND" ... "WEEK", "UNKNOWN" (the proto enum names; also what /rlconfig prints).
 const char* unit_name(Unit unit);
 // Case-insensitive proto name; nullopt for anything else, "unknown" included.
-std::optional<Unit> parse_unit(std::string_view text);
+[[nodiscard]] std::optional<Unit> parse_unit(std::string_view text);
 // Unit from its wire value; nullopt for 0 (UNKNOWN) and values outside the enum.
-std::optional<Unit> unit_from_wire(int64_t value);
+[[nodiscard]] std::optional<Unit> unit_from_wire(int64_t value);
 
 // One configured rate_limit (or a request's override), with everything a front-end needs.
 struct Rule {

@@ -179,7 +179,7 @@ int App::open() {
 }
 
 void App::reload(const std::string& why, bool only_if_changed) {
-  std::lock_guard serial(reload_mu_);
+  MutexLock serial(reload_mu_);
   const std::shared_ptr<const Published> serving = cell_.get();
   SourceUpdate u = source_.read(why, *serving->config, only_if_changed);
   if (u.unchanged) return;  // the same bytes: nothing to publish, count or log

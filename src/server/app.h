@@ -29,6 +29,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "mutex.h"
 #include "config_dir.h"
 #include "decision_service.h"
 #include "waiting.h"
@@ -123,7 +124,7 @@ class App {
   // Serves until SIGTERM/SIGINT and the drain (app_run.cc); returns the exit code.
   int run();
   // Reloads from the source; `why` names the trigger in the log. Any thread; serialised.
-  void reload(const std::string& why, bool only_if_changed);
+  void reload(const std::string& why, bool only_if_changed) RL_EXCLUDES(reload_mu_);
 
  private:
   const Served& serve(const ListenerPlan& l);
@@ -155,7 +156,7 @@ class App {
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unique_ptr<grpc_api::GrpcServer> grpc_;
   std::string grpc_where_;
-  std::mutex reload_mu_;
+  Mutex reload_mu_;  // one reload() at a time: one read of the source, one publication
   // Declared last so it stops (joins its thread) first: its callback reloads.
   std::unique_ptr<rls::DirectoryWatcher> watcher_;
 };

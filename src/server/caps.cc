@@ -19,7 +19,7 @@ std::optional<ConnectionSlot> ConnectionCaps::admit(std::string address, bool ad
     return std::nullopt;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     size_t& n = per_client_[address];
     if (limits.max_connections_per_client != 0 && n >= limits.max_connections_per_client) {
       metrics_.connection_rejected_per_client();  // n > 0 here: the entry existed
@@ -37,7 +37,7 @@ void ConnectionCaps::release(const std::string& address, bool admin) {
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = per_client_.find(address);
     if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
   }

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "mutex.h"
 #include "published.h"
 
 namespace ratelimit::server {
@@ -57,7 +58,7 @@ class ConnectionCaps {
   // Counts a new connection in, or refuses it (nullopt; counted in the metrics) when a cap is
   // reached: the global limits.max_connections, then the per-address cap; for `admin`, the
   // admin listener's own bound.
-  std::optional<ConnectionSlot> admit(std::string address, bool admin);
+  [[nodiscard]] std::optional<ConnectionSlot> admit(std::string address, bool admin);
 
  private:
   friend class ConnectionSlot;
@@ -66,8 +67,8 @@ class ConnectionCaps {
   const ConfigCell& config_;
   Metrics& metrics_;
   std::atomic<int64_t> admin_open_{0};
-  std::mutex mu_;
-  std::unordered_map<std::string, size_t> per_client_;  // guarded by mu_
+  Mutex mu_;
+  std::unordered_map<std::string, size_t> per_client_ RL_GUARDED_BY(mu_);
 };
 
 }  // namespace ratelimit::server

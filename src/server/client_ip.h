@@ -33,7 +33,7 @@ struct IpAddress {
 
   // Parses a literal address: "192.0.2.1", "2001:db8::1", "[2001:db8::1]", with an optional
   // port ("192.0.2.1:4711", "[2001:db8::1]:4711"). False when it is none of these.
-  static bool parse(std::string_view text, IpAddress& out);
+  [[nodiscard]] static bool parse(std::string_view text, IpAddress& out);
   std::string to_string() const;
 
   friend bool operator==(const IpAddress&, const IpAddress&) = default;

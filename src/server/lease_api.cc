@@ -216,19 +216,19 @@ void LeaseMetrics::expire_locked(PerPolicy& p, Clock::time_point now) {
 }
 
 void LeaseMetrics::acquired(const std::string& policy, const LeaseId& id, Micros ttl) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PerPolicy& p = policies_[policy];
   ++p.acquired;
   if (tracked_ < kMaxTracked && p.live.emplace(id.to_hex(), Clock::now() + ttl).second) ++tracked_;
 }
 
 void LeaseMetrics::denied(const std::string& policy) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++policies_[policy].denied;
 }
 
 void LeaseMetrics::released(const std::string& policy, const LeaseId& id, bool held) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PerPolicy& p = policies_[policy];
   auto it = p.live.find(id.to_hex());
   if (held) ++p.released;
@@ -240,7 +240,7 @@ void LeaseMetrics::released(const std::string& policy, const LeaseId& id, bool h
 }
 
 void LeaseMetrics::renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PerPolicy& p = policies_[policy];
   auto it = p.live.find(id.to_hex());
   if (held) {
@@ -255,7 +255,7 @@ void LeaseMetrics::renewed(const std::string& policy, const LeaseId& id, Micros 
 }
 
 void LeaseMetrics::render(std::string& out) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto now = Clock::now();
   for (auto& [name, p] : policies_) expire_locked(p, now);
   struct Counter {

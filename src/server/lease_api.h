@@ -29,6 +29,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "mutex.h"
 #include "handler.h"
 #include "native_api.h"
 
@@ -50,10 +51,10 @@ class LeaseMetrics {
     std::unordered_map<std::string, Clock::time_point> live;  // hex id -> local expiry
   };
   static constexpr size_t kMaxTracked = 1'000'000;  // per process; beyond, not tracked
-  void expire_locked(PerPolicy& p, Clock::time_point now);
-  std::mutex mu_;
-  std::map<std::string, PerPolicy> policies_;
-  size_t tracked_ = 0;
+  void expire_locked(PerPolicy& p, Clock::time_point now) RL_REQUIRES(mu_);
+  Mutex mu_;
+  std::map<std::string, PerPolicy> policies_ RL_GUARDED_BY(mu_);
+  size_t tracked_ RL_GUARDED_BY(mu_) = 0;
 };
 
 class LeaseHandler final : public Handler {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "mutex.h"
 #include "ratelimit/http.h"
 
 namespace ratelimit::server {
@@ -55,7 +56,7 @@ bool log_enabled(LogLevel level) { return level >= g_level.load(std::memory_orde
 
 void log_line(LogLevel level, std::string_view message) {
   if (!log_enabled(level)) return;
-  static std::mutex mu;
+  static Mutex mu;
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
@@ -83,7 +84,7 @@ void log_line(LogLevel level, std::string_view message) {
     line += message;
     line += '\n';
   }
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

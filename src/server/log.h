@@ -19,9 +19,9 @@ enum class LogFormat : uint8_t { kText, kJson };
 
 // Case-insensitive debug, info, warn, error; also logrus' trace (= debug), warning (= warn),
 // fatal and panic (= error), as envoyproxy/ratelimit's LOG_LEVEL accepts them. nullopt otherwise.
-std::optional<LogLevel> parse_log_level(std::string_view text);
+[[nodiscard]] std::optional<LogLevel> parse_log_level(std::string_view text);
 // "text" or "json" (exactly). nullopt otherwise.
-std::optional<LogFormat> parse_log_format(std::string_view text);
+[[nodiscard]] std::optional<LogFormat> parse_log_format(std::string_view text);
 
 // Lines below `level` are dropped. Defaults: info, text.
 void set_log_options(LogLevel level, LogFormat format);

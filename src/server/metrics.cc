@@ -246,7 +246,7 @@ void Metrics::count_request(Endpoint e, unsigned status) {
 }
 
 PolicyCounters* Metrics::policy(std::string_view name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = policies_.find(name);
   if (it == policies_.end()) {
     it = policies_.emplace(std::string(name), std::make_unique<PolicyCounters>()).first;
@@ -270,14 +270,14 @@ void Metrics::record_reload(bool ok, int64_t unix_seconds) {
 }
 
 void Metrics::add_extra(std::function<void(std::string&)> extra) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   extras_.push_back(std::move(extra));
 }
 
 OutcomeTotals Metrics::totals() const {
   OutcomeTotals t;
   t.store_errors = store_errors_.load(std::memory_order_relaxed);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [name, c] : policies_) {
     t.failed_open += c->outcomes[static_cast<size_t>(Outcome::kFailedOpen)].load(std::memory_order_relaxed);
     t.failed_closed += c->outcomes[static_cast<size_t>(Outcome::kFailedClosed)].load(std::memory_order_relaxed);
@@ -307,7 +307,7 @@ std::string Metrics::render() const {
   }
   std::vector<std::function<void(std::string&)>> extras;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     header(out, kDecisions);
     for (const auto& [name, c] : policies_) {
       for (size_t o = 0; o < kOutcomeCount; ++o) {

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mutex.h"
 #include "decision_service.h"
 #include "waiting.h"
 #include "outage.h"
@@ -170,9 +171,9 @@ class Metrics final : public service::Observer {
   std::atomic<uint64_t> latency_count_{0};
   std::atomic<uint64_t> latency_sum_ns_{0};
 
-  mutable std::mutex mu_;  // guards policies_ (insertion and iteration) and extras_
-  std::map<std::string, std::unique_ptr<PolicyCounters>, std::less<>> policies_;
-  std::vector<std::function<void(std::string&)>> extras_;
+  mutable Mutex mu_;  // guards policies_ (insertion and iteration) and extras_
+  std::map<std::string, std::unique_ptr<PolicyCounters>, std::less<>> policies_ RL_GUARDED_BY(mu_);
+  std::vector<std::function<void(std::string&)>> extras_ RL_GUARDED_BY(mu_);
 };
 
 }  // namespace ratelimit::server

@@ -58,14 +58,14 @@ enum class BodyKind : uint8_t {
 
 // Parses a request body. On failure returns false and fills `err` (status 400). Policy names
 // are checked for shape only; whether they exist is the caller's business.
-bool parse_request_body(std::string_view body, BodyKind kind, const RequestBounds& bounds,
+[[nodiscard]] bool parse_request_body(std::string_view body, BodyKind kind, const RequestBounds& bounds,
                         DecisionRequest& out, RequestError& err);
 
 // Parses the query of GET /v1/forward-auth: one or more `policy=NAME` (percent-encoded;
 // several = all or nothing), at most one `deny_status=` (429, 403 or 401) and at most one
 // `max_wait_ms=` (0 ... kMaxWaitMs). `out.key` is
 // left untouched; cost is 1.
-bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
+[[nodiscard]] bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
 
 // Screening of a request head (request line and header fields) before the HTTP parser reads
 // it, for what a lenient parser would accept and a proxy in front might read differently

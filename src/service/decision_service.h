@@ -128,7 +128,7 @@ class DecisionService {
   // items are decided all or nothing (shadow items apart, see top); with kIndependent each on
   // its own. Returns true when `pending` holds the answer now; false when pending.resume()
   // will be called once it does.
-  bool decide(const Snapshot& snapshot, std::span<const Item> items, Atomicity atomicity,
+  [[nodiscard]] bool decide(const Snapshot& snapshot, std::span<const Item> items, Atomicity atomicity,
               Pending& pending);
 
   // Forgets `key` under `rule` (pending.status only; no decisions). Completion as decide().

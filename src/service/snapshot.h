@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "mutex.h"
 #include "ratelimit/policy.h"
 #include "rule_counters.h"
 
@@ -112,7 +113,7 @@ class SnapshotCell {
 
   // Replaces the published value; returns its generation (1 for the first value).
   uint64_t publish(std::shared_ptr<const T> next) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     current_ = std::move(next);
     const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
     generation_.store(g, std::memory_order_release);
@@ -123,14 +124,14 @@ class SnapshotCell {
   const T& get(Cache& cache) const {
     const uint64_t g = generation_.load(std::memory_order_acquire);
     if (cache.generation != g || !cache.value) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       cache.value = current_;
       cache.generation = generation_.load(std::memory_order_relaxed);
     }
     return *cache.value;
   }
   std::shared_ptr<const T> get() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return current_;
   }
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
@@ -140,14 +141,14 @@ class SnapshotCell {
   template <typename Part>
   SnapshotView<Part> view(std::shared_ptr<const Part> T::*part) const {
     return SnapshotView<Part>(generation_, [this, part] {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       return std::pair{(*current_).*part, generation_.load(std::memory_order_relaxed)};
     });
   }
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const T> current_;
+  mutable Mutex mu_;
+  std::shared_ptr<const T> current_ RL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
 };
 

@@ -29,6 +29,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "mutex.h"
+
 namespace ratelimit::service {
 
 namespace asio = boost::asio;
@@ -634,17 +636,17 @@ void WaitingService::cancel(Pending& p) {
 
 void WaitingService::shutdown() {
   if (stopped_.exchange(true)) return;
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  bool done = false;  // under mu (a local: no RL_GUARDED_BY)
   loop_->post([&] {
     loop_->shutdown();
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     done = true;
     cv.notify_one();
   });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return done; });
+  MutexLock lock(mu);
+  while (!done) lock.wait(cv);
 }
 
 WaitStats WaitingService::stats() const { return loop_->stats(); }

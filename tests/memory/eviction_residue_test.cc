@@ -122,7 +122,7 @@ TEST_P(OwnResidue, IsForgottenOnceItsIdleTimePassesAndByReset) {
   const Policy p = GetParam().policy.with_name("p").value();
   auto evict_victim = [&] {
     for (int64_t u = 0; u < kLimit; ++u) ASSERT_TRUE(store.acquire(p, "victim")->allowed);
-    for (int i = 0; i < 4; ++i) store.acquire(p, "k" + std::to_string(i) + "-" + std::to_string(clock.now().count()), kLimit);
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(store.acquire(p, "k" + std::to_string(i) + "-" + std::to_string(clock.now().count()), kLimit).ok());
   };
   evict_victim();
   EXPECT_EQ(drain(store, p, "victim"), 0);
@@ -145,7 +145,7 @@ TEST_P(OwnResidue, IsSeenByAcquireAll) {
   const Policy roomy = Policy::fixed_window(1000, Micros{60'000'000}).value().with_name("roomy").value();
   const Policy both[] = {p, roomy};
   for (int64_t u = 0; u < kLimit; ++u) ASSERT_TRUE(store.acquire(p, "victim")->allowed);
-  for (int i = 0; i < 4; ++i) store.acquire(p, "k" + std::to_string(i), kLimit);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(store.acquire(p, "k" + std::to_string(i), kLimit).ok());
   ASSERT_GE(store.evictions(), 1U);
   const auto d = store.acquire_all(both, "victim");
   ASSERT_TRUE(d.ok());

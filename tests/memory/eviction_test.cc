@@ -80,8 +80,8 @@ TEST(EvictionOrder, NearLimitKeySurvivesARoomyFloodAndCountsByKind) {
   o.sweep_every = 0;
   MemoryStore store(o);
   const Policy p = fixed(10);
-  for (int i = 0; i < 6; ++i) store.acquire(p, "busy");  // 4 left: near its limit
-  for (int i = 0; i < 300; ++i) store.acquire(p, key(i));
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(store.acquire(p, "busy").ok());  // 4 left: near its limit
+  for (int i = 0; i < 300; ++i) EXPECT_TRUE(store.acquire(p, key(i)).ok());
   EXPECT_EQ(store.peek(p, "busy")->remaining, 3);  // still held: 4 left, minus this one
   const MemoryStoreEvictions e = store.eviction_counts();
   EXPECT_EQ(e.roomy, 300U + 1 - 100);
@@ -117,10 +117,10 @@ TEST(EvictionOrder, WhenEveryEntryIsDeniedTheBoundStillHoldsAndTheEvictionIsCoun
   MemoryStore store(o);
   const Policy p = fixed(1);
   for (int i = 0; i < 10; ++i) {
-    store.acquire(p, key(i));
+    EXPECT_TRUE(store.acquire(p, key(i)).ok());
     ASSERT_FALSE(store.acquire(p, key(i))->allowed);
   }
-  store.acquire(p, "new");
+  EXPECT_TRUE(store.acquire(p, "new").ok());
   EXPECT_EQ(store.key_count(), 10U);
   EXPECT_EQ(store.eviction_counts().denied, 1U);
   EXPECT_EQ(store.peek(p, "k0")->remaining, 0);  // the least recently denied went
@@ -131,9 +131,9 @@ TEST(EvictionOrder, ACostAboveCapacityDoesNotMakeAKeyDenied) {
   ManualClock clock(kSecond);
   MemoryStore store(manual(clock, 10, 1));
   const Policy p = fixed(10);
-  store.acquire(p, "a");
+  EXPECT_TRUE(store.acquire(p, "a").ok());
   EXPECT_EQ(store.acquire(p, "a", 11)->reason, DecisionReason::kExceedsCapacity);
-  for (int i = 0; i < 10; ++i) store.acquire(p, key(i));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(store.acquire(p, key(i)).ok());
   EXPECT_FALSE(store.holds(p, "a"));  // evicted (its residue still counts its one unit)
   EXPECT_EQ(store.eviction_counts().roomy, 1U);
 }
@@ -145,11 +145,11 @@ TEST(EvictionOrder, WithinAStandingTheEntryThatIdlesSoonestGoesFirst) {
   MemoryStore store(o);
   const Policy hour = fixed(10, Micros{3'600'000'000}, "hour");
   const Policy second = fixed(10, kSecond, "second");
-  store.acquire(hour, "a");    // least recently used, but idle only in an hour
-  store.acquire(second, "b");  // idle at the next second
-  store.acquire(hour, "c");
-  store.acquire(hour, "d");
-  store.acquire(hour, "e");
+  EXPECT_TRUE(store.acquire(hour, "a").ok());    // least recently used, but idle only in an hour
+  EXPECT_TRUE(store.acquire(second, "b").ok());  // idle at the next second
+  EXPECT_TRUE(store.acquire(hour, "c").ok());
+  EXPECT_TRUE(store.acquire(hour, "d").ok());
+  EXPECT_TRUE(store.acquire(hour, "e").ok());
   EXPECT_TRUE(store.holds(hour, "a"));
   EXPECT_FALSE(store.holds(second, "b"));
   EXPECT_EQ(store.evictions(), 1U);
@@ -164,7 +164,7 @@ TEST(EvictionOrder, ADenyingLimitOfAcquireAllIsProtectedLikeAPlainDenial) {
   ASSERT_TRUE(store.acquire_all(both, "victim").ok());
   const auto denied = store.acquire_all(both, "victim");
   ASSERT_FALSE((*denied)[0].allowed);
-  for (int i = 0; i < 300; ++i) store.acquire(both[0], key(i));
+  for (int i = 0; i < 300; ++i) EXPECT_TRUE(store.acquire(both[0], key(i)).ok());
   EXPECT_FALSE((*store.acquire_all(both, "victim"))[0].allowed);
 }
 
@@ -184,13 +184,13 @@ TEST(ByteBound, LogsThatOutgrowTheShareEvictOthersAndAreCountedForBytes) {
   const Policy p = log_policy(500);
   // 100 keys with 10 requests each: ~100 * (80 + 200) bytes, well within the share.
   for (int i = 0; i < 100; ++i) {
-    for (int r = 0; r < 10; ++r) store.acquire(p, key(i));
+    for (int r = 0; r < 10; ++r) EXPECT_TRUE(store.acquire(p, key(i)).ok());
   }
   EXPECT_EQ(store.key_count(), 100U);
   EXPECT_EQ(store.evictions(), 0U);
   // One key takes 400 requests (6.4 KB of log at least) 10 times over: the bound holds.
   for (int i = 0; i < 10; ++i) {
-    for (int r = 0; r < 400; ++r) store.acquire(p, "big" + std::to_string(i));
+    for (int r = 0; r < 400; ++r) EXPECT_TRUE(store.acquire(p, "big" + std::to_string(i)).ok());
     ASSERT_LE(store.bytes(), store.byte_capacity()) << i;
   }
   const MemoryStoreEvictions e = store.eviction_counts();
@@ -207,7 +207,7 @@ TEST(ByteBound, OneEntryLargerThanTheShareIsHeldAloneAndStaysExact) {
   o.max_bytes = 4 * 1024;  // smaller than one log at its limit (500 * 16 bytes)
   MemoryStore store(o);
   const Policy p = log_policy(500);
-  store.acquire(p, "other");
+  EXPECT_TRUE(store.acquire(p, "other").ok());
   int admitted = 0;
   for (int r = 0; r < 600; ++r) admitted += store.acquire(p, "big")->allowed ? 1 : 0;
   EXPECT_EQ(admitted, 500);  // never forgotten, so never more than the limit
@@ -228,9 +228,9 @@ TEST(ByteBound, BytesCountWhatTheAllocatorHolds) {
       const Policy lg = log_policy(500);
       for (int i = 0; i < 20'000; ++i) {
         if (live == 0) {
-          store.acquire(tb, "user:0123456789abcdef:" + std::to_string(i));
+          EXPECT_TRUE(store.acquire(tb, "user:0123456789abcdef:" + std::to_string(i)).ok());
         } else {
-          for (int r = 0; r < live; ++r) store.acquire(lg, key(i));
+          for (int r = 0; r < live; ++r) EXPECT_TRUE(store.acquire(lg, key(i)).ok());
         }
       }
       const struct mallinfo2 m1 = mallinfo2();

@@ -279,7 +279,7 @@ TEST(MemoryStoreIdle, IncrementalSweepDropsIdleKeysWithoutSweepCalls) {
   ASSERT_TRUE(store.acquire(keep, "long")->allowed);
   clock.advance(kSecond);
   // 2 entries checked every 4 operations: 201 entries need at most ~402 operations.
-  for (int i = 0; i < 1000 && store.key_count() > 1; ++i) store.peek(p, "absent");
+  for (int i = 0; i < 1000 && store.key_count() > 1; ++i) EXPECT_TRUE(store.peek(p, "absent").ok());
   EXPECT_EQ(store.key_count(), 1U);
   EXPECT_EQ(store.peek(keep, "long")->remaining, 3);
 }
@@ -293,9 +293,9 @@ TEST(MemoryStoreBound, EvictsLeastRecentlyUsedFirst) {
   MemoryStore store(o);
   ASSERT_EQ(store.capacity(), 8U);
   const Policy p = fixed(10);
-  for (int i = 0; i < 8; ++i) store.acquire(p, "k" + std::to_string(i));
-  for (int i : {3, 0, 2, 1}) store.acquire(p, "k" + std::to_string(i));  // used again
-  for (int i = 8; i < 12; ++i) store.acquire(p, "k" + std::to_string(i));
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(store.acquire(p, "k" + std::to_string(i)).ok());
+  for (int i : {3, 0, 2, 1}) EXPECT_TRUE(store.acquire(p, "k" + std::to_string(i)).ok());  // used again
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(store.acquire(p, "k" + std::to_string(i)).ok());
   EXPECT_EQ(store.key_count(), 8U);
   EXPECT_EQ(store.evictions(), 4U);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(store.holds(p, "k" + std::to_string(i))) << i;
@@ -317,14 +317,14 @@ TEST(MemoryStoreBound, KeysUsedRecentlySurviveTheOldestGo) {
   MemoryStore store(o);
   const Policy p = fixed(10);
   auto key = [](int i) { return "key-" + std::to_string(i); };
-  for (int i = 0; i < 1000; ++i) store.acquire(p, key(i));
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(store.acquire(p, key(i)).ok());
   // Used again right after insertion (still in the most recent quarter: the lazy LRU does not
   // move them, and must still keep them).
-  for (int i = 990; i < 1000; ++i) store.acquire(p, key(i));
+  for (int i = 990; i < 1000; ++i) EXPECT_TRUE(store.acquire(p, key(i)).ok());
   // Used again long after insertion, in scattered order.
-  for (int i = 0; i < 100; ++i) store.acquire(p, key((i * 37) % 100 + 500));
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(store.acquire(p, key((i * 37) % 100 + 500)).ok());
   // 640 new keys: the 640 least recently used (0..499 and 600..739) must go, nothing else.
-  for (int i = 1000; i < 1640; ++i) store.acquire(p, key(i));
+  for (int i = 1000; i < 1640; ++i) EXPECT_TRUE(store.acquire(p, key(i)).ok());
   EXPECT_EQ(store.key_count(), 1000U);
   EXPECT_EQ(store.evictions(), 640U);
   auto held = [&](int i) { return store.holds(p, key(i)); };
@@ -340,14 +340,14 @@ TEST(MemoryStoreBound, IdleEntryMakesRoomWithoutCountingAnEviction) {
   o.sweep_every = 0;
   MemoryStore store(o);
   const Policy p = Policy::fixed_window(5, kSecond).value();
-  store.acquire(p, "a");
-  store.acquire(p, "b");
+  EXPECT_TRUE(store.acquire(p, "a").ok());
+  EXPECT_TRUE(store.acquire(p, "b").ok());
   clock.advance(kSecond);  // both idle now
-  store.acquire(p, "c");
+  EXPECT_TRUE(store.acquire(p, "c").ok());
   EXPECT_EQ(store.key_count(), 2U);
   EXPECT_EQ(store.evictions(), 0U);
-  store.acquire(p, "d");
-  store.acquire(p, "e");  // "c" is live: this one is a real eviction
+  EXPECT_TRUE(store.acquire(p, "d").ok());
+  EXPECT_TRUE(store.acquire(p, "e").ok());  // "c" is live: this one is a real eviction
   EXPECT_EQ(store.evictions(), 1U);
 }
 
@@ -359,7 +359,7 @@ TEST(MemoryStoreBound, CapacityNeverExceedsMaxKeys) {
       EXPECT_LE(store.capacity(), max_keys) << max_keys << " " << shards;
       EXPECT_GE(store.capacity(), max_keys / 2 + 1) << max_keys << " " << shards;
       const Policy p = fixed(3);
-      for (size_t i = 0; i < 2 * max_keys + 10; ++i) store.acquire(p, std::to_string(i));
+      for (size_t i = 0; i < 2 * max_keys + 10; ++i) EXPECT_TRUE(store.acquire(p, std::to_string(i)).ok());
       EXPECT_LE(store.key_count(), store.capacity());
       EXPECT_GT(store.key_count(), 0U);
     }

@@ -186,7 +186,8 @@ void differential_run(uint64_t seed, Algorithm algorithm, bool redefine) {
       const algo::Limit limits[] = {{&policies[0], &state_of(policies[0], key)},
                                     {&policies[1], &state_of(policies[1], key)}};
       std::vector<Decision> want;
-      algo::decide_all(limits, now, cost, algo::Op::kAcquire, want);
+      // Whether all admitted is in `want` too (one decision per limit), which is compared.
+      (void)algo::decide_all(limits, now, cost, algo::Op::kAcquire, want);
       ASSERT_EQ(got->size(), 2U);
       for (size_t i = 0; i < 2; ++i) {
         ASSERT_EQ((*got)[i], want[i]) << where << " policy " << i << ": store "

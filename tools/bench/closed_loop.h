@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "mutex.h"
 #include "ratelimit/decision.h"
 #include "ratelimit/status.h"
 
@@ -32,15 +33,20 @@ inline Outcome outcome_of(const Result<Decision>& d) {
 }
 
 struct Tally {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
-  int issued = 0, done = 0, allowed = 0, denied = 0, failed = 0, errors = 0;
+  int issued RL_GUARDED_BY(mu) = 0;
+  int done RL_GUARDED_BY(mu) = 0;
+  int allowed RL_GUARDED_BY(mu) = 0;
+  int denied RL_GUARDED_BY(mu) = 0;
+  int failed RL_GUARDED_BY(mu) = 0;
+  int errors RL_GUARDED_BY(mu) = 0;
 };
 
 // Issues `total` calls of `issue(i, done)` with at most `concurrency` in flight; `issue` must
 // call done(outcome) exactly once. Returns true when all completed within `timeout`. `issue`
 // and `tally` must outlive every call still running when this returns false.
-inline bool closed_loop(int total, int concurrency,
+[[nodiscard]] inline bool closed_loop(int total, int concurrency,
                         const std::function<void(int, std::function<void(Outcome)>)>& issue,
                         Tally& tally, std::chrono::milliseconds timeout) {
   auto next = std::make_shared<std::function<void()>>();
@@ -58,14 +64,14 @@ inline bool closed_loop(int total, int concurrency,
       --owed;
       int i;
       {
-        std::lock_guard lock(tally.mu);
+        MutexLock lock(tally.mu);
         if (tally.issued >= total) break;
         i = tally.issued++;
       }
       issue(i, [&tally, total, weak](Outcome outcome) {
         bool more;
         {
-          std::lock_guard lock(tally.mu);
+          MutexLock lock(tally.mu);
           switch (outcome) {
             case Outcome::kAllowed: ++tally.allowed; break;
             case Outcome::kDenied: ++tally.denied; break;
@@ -85,8 +91,12 @@ inline bool closed_loop(int total, int concurrency,
     owed = 0;
   };
   for (int c = 0; c < concurrency; ++c) (*next)();
-  std::unique_lock lock(tally.mu);
-  return tally.cv.wait_for(lock, timeout, [&] { return tally.done == total; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(tally.mu);
+  while (tally.done != total) {
+    if (lock.wait_until(tally.cv, deadline) == std::cv_status::timeout) return tally.done == total;
+  }
+  return true;
 }
 
 }  // namespace ratelimit::bench

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "mutex.h"
 #include "bench.h"
 #include "bench_common.h"
 #include "closed_loop.h"
@@ -181,7 +182,7 @@ int run_race(const RaceOptions& o) {
     // slow refill); a --key the caller chose may be shared with another run, so it stays.
     if (o.key.empty()) (void)(*store)->reset(p, key);
   }
-  std::lock_guard lock(tally.mu);
+  MutexLock lock(tally.mu);
   const int failed = tally.failed + tally.errors;  // store unavailable, or an error answer
   if (o.json) {
     std::printf("{\"limiter\": \"%s\", \"algorithm\": \"%s\", \"requests\": %d, "
