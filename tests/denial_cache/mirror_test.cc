@@ -56,6 +56,14 @@ struct Pair {
                 const std::function<std::shared_ptr<Store>(const ManualClock&)>& behind_on = {}) {
     MemoryStoreOptions mo;
     mo.clock = &clock;
+    // No incremental sweep. The cache answers hits itself, so the store behind it runs fewer
+    // operations per shard than the mirror and would sweep at other moments (and which entries
+    // share a shard follows each store's random hash seed). Dropping an idle entry is invisible
+    // while time moves forward, but once the clock steps back below that entry's idle time the
+    // dropped key starts fresh while a kept one is decided from its state at its last update
+    // (time clamped there): the two stores would then differ for reasons that are not the
+    // cache's. Drop-on-touch stays, and is the same for both (a hit is on a key that is not idle).
+    mo.sweep_every = 0;
     behind = behind_on ? behind_on(clock) : std::make_shared<MemoryStore>(mo);
     mirror = std::make_shared<MemoryStore>(mo);
     DenialCacheOptions o;
