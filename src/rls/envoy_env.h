@@ -113,4 +113,8 @@ std::string config_directory(const EnvoySettings& s);
 // that already is a redis:// or rediss:// URL is kept. Errors name REDIS_URL or REDIS_TYPE.
 Result<std::string> redis_store_url(const EnvoySettings& s);
 
+// ASCII upper case, how envoyproxy/ratelimit compares REDIS_TYPE, LOG_LEVEL and CONFIG_TYPE
+// (strings.ToUpper on ASCII values).
+std::string env_upper(std::string s);
+
 }  // namespace ratelimit::rls
