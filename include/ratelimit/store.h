@@ -116,6 +116,10 @@ class Store {
   virtual Status reset(const Policy& policy, std::string_view key);
   // Blocking decide_many_async: the decisions copied out, one per op.
   Result<std::vector<Decision>> decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
+  // decide_many_async of the one op `op`, kIndependent, answering its single Decision (or the
+  // call's error). For decorators that route one op through their decide_many_async, and for
+  // release/renew. Thread-safety: that of decide_many_async.
+  void decide_one_async(const StoreOp& op, DecisionCallback done);
 
   // Concurrency policies: frees `lease` of `key` if it is still held (allowed), else a Decision
   // with reason kLeaseNotHeld (expired, released before, or never issued here: frees nothing).

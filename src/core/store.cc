@@ -114,28 +114,22 @@ Result<std::vector<Decision>> Store::decide_many(std::span<const StoreOp> ops,
   });
 }
 
-namespace {
-
-void lease_op(Store& store, const Policy& policy, std::string_view key, const LeaseId& lease,
-              StoreOp::Kind kind, DecisionCallback done) {
-  const StoreOp op{&policy, key, 1, kind, lease};
-  store.decide_many_async({&op, 1}, Atomicity::kIndependent,
-                          [done = std::move(done)](Result<std::span<const Decision>> r) {
-                            if (!r) return done(r.status());
-                            done(r->front());
-                          });
+void Store::decide_one_async(const StoreOp& op, DecisionCallback done) {
+  decide_many_async({&op, 1}, Atomicity::kIndependent,
+                    [done = std::move(done)](Result<std::span<const Decision>> r) {
+                      if (!r) return done(r.status());
+                      done(r->front());
+                    });
 }
-
-}  // namespace
 
 void Store::release_async(const Policy& policy, std::string_view key, const LeaseId& lease,
                           DecisionCallback done) {
-  lease_op(*this, policy, key, lease, StoreOp::Kind::kRelease, std::move(done));
+  decide_one_async({&policy, key, 1, StoreOp::Kind::kRelease, lease}, std::move(done));
 }
 
 void Store::renew_async(const Policy& policy, std::string_view key, const LeaseId& lease,
                         DecisionCallback done) {
-  lease_op(*this, policy, key, lease, StoreOp::Kind::kRenew, std::move(done));
+  decide_one_async({&policy, key, 1, StoreOp::Kind::kRenew, lease}, std::move(done));
 }
 
 Result<Decision> Store::release(const Policy& policy, std::string_view key, const LeaseId& lease) {

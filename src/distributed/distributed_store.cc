@@ -370,11 +370,7 @@ void DistributedStore::acquire_async(const Policy& policy, std::string_view key,
   if (policy.consistency().mode == Consistency::kExact) {
     return inner_->acquire_async(policy, key, cost, std::move(done));
   }
-  const StoreOp op{&policy, key, cost, StoreOp::Kind::kAcquire};
-  decide_many_async({&op, 1}, Atomicity::kIndependent, [done = std::move(done)](Result<std::span<const Decision>> r) {
-    if (!r.ok()) return done(r.status());
-    done(r->front());
-  });
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kAcquire}, std::move(done));
 }
 
 void DistributedStore::peek_async(const Policy& policy, std::string_view key, int64_t cost,
@@ -382,11 +378,7 @@ void DistributedStore::peek_async(const Policy& policy, std::string_view key, in
   if (policy.consistency().mode == Consistency::kExact) {
     return inner_->peek_async(policy, key, cost, std::move(done));
   }
-  const StoreOp op{&policy, key, cost, StoreOp::Kind::kPeek};
-  decide_many_async({&op, 1}, Atomicity::kIndependent, [done = std::move(done)](Result<std::span<const Decision>> r) {
-    if (!r.ok()) return done(r.status());
-    done(r->front());
-  });
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kPeek}, std::move(done));
 }
 
 void DistributedStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,

@@ -197,23 +197,13 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
 void RegionStore::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
                                 DecisionCallback done) {
   if (!policy.consistency().across_regions) return own_->acquire_async(policy, key, cost, std::move(done));
-  const StoreOp op{&policy, key, cost, StoreOp::Kind::kAcquire};
-  decide_many_async({&op, 1}, Atomicity::kIndependent,
-                    [done = std::move(done)](Result<std::span<const Decision>> r) {
-                      if (!r.ok()) return done(r.status());
-                      done(r->front());
-                    });
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kAcquire}, std::move(done));
 }
 
 void RegionStore::peek_async(const Policy& policy, std::string_view key, int64_t cost,
                              DecisionCallback done) {
   if (!policy.consistency().across_regions) return own_->peek_async(policy, key, cost, std::move(done));
-  const StoreOp op{&policy, key, cost, StoreOp::Kind::kPeek};
-  decide_many_async({&op, 1}, Atomicity::kIndependent,
-                    [done = std::move(done)](Result<std::span<const Decision>> r) {
-                      if (!r.ok()) return done(r.status());
-                      done(r->front());
-                    });
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kPeek}, std::move(done));
 }
 
 void RegionStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,

@@ -111,20 +111,11 @@ void Shard::rebuild_policy_index(bool drop_dead) {
 void Shard::purge_policies() { rebuild_policy_index(true); }
 
 uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const {
-  const auto h32 = static_cast<uint32_t>(hash);
-  for (size_t pos = h32 & table_mask_;; pos = (pos + 1) & table_mask_) {
-    const uint64_t cell = table_[pos];
-    if (cell == 0) return kNil;
-    if (static_cast<uint32_t>(cell >> 32) != h32) continue;
-    const auto i = static_cast<uint32_t>(cell) - 1;
-    const Slot& s = slot(i);
-    if (s.policy == policy && s.key_len == key.size() &&
-        same_bytes(key_bytes(s), key.data(), key.size())) {
-      return i;
-    }
+  for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {
+    const uint32_t i = next_with_key(pos, key, hash);
+    if (i == kNil || slot(i).policy == policy) return i;
   }
 }
-
 
 void Shard::move_to_front(uint32_t i, uint32_t standing) {
   unlink(i);

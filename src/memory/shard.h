@@ -146,15 +146,10 @@ class alignas(64) Shard {
   // path: one table probe, no lookup in the policy table. `hash` is key_hash(name_hash, key).
   uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
                       uint64_t hash) RL_REQUIRES(mu) {
-    const auto h32 = static_cast<uint32_t>(hash);
-    for (size_t pos = h32 & table_mask_;; pos = (pos + 1) & table_mask_) {
-      const uint64_t cell = table_[pos];
-      if (cell == 0) return kNil;
-      if (static_cast<uint32_t>(cell >> 32) != h32) continue;
-      const auto i = static_cast<uint32_t>(cell) - 1;
-      const Slot& s = slot(i);
-      if (s.key_len != key.size() || !same_bytes(key_bytes(s), key.data(), key.size())) continue;
-      PolicyEntry& e = policies_[s.policy];
+    for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {
+      const uint32_t i = next_with_key(pos, key, hash);
+      if (i == kNil) return kNil;
+      PolicyEntry& e = policies_[slot(i).policy];
       if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
       if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
       return i;
@@ -303,6 +298,22 @@ class alignas(64) Shard {
     const char* p;
     std::memcpy(&p, s.key, sizeof p);
     return p;
+  }
+  // The table probe find() and find_named() share: from table position `pos` on, the next
+  // slot whose key is `key` (under any policy), with `pos` left just past it; kNil at the
+  // first empty cell (the end of `hash`'s probe run). Start with pos = (uint32_t)hash & table_mask_.
+  uint32_t next_with_key(size_t& pos, std::string_view key, uint64_t hash) const RL_REQUIRES(mu) {
+    const auto h32 = static_cast<uint32_t>(hash);
+    for (;; pos = (pos + 1) & table_mask_) {
+      const uint64_t cell = table_[pos];
+      if (cell == 0) return kNil;
+      if (static_cast<uint32_t>(cell >> 32) != h32) continue;
+      const auto i = static_cast<uint32_t>(cell) - 1;
+      const Slot& s = slot(i);
+      if (s.key_len != key.size() || !same_bytes(key_bytes(s), key.data(), key.size())) continue;
+      pos = (pos + 1) & table_mask_;
+      return i;
+    }
   }
   uint64_t rehash(const Slot& s) const RL_REQUIRES(mu);
   void release_policy(uint16_t id) RL_REQUIRES(mu) {

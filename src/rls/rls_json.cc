@@ -11,6 +11,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
+#include "json_kind.h"
 #include "ratelimit/http.h"
 
 namespace ratelimit::rls {
@@ -20,20 +21,6 @@ namespace json = boost::json;
 
 Status bad(const std::string& path, std::string_view why) {
   return Status::invalid_argument((path.empty() ? std::string() : path + ": ") + std::string(why));
-}
-
-const char* kind_name(json::kind k) {
-  switch (k) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-    case json::kind::double_: return "a number";
-    case json::kind::string: return "a string";
-    case json::kind::array: return "an array";
-    case json::kind::object: return "an object";
-  }
-  return "a value";
 }
 
 // An unsigned integer field: a JSON number with no fraction, or a decimal string.
@@ -60,7 +47,7 @@ Status unsigned_field(const json::value& v, const std::string& path, uint64_t ma
       u = u * 10 + digit;
     }
   } else {
-    return bad(path, std::string("must be a number, got ") + kind_name(v.kind()));
+    return bad(path, std::string("must be a number, got ") + json_kind_name(v.kind()));
   }
   if (u > max) return bad(path, "is above " + std::to_string(max));
   out = u;
@@ -72,7 +59,7 @@ Status string_field(const json::value& v, const std::string& path, std::string& 
     out.clear();
     return {};
   }
-  if (!v.is_string()) return bad(path, std::string("must be a string, got ") + kind_name(v.kind()));
+  if (!v.is_string()) return bad(path, std::string("must be a string, got ") + json_kind_name(v.kind()));
   out.assign(v.get_string().data(), v.get_string().size());
   return {};
 }
@@ -87,7 +74,7 @@ Status unknown(const std::string& path, std::string_view key) {
 }
 
 Status parse_entry(const json::value& v, const std::string& path, RequestEntry& e) {
-  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + kind_name(v.kind()));
+  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
   for (const auto& kv : v.get_object()) {
     const std::string_view k = kv.key();
     if (k == "key") {
@@ -102,7 +89,7 @@ Status parse_entry(const json::value& v, const std::string& path, RequestEntry& 
 }
 
 Status parse_limit(const json::value& v, const std::string& path, LimitOverride& l) {
-  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + kind_name(v.kind()));
+  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
   for (const auto& kv : v.get_object()) {
     const std::string_view k = kv.key();
     const json::value& x = kv.value();
@@ -145,13 +132,13 @@ Status parse_limit(const json::value& v, const std::string& path, LimitOverride&
 }
 
 Status parse_descriptor(const json::value& v, const std::string& path, RequestDescriptor& d) {
-  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + kind_name(v.kind()));
+  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
   for (const auto& kv : v.get_object()) {
     const std::string_view k = kv.key();
     const json::value& x = kv.value();
     if (k == "entries") {
       if (x.is_null()) continue;
-      if (!x.is_array()) return bad(path + ".entries", std::string("must be an array, got ") + kind_name(x.kind()));
+      if (!x.is_array()) return bad(path + ".entries", std::string("must be an array, got ") + json_kind_name(x.kind()));
       const json::array& a = x.get_array();
       if (a.size() > kMaxEntries) {
         return bad(path + ".entries", "has more than " + std::to_string(kMaxEntries) + " entries");
@@ -198,7 +185,7 @@ Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& ou
     if (body.empty()) return bad("", "the request body is empty; expected a JSON RateLimitRequest");
     return bad("", "the body is not valid JSON: " + ec.message());
   }
-  if (!v.is_object()) return bad("", std::string("the body must be a JSON object, got ") + kind_name(v.kind()));
+  if (!v.is_object()) return bad("", std::string("the body must be a JSON object, got ") + json_kind_name(v.kind()));
   for (const auto& kv : v.get_object()) {
     const std::string_view k = kv.key();
     const json::value& x = kv.value();
@@ -206,7 +193,7 @@ Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& ou
       if (Status s = string_field(x, "domain", out.domain); !s.is_ok()) return s;
     } else if (k == "descriptors") {
       if (x.is_null()) continue;
-      if (!x.is_array()) return bad("descriptors", std::string("must be an array, got ") + kind_name(x.kind()));
+      if (!x.is_array()) return bad("descriptors", std::string("must be an array, got ") + json_kind_name(x.kind()));
       const json::array& a = x.get_array();
       if (a.size() > kMaxDescriptors) {
         return bad("descriptors", "at most " + std::to_string(kMaxDescriptors) + " descriptors per request, got " +

@@ -10,6 +10,8 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
+#include "json_kind.h"
+
 namespace ratelimit::server {
 namespace {
 
@@ -20,20 +22,6 @@ bool fail(RequestError& err, std::string_view code, std::string message) {
   err.error = code;
   err.message = std::move(message);
   return false;
-}
-
-std::string_view kind_name(json::kind k) {
-  switch (k) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-    case json::kind::double_: return "a number";
-    case json::kind::string: return "a string";
-    case json::kind::array: return "an array";
-    case json::kind::object: return "an object";
-  }
-  return "a value";
 }
 
 // Policy names: the shape validate_policy_name accepts. Checked here so an error message can
@@ -78,7 +66,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     return fail(err, "invalid_json", "the body is not valid JSON: " + ec.message());
   }
   if (!v.is_object()) {
-    return fail(err, "invalid_request", "the body must be a JSON object, got " + std::string(kind_name(v.kind())));
+    return fail(err, "invalid_request", "the body must be a JSON object, got " + std::string(json_kind_name(v.kind())));
   }
   const json::object& obj = v.get_object();
   const json::value* key = nullptr;
@@ -109,7 +97,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
 
   if (key == nullptr) return fail(err, "invalid_request", "missing field 'key'");
   if (!key->is_string()) {
-    return fail(err, "invalid_request", "'key' must be a string, got " + std::string(kind_name(key->kind())));
+    return fail(err, "invalid_request", "'key' must be a string, got " + std::string(json_kind_name(key->kind())));
   }
   const json::string& ks = key->get_string();
   if (!check_key(std::string_view(ks.data(), ks.size()), bounds, err)) return false;
@@ -122,7 +110,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   }
   if (policy != nullptr) {
     if (!policy->is_string()) {
-      return fail(err, "invalid_request", "'policy' must be a string, got " + std::string(kind_name(policy->kind())));
+      return fail(err, "invalid_request", "'policy' must be a string, got " + std::string(json_kind_name(policy->kind())));
     }
     const json::string& ps = policy->get_string();
     if (!check_policy_name(std::string_view(ps.data(), ps.size()), err)) return false;
@@ -130,7 +118,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     out.policy_count = 1;
   } else {
     if (!policies->is_array()) {
-      return fail(err, "invalid_request", "'policies' must be an array of policy names, got " + std::string(kind_name(policies->kind())));
+      return fail(err, "invalid_request", "'policies' must be an array of policy names, got " + std::string(json_kind_name(policies->kind())));
     }
     const json::array& arr = policies->get_array();
     if (arr.empty() || arr.size() > kMaxPoliciesPerCall) {
@@ -138,7 +126,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     }
     for (const json::value& e : arr) {
       if (!e.is_string()) {
-        return fail(err, "invalid_request", "'policies' must hold strings, got " + std::string(kind_name(e.kind())));
+        return fail(err, "invalid_request", "'policies' must hold strings, got " + std::string(json_kind_name(e.kind())));
       }
       const std::string_view name(e.get_string().data(), e.get_string().size());
       if (!check_policy_name(name, err)) return false;
@@ -160,7 +148,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
                (cost->is_double() && std::fabs(cost->get_double()) >= 9.2e18)) {
       c = INT64_MAX;  // above any bound (Boost.JSON reads integers beyond 2^64 as doubles)
     } else {
-      return fail(err, "invalid_cost", "'cost' must be a whole number, got " + std::string(kind_name(cost->kind())) +
+      return fail(err, "invalid_cost", "'cost' must be a whole number, got " + std::string(json_kind_name(cost->kind())) +
                                            (cost->is_double() ? " with a fraction or exponent" : ""));
     }
     if (c < 1 || c > bounds.max_cost) {
