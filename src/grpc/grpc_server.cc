@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <optional>
@@ -30,11 +31,27 @@ struct Served {
   GrpcHandler* handler;  // valid while `connection` is alive (it owns the handler)
 };
 
+// How often a worker asks its connections to check their deadlines (h2::Connection's idle,
+// half-open and write timeouts), as ratelimitd's HTTP workers do (src/server/worker.h).
+constexpr std::chrono::milliseconds kSweep{250};
+
 struct Worker {
   asio::io_context ioc{1};
   asio::executor_work_guard<asio::io_context::executor_type> guard{ioc.get_executor()};
+  asio::steady_timer sweep{ioc};
   std::vector<Served> served;  // touched on this worker's thread only
   std::thread thread;
+
+  void arm_sweep() {
+    sweep.expires_after(kSweep);
+    sweep.async_wait([this](error_code ec) {
+      if (ec) return;
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(served, [](const Served& s) { return s.connection.expired(); });
+      each([now](h2::Connection& c, GrpcHandler&) { c.check_deadline(now); });
+      arm_sweep();
+    });
+  }
 
   template <typename F>
   void each(F&& f) {
@@ -120,6 +137,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(const GrpcServerOptions& o
   impl->port = impl->acceptor->local_endpoint().port();
   impl->accept();
   for (auto& w : impl->workers) {
+    w->arm_sweep();
     w->thread = std::thread([io = &w->ioc] { io->run(); });
   }
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
@@ -169,6 +187,7 @@ void GrpcServer::shutdown(std::chrono::milliseconds grace) {
   for (auto& w : impl.workers) {
     asio::post(w->ioc, [w = w.get()] {
       w->each([](h2::Connection& c, GrpcHandler&) { c.close(); });
+      w->sweep.cancel();
       w->guard.reset();
     });
   }

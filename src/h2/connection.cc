@@ -16,7 +16,7 @@ constexpr size_t kReadSize = 16 * 1024;
 }
 
 Connection::Connection(asio::ip::tcp::socket socket, const ConnectionOptions& options)
-    : socket_(std::move(socket)), options_(options), timer_(socket_.get_executor()) {}
+    : socket_(std::move(socket)), options_(options) {}
 
 Connection::~Connection() {
   session_.reset();  // tells the handler of streams still open, while it exists
@@ -28,7 +28,6 @@ void Connection::start(std::unique_ptr<Handler> handler, std::string_view alread
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   last_read_ = std::chrono::steady_clock::now();
-  arm_timer();
   if (!already_read.empty()) {
     in_receive_ = true;
     const bool ok = session_->receive(already_read);
@@ -76,6 +75,7 @@ void Connection::write() {
     return;
   }
   writing_ = true;
+  write_started_ = std::chrono::steady_clock::now();
   asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
     self->writing_ = false;
     if (ec) {
@@ -104,25 +104,23 @@ void Connection::close() {
   if (closed_) return;
   closed_ = true;
   error_code ec;
-  timer_.cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
 }
 
-void Connection::arm_timer() {
-  timer_.expires_after(options_.tick);
-  timer_.async_wait([self = shared_from_this()](error_code ec) {
-    if (ec || self->closed_) return;
-    const auto now = std::chrono::steady_clock::now();
-    Session& s = *self->session_;
-    if (s.open_streams() == 0 && now - self->last_read_ >= self->options_.idle_timeout) {
-      s.terminate(NGHTTP2_NO_ERROR);
-    } else if (s.reset_unfinished(now - self->options_.request_timeout) > 0) {
-      // the RST_STREAMs leave below
-    }
-    self->write();
-    self->arm_timer();
-  });
+void Connection::check_deadline(std::chrono::steady_clock::time_point now) {
+  if (closed_ || !session_) return;
+  if (writing_ && now - write_started_ >= options_.request_timeout) {
+    close();  // the peer stopped reading: nothing more can reach it
+    return;
+  }
+  Session& s = *session_;
+  if (s.open_streams() == 0 && now - last_read_ >= options_.idle_timeout) {
+    s.terminate(NGHTTP2_NO_ERROR);  // GOAWAY; write() closes once it is out
+  } else if (s.reset_unfinished(now - options_.request_timeout) == 0) {
+    return;
+  }
+  write();
 }
 
 }  // namespace ratelimit::h2

@@ -7,9 +7,12 @@
 // ask for flush_soon(), which writes once at the end of the current event-loop turn, so
 // answers completing together share a write. While a write is in flight nothing else is
 // written; what accumulates meanwhile leaves in the next one.
-// Timeouts (one timer per connection, ticking every `tick`): no stream open and nothing read
-// for idle_timeout → GOAWAY and close; a stream whose request has not ended within
-// request_timeout → RST_STREAM CANCEL (half-open streams cannot hold the stream budget).
+// Timeouts: the connection keeps no timer of its own; whoever owns its thread calls
+// check_deadline() on a sweep (ratelimitd's Worker every 250 ms, as for HTTP/1.1; GrpcServer's
+// workers alike). No stream open and nothing read for idle_timeout → GOAWAY(NO_ERROR), then
+// close; a stream whose request has not ended within request_timeout → RST_STREAM CANCEL
+// (half-open streams cannot hold the stream budget); a write the peer has not taken within
+// request_timeout (it stopped reading) → close.
 // Closing: when the Session is no longer alive (GOAWAY exchanged and streams done, a fatal
 // protocol error) and its last bytes are written, the socket closes.
 // Lifetime: shared_ptr; the read, write and timer handlers hold it, and so may an application
@@ -25,7 +28,6 @@
 #include <string_view>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "session.h"
 
@@ -35,7 +37,6 @@ struct ConnectionOptions {
   Limits limits;
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds request_timeout{10'000};
-  std::chrono::milliseconds tick{1'000};
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -56,6 +57,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Graceful: GOAWAY (shutdown notice, then the last stream id a moment later); open streams
   // are answered, then the connection closes.
   void drain();
+  // The deadlines above, as of `now` (a sweep calls it; cheap when nothing is due).
+  void check_deadline(std::chrono::steady_clock::time_point now);
   // Closes the socket now.
   void close();
   bool closed() const { return closed_; }
@@ -63,14 +66,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   void read();
   void write();
-  void arm_timer();
 
   boost::asio::ip::tcp::socket socket_;
   ConnectionOptions options_;
   std::unique_ptr<Handler> handler_;  // declared before session_: outlives it
   std::optional<Session> session_;
-  boost::asio::steady_timer timer_;
   std::chrono::steady_clock::time_point last_read_;
+  std::chrono::steady_clock::time_point write_started_;  // of the write in flight
   std::string in_;    // read buffer
   std::string out_;   // bytes of the write in flight
   bool in_receive_ = false;

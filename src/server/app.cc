@@ -158,6 +158,10 @@ int App::open() {
     grpc_api::GrpcServerOptions go;
     go.address = bracketed(plan_.rls->grpc->host) + ":" + std::to_string(plan_.rls->grpc->port);
     go.threads = threads;
+    // The same timeouts as the HTTP ports' connections (h2c.cc), from the configuration served
+    // at start (the gRPC listener's connections do not follow a reload of them).
+    go.connection.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.limits.idle_timeout);
+    go.connection.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.limits.request_timeout);
     auto started = grpc_api::GrpcServer::start(go, *rls_);
     if (!started) {
       log_line("error", plan_.rls->grpc_setting + ": " + started.status().message());

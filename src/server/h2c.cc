@@ -225,8 +225,9 @@ class H2cHandler final : public h2::Handler, public TrackedConnection {
   void on_end(h2::Session& s, int32_t id) override { first().on_end(s, id); }
   void on_close(h2::Session& s, int32_t id, uint32_t code) override { first().on_close(s, id, code); }
 
-  // The h2 connection keeps its own idle and request timers.
-  void check_deadline(std::chrono::steady_clock::time_point) override {}
+  // The worker's sweep (every 250 ms, as for HTTP/1.1): the connection's idle, half-open and
+  // write deadlines (h2::Connection::check_deadline).
+  void check_deadline(std::chrono::steady_clock::time_point now) override { conn_.check_deadline(now); }
   void on_drain() override {
     if (grpc_) {
       grpc_->on_serving_changed();

@@ -15,6 +15,9 @@
 // stream. Limits: the listener's limits (max_header_bytes → 431, max_body_bytes → 413,
 // request_timeout for a request's body, idle_timeout), at most 100 streams per connection, and
 // the connection keeps its place in the connection caps (its ConnectionSlot) until it closes.
+// Timeouts are the worker's sweep, as for HTTP/1.1 (TrackedConnection::check_deadline): a
+// connection with no stream open that read nothing for idle_timeout gets GOAWAY and is closed;
+// a stream whose request has not ended after request_timeout is reset (CANCEL).
 // Drain: the worker's drain sends GOAWAY; streams in flight are answered, watches end.
 // Thread-safety: adopt() on the worker's thread; the connection then lives on that thread.
 #pragma once

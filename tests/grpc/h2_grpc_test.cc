@@ -295,7 +295,6 @@ TEST(GrpcOverH2, NonGrpcOversizedAndEmptyRequestsGetPreciseAnswers) {
 TEST(GrpcOverH2, HalfOpenStreamsAreResetAndTheConnectionServesOn) {
   h2::ConnectionOptions o;
   o.request_timeout = std::chrono::milliseconds(300);
-  o.tick = std::chrono::milliseconds(100);
   Rig rig(o);
   h2::testing::SocketClient raw(rig.server->port());
   const int32_t open = raw.client.request(kPath, kGrpc, rls_body("h").substr(0, 3), true);

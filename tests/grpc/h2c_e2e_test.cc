@@ -2,7 +2,9 @@
 // port (src/server/h2c.h): POST /v1/acquire as HTTP/2 streams on one connection (statuses,
 // lower-case RateLimit fields, JSON bodies, exactly the limit admitted), gRPC ShouldRateLimit
 // and Health on the HTTP port with a libgrpc++ channel, the body and header limits (413, 431),
-// HTTP/1.1 still answered beside it, and a drain (SIGTERM) that answers GOAWAY.
+// HTTP/1.1 still answered beside it, and a drain (SIGTERM) that answers GOAWAY. What an h2c
+// connection cannot hold: a silent one is closed (GOAWAY first) by the worker's idle sweep, a
+// half-open stream is reset — and the daemon serves on.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -33,6 +35,19 @@ domains:
 )";
 
 const std::vector<std::pair<std::string, std::string>> kJson = {{"content-type", "application/json"}};
+
+// Short timeouts, so the sweep's deadlines are seen within a test.
+constexpr const char* kShortTimeouts = R"(grpc_listen: 127.0.0.1:0
+store: { type: memory }
+limits: { idle_timeout: 1s, request_timeout: 1s }
+policies:
+  five: { algorithm: fixed_window, limit: 5, window: 1m }
+domains:
+  - domain: edge
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 3, name: per_user }
+)";
 
 TEST(H2cE2e, AcquireAsStreamsOnOneConnectionBesideHttp1) {
   e2e::Daemon d;
@@ -126,6 +141,45 @@ TEST(H2cE2e, DrainSendsGoawayAndExits) {
   EXPECT_TRUE(c.until([] { return false; }, std::chrono::seconds(5)) || c.eof);
   EXPECT_TRUE(c.eof) << "the connection closes once drained";
   EXPECT_EQ(d.wait_exit(std::chrono::seconds(10)), 0);
+}
+
+// An h2c connection that sends its preface and SETTINGS and then nothing is closed by the
+// worker's idle sweep (the one HTTP/1.1 uses) after limits.idle_timeout, with GOAWAY(NO_ERROR)
+// first — not before the timeout, and not never.
+TEST(H2cE2e, ASilentConnectionGetsGoawayAndIsClosedAfterTheIdleTimeout) {
+  e2e::Daemon d;
+  ASSERT_TRUE(d.start(kShortTimeouts)) << d.log();
+  const auto t0 = std::chrono::steady_clock::now();
+  SocketClient c(d.port());
+  ASSERT_TRUE(c.until([&] { return !c.client.goaways.empty(); }, std::chrono::seconds(10)))
+      << "no GOAWAY within 10 s of an idle_timeout of 1 s";
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(c.client.goaways.back(), static_cast<uint32_t>(NGHTTP2_NO_ERROR));
+  EXPECT_GE(waited, std::chrono::milliseconds(900)) << "closed before the idle timeout";
+  EXPECT_TRUE(c.until([] { return false; }, std::chrono::seconds(5)) || c.eof);
+  EXPECT_TRUE(c.eof) << "the connection is closed after its GOAWAY";
+  EXPECT_EQ(e2e::http_get(d.port(), "/healthz").status, 200U);
+}
+
+// A stream whose request never ends (HEADERS without END_STREAM, a partial body, then silence)
+// is reset with CANCEL after limits.request_timeout; nothing was decided; the connection still
+// serves, and once it is idle it is closed like any other.
+TEST(H2cE2e, AHalfOpenStreamIsResetThenTheIdleConnectionClosed) {
+  e2e::Daemon d;
+  ASSERT_TRUE(d.start(kShortTimeouts)) << d.log();
+  SocketClient c(d.port());
+  const int32_t open = c.client.request("/v1/acquire", kJson, R"({"key":"half",)", true);
+  ASSERT_TRUE(c.until([&] { return c.client.responses[open].closed; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(c.client.responses[open].reset);
+  EXPECT_EQ(c.client.responses[open].reset_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
+  const int32_t next = c.client.request("/v1/acquire", kJson, R"({"key":"half","policy":"five"})");
+  ASSERT_TRUE(c.until([&] { return c.client.responses[next].closed; }));
+  EXPECT_EQ(c.client.responses[next].headers[":status"], "200");
+  EXPECT_NE(c.client.responses[next].headers["ratelimit"].find(";r=4;"), std::string::npos)
+      << "the half-open stream counted nothing: " << c.client.responses[next].headers["ratelimit"];
+  ASSERT_TRUE(c.until([&] { return !c.client.goaways.empty(); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(c.until([] { return false; }, std::chrono::seconds(5)) || c.eof);
+  EXPECT_TRUE(c.eof);
 }
 
 }  // namespace
