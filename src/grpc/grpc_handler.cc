@@ -56,6 +56,7 @@ struct Call final : rls::Call {
   bool awaiting = false;  // the store holds it (done() will come)
   bool started = false;   // the response head was sent (messages may follow)
   bool watch_known = true;  // Watch: the service name asked for is ours
+  int last_health = -1;     // Watch: the status last sent (-1: none yet)
   std::shared_ptr<h2::Connection> hold;  // while awaiting: keeps the connection (and us) alive
   alignas(16) char arena_block[4096];
   std::optional<google::protobuf::Arena> arena;
@@ -156,11 +157,16 @@ class Handler final : public GrpcHandler {
   }
 
   void on_serving_changed() override {
+    if (watchers_.empty()) return;
     h2::Session& s = conn_.session();
+    bool sent = false;
     for (int32_t id : watchers_) {
-      if (Call* c = find(id)) send_health(s, *c, c->watch_known);
+      Call* c = find(id);
+      if (c == nullptr || health_status(c->watch_known) == c->last_health) continue;
+      send_health(s, *c, c->watch_known);
+      sent = true;
     }
-    conn_.flush_soon();
+    if (sent) conn_.flush_soon();
   }
 
   void end_watches() override {
@@ -204,6 +210,7 @@ class Handler final : public GrpcHandler {
     c->reader.reset(ctx_.max_message_bytes);
     c->answered = c->gone = c->awaiting = c->started = false;
     c->watch_known = true;
+    c->last_health = -1;
     calls_[id] = c;
     return c;
   }
@@ -309,11 +316,16 @@ class Handler final : public GrpcHandler {
     if (send_health(s, c, known)) watchers_.insert(c.id);
   }
 
+  int health_status(bool known) const {
+    return !known                 ? HealthCheckResponse::SERVICE_UNKNOWN
+           : ctx_.serving.load() ? HealthCheckResponse::SERVING
+                                 : HealthCheckResponse::NOT_SERVING;
+  }
+
   bool send_health(h2::Session& s, Call& c, bool known) {
     HealthCheckResponse resp;
-    resp.set_status(!known ? HealthCheckResponse::SERVICE_UNKNOWN
-                    : ctx_.serving.load() ? HealthCheckResponse::SERVING
-                                          : HealthCheckResponse::NOT_SERVING);
+    c.last_health = health_status(known);
+    resp.set_status(static_cast<HealthCheckResponse::ServingStatus>(c.last_health));
     return send_message(s, c, resp);
   }
 

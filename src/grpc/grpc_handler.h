@@ -18,9 +18,14 @@
 // Request heads larger than the transport's limit: RESOURCE_EXHAUSTED. A non-gRPC request:
 // HTTP 415 (the gRPC spec's answer), unless `fallback` takes it.
 // Health: Check answers SERVING for "", "ratelimit" (envoyproxy/ratelimit's name) and
-// "envoy.service.ratelimit.v3.RateLimitService", NOT_SERVING once the context stops serving,
-// NOT_FOUND for any other name. Watch sends the current status, then every change, and stays
-// open (SERVICE_UNKNOWN for an unknown name, as the protocol asks) until the server stops.
+// "envoy.service.ratelimit.v3.RateLimitService" while GrpcContext::serving (the owner sets it:
+// ratelimitd clears it while the store cannot decide and once it drains), else NOT_SERVING;
+// NOT_FOUND for any other name. Watch is a server stream: the current status at once, then one
+// message per change (on_serving_changed() sends only what differs from the watcher's last
+// message, so calling it without a change sends nothing), open until the client cancels or the
+// server stops (end_watches(): UNAVAILABLE; then GOAWAY). An unknown name is watched as
+// SERVICE_UNKNOWN, as the protocol asks. A Watch holds one stream of the connection's
+// SETTINGS_MAX_CONCURRENT_STREAMS like any call.
 //
 // Threading: the handler runs on its connection's thread. A ShouldRateLimit the store answers
 // on its own thread (Redis) is posted back to the connection's executor, holding the
@@ -42,7 +47,7 @@ namespace ratelimit::grpc_api {
 struct GrpcContext {
   rls::RateLimitService* service = nullptr;
   size_t max_message_bytes = 64 * 1024;  // largest request accepted (and response sent)
-  std::atomic<bool> serving{true};        // health: SERVING / NOT_SERVING
+  std::atomic<bool> serving{true};        // health: SERVING / NOT_SERVING (see above)
   // Calls the store holds (answered on its thread later): shutdown waits for them.
   std::atomic<int> awaiting_store{0};
   std::atomic<int> connections{0};        // handlers alive
@@ -50,7 +55,8 @@ struct GrpcContext {
 
 class GrpcHandler : public h2::Handler {
  public:
-  // Health changed (GrpcContext::serving): watchers are sent the new status.
+  // Health may have changed (GrpcContext::serving): each watcher whose last message differs
+  // from the status now is sent it; nothing is sent otherwise (cheap to call on a poll).
   virtual void on_serving_changed() = 0;
   // The server stops: watches end with UNAVAILABLE (other calls are answered as usual).
   virtual void end_watches() = 0;

@@ -149,8 +149,10 @@ GrpcServer::~GrpcServer() { shutdown(); }
 
 int GrpcServer::port() const { return impl_->port; }
 
-void GrpcServer::drain() {
-  if (!impl_->ctx.serving.exchange(false)) return;
+void GrpcServer::drain() { set_serving(false); }
+
+void GrpcServer::set_serving(bool serving) {
+  if (impl_->ctx.serving.exchange(serving) == serving) return;
   for (auto& w : impl_->workers) {
     asio::post(w->ioc, [w = w.get()] { w->each([](h2::Connection&, GrpcHandler& h) { h.on_serving_changed(); }); });
   }

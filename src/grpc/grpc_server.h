@@ -48,8 +48,11 @@ class GrpcServer {
   // The port bound (useful with port 0).
   int port() const;
   // Health turns NOT_SERVING (load balancers and Kubernetes probes stop sending; watchers are
-  // told); calls are still served. Idempotent.
+  // told); calls are still served. Idempotent. Same as set_serving(false).
   void drain();
+  // Health SERVING or NOT_SERVING from now on (ratelimitd: NOT_SERVING while the store cannot
+  // decide); on a change every watcher is sent the new status. Any thread.
+  void set_serving(bool serving);
   // drain(), then stops accepting; every connection gets GOAWAY, watches end UNAVAILABLE, and
   // calls in flight get up to `grace` to be answered (after it their connections close); calls
   // waiting for the store are waited for (bounded by grace + 5 s), then the threads are joined.

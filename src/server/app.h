@@ -133,6 +133,8 @@ class App {
   std::shared_ptr<const rls::RateLimitService::Snapshot> envoy_snapshot(std::shared_ptr<const rls::RuleSet> rules,
                                                                         uint64_t generation);
   void drain();
+  // gRPC health (grpc.health.v1) on every gRPC front-end: the poll in run() and drain() set it.
+  void set_grpc_serving(bool serving);
 
   ConfigSource& source_;
   Plan plan_;

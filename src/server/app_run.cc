@@ -7,7 +7,8 @@
 // closes; gRPC health turns NOT_SERVING; when every worker is done the process exits 0. A grace
 // period (request_timeout + 2 s) bounds it.
 // The outage log (outage.h) is a poll every 500 ms, so an outage is two lines whatever the
-// traffic.
+// traffic. The same poll sets gRPC health (Check and Watch, on the gRPC listener and on h2c):
+// SERVING while the store can decide and the server is not draining — what /readyz says.
 #include <csignal>
 #include <functional>
 #include <thread>
@@ -32,9 +33,13 @@ void App::drain() {
   // Waiters are answered now (429 with the denial they waited on), so the busy connections
   // they hold finish at once rather than at their max_wait.
   if (waiting_) waiting_->shutdown();
-  if (grpc_) grpc_->drain();
-  if (h2c_) h2c_->drain();
+  set_grpc_serving(false);
   for (auto& w : workers_) w->drain();
+}
+
+void App::set_grpc_serving(bool serving) {
+  if (grpc_) grpc_->set_serving(serving);
+  if (h2c_) h2c_->set_serving(serving);
 }
 
 int App::run() {
@@ -85,6 +90,7 @@ int App::run() {
     outage_timer.async_wait([&](error_code ec) {
       if (ec || workers_done) return;
       const Status ready = state_.store_ready ? state_.store_ready() : Status();
+      set_grpc_serving(ready.is_ok() && !state_.draining.load(std::memory_order_relaxed));
       if (auto line = outage.observe(ready, metrics_.totals(), std::chrono::steady_clock::now())) {
         log_line("warn", *line);
       }

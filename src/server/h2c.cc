@@ -226,8 +226,12 @@ class H2cHandler final : public h2::Handler, public TrackedConnection {
   void on_close(h2::Session& s, int32_t id, uint32_t code) override { first().on_close(s, id, code); }
 
   // The worker's sweep (every 250 ms, as for HTTP/1.1): the connection's idle, half-open and
-  // write deadlines (h2::Connection::check_deadline).
-  void check_deadline(std::chrono::steady_clock::time_point now) override { conn_.check_deadline(now); }
+  // write deadlines (h2::Connection::check_deadline); and health, polled here so a change of
+  // readiness (H2cTakeover::set_serving) reaches this connection's watchers within one sweep.
+  void check_deadline(std::chrono::steady_clock::time_point now) override {
+    conn_.check_deadline(now);
+    if (grpc_) grpc_->on_serving_changed();
+  }
   void on_drain() override {
     if (grpc_) {
       grpc_->on_serving_changed();
@@ -251,7 +255,7 @@ H2cTakeover::H2cTakeover(rls::RateLimitService* rls, size_t max_message_bytes) :
   grpc_.max_message_bytes = max_message_bytes;
 }
 
-void H2cTakeover::drain() { grpc_.serving.store(false); }
+void H2cTakeover::set_serving(bool serving) { grpc_.serving.store(serving); }
 
 void H2cTakeover::adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std::string_view received,
                         ConnectionSlot slot, const Served& served) {

@@ -36,8 +36,9 @@ class H2cTakeover final : public ConnectionTakeover {
   explicit H2cTakeover(rls::RateLimitService* rls, size_t max_message_bytes = 64 * 1024);
   void adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std::string_view received, ConnectionSlot slot,
              const Served& served) override;
-  // Health NOT_SERVING for the gRPC methods on h2c (the server drains).
-  void drain();
+  // Health of the gRPC methods on h2c: SERVING or NOT_SERVING (the store cannot decide, the
+  // server drains). Watchers learn of a change at their worker's next sweep. Any thread.
+  void set_serving(bool serving);
 
  private:
   grpc_api::GrpcContext grpc_;

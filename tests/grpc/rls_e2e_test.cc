@@ -29,6 +29,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "redis_server.h"
 #include "rls_client.h"
+#include "rls_daemon.h"
 
 namespace ratelimit::grpc_api {
 namespace {
@@ -69,31 +70,6 @@ std::string redis_store(const std::string& prefix) {
 
 std::string fresh_prefix() { return "rltest:grpc-e2e:" + std::to_string(std::random_device{}()) + ":"; }
 
-// ratelimitd with its gRPC port read from its log.
-struct Server {
-  e2e::Daemon daemon;
-  uint16_t grpc_port = 0;
-  std::shared_ptr<::grpc::Channel> channel;
-  std::unique_ptr<RateLimitService::Stub> stub;
-
-  bool start(const std::string& yaml) {
-    if (!daemon.start(yaml)) {
-      ADD_FAILURE() << "ratelimitd did not start:\n" << daemon.log();
-      return false;
-    }
-    constexpr std::string_view kMarker = "grpc_listen 127.0.0.1:";
-    if (!daemon.wait_log(kMarker, std::chrono::seconds(10))) {
-      ADD_FAILURE() << "no gRPC listener in the log:\n" << daemon.log();
-      return false;
-    }
-    const std::string log = daemon.log();
-    grpc_port = static_cast<uint16_t>(std::atoi(log.c_str() + log.find(kMarker) + kMarker.size()));
-    channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port),
-                                    ::grpc::InsecureChannelCredentials());
-    stub = RateLimitService::NewStub(channel);
-    return grpc_port != 0;
-  }
-};
 
 
 ::grpc::Status call(Server& s, const RateLimitRequest& req, RateLimitResponse& resp) {
