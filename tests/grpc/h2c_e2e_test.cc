@@ -4,11 +4,14 @@
 // and Health on the HTTP port with a libgrpc++ channel, the body and header limits (413, 431),
 // HTTP/1.1 still answered beside it, and a drain (SIGTERM) that answers GOAWAY. What an h2c
 // connection cannot hold: a silent one is closed (GOAWAY first) by the worker's idle sweep, a
-// half-open stream is reset — and the daemon serves on.
+// half-open stream is reset, a Watch flood stops at the stream cap, a rapid-reset flood
+// (CVE-2023-44487) ends in GOAWAY — and the daemon serves on.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
+#include <optional>
 
 #include "daemon.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -48,6 +51,38 @@ domains:
       - key: user
         rate_limit: { unit: minute, requests_per_unit: 3, name: per_user }
 )";
+
+// Frames received (raw bytes after the server's first frame): the first one of `type` on
+// `stream`, as its payload; nullopt when there is none. The client session cannot report
+// frames about streams it never opened (the raw ones these tests send).
+std::optional<std::string> find_frame(const std::string& raw, uint8_t type, uint32_t stream) {
+  for (size_t i = 0; i + 9 <= raw.size();) {
+    const auto* p = reinterpret_cast<const unsigned char*>(raw.data() + i);
+    const size_t len = size_t{p[0]} << 16 | size_t{p[1]} << 8 | p[2];
+    const uint32_t id = (uint32_t{p[5]} << 24 | uint32_t{p[6]} << 16 | uint32_t{p[7]} << 8 | p[8]) & 0x7fffffffU;
+    if (i + 9 + len > raw.size()) break;
+    if (p[3] == type && id == stream) return raw.substr(i + 9, len);
+    i += 9 + len;
+  }
+  return std::nullopt;
+}
+std::string frame_head(size_t len, uint8_t type, uint8_t flags, uint32_t stream) {
+  const char h[9] = {static_cast<char>(len >> 16), static_cast<char>(len >> 8), static_cast<char>(len),
+                     static_cast<char>(type), static_cast<char>(flags), static_cast<char>(stream >> 24),
+                     static_cast<char>(stream >> 16), static_cast<char>(stream >> 8), static_cast<char>(stream)};
+  return std::string(h, 9);
+}
+// A request HEADERS frame, END_HEADERS and not END_STREAM (the request goes on): :method POST,
+// :scheme http, :path /, :authority a — static-table HPACK, so no encoder state is involved.
+std::string open_stream(uint32_t id) {
+  const std::string block("\x83\x86\x84\x41\x01" "a", 6);
+  return frame_head(block.size(), 0x1, 0x4, id) + block;
+}
+std::string rst_stream(uint32_t id, uint32_t code) {
+  const char c[4] = {static_cast<char>(code >> 24), static_cast<char>(code >> 16), static_cast<char>(code >> 8),
+                     static_cast<char>(code)};
+  return frame_head(4, 0x3, 0, id) + std::string(c, 4);
+}
 
 TEST(H2cE2e, AcquireAsStreamsOnOneConnectionBesideHttp1) {
   e2e::Daemon d;
@@ -180,6 +215,68 @@ TEST(H2cE2e, AHalfOpenStreamIsResetThenTheIdleConnectionClosed) {
   ASSERT_TRUE(c.until([&] { return !c.client.goaways.empty(); }, std::chrono::seconds(10)));
   EXPECT_TRUE(c.until([] { return false; }, std::chrono::seconds(5)) || c.eof);
   EXPECT_TRUE(c.eof);
+}
+
+std::string health_watch_body() {
+  ::grpc::health::v1::HealthCheckRequest req;
+  req.set_service("ratelimit");
+  const std::string m = req.SerializeAsString();
+  return std::string(1, '\0') + std::string(1, '\0') + std::string(1, '\0') + std::string(1, '\0') +
+         std::string(1, static_cast<char>(m.size())) + m;
+}
+
+// Watches hold streams like any call: 100 (SETTINGS_MAX_CONCURRENT_STREAMS) stay open, each
+// with its SERVING message; a 101st waits (the client honours the limit) until one is
+// cancelled, then is answered. A client that forces a stream past the limit it acknowledged
+// loses the connection: GOAWAY(PROTOCOL_ERROR) (nghttp2's answer; before the SETTINGS ACK it
+// is REFUSED_STREAM per stream, tests/h2). The daemon serves on.
+TEST(H2cE2e, WatchesCountAgainstTheStreamCap) {
+  e2e::Daemon d;
+  ASSERT_TRUE(d.start(kYaml)) << d.log();
+  SocketClient c(d.port());
+  const std::vector<std::pair<std::string, std::string>> grpc = {{"content-type", "application/grpc"}, {"te", "trailers"}};
+  const auto watch = [&] { return c.client.request("/grpc.health.v1.Health/Watch", grpc, health_watch_body()); };
+  const auto watching = [&](int32_t id) { return c.client.responses[id].body.size() >= 5; };  // a message came
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(watch());
+  ASSERT_TRUE(c.until([&] { return std::all_of(ids.begin(), ids.end(), watching); }, std::chrono::seconds(10)));
+  for (int32_t id : ids) EXPECT_FALSE(c.client.responses[id].closed) << "a Watch stays open";
+  const int32_t extra = watch();
+  EXPECT_FALSE(c.until([&] { return watching(extra); }, std::chrono::milliseconds(300))) << "beyond the cap";
+  nghttp2_submit_rst_stream(c.client.ng(), NGHTTP2_FLAG_NONE, ids[0], NGHTTP2_CANCEL);
+  ASSERT_TRUE(c.until([&] { return watching(extra); }, std::chrono::seconds(10))) << "a cancelled Watch frees its stream";
+  EXPECT_TRUE(c.client.goaways.empty());
+  c.send(open_stream(999));  // past every id the client session used, and past the cap
+  ASSERT_TRUE(c.until([&] { return !c.client.goaways.empty(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(c.client.goaways.back(), static_cast<uint32_t>(NGHTTP2_PROTOCOL_ERROR));
+  EXPECT_EQ(e2e::http_get(d.port(), "/healthz").status, 200U);
+}
+
+// Rapid reset (CVE-2023-44487): streams opened and reset at once, in one write. Debian's
+// nghttp2 allows a burst of 1000 resets, then 33/s: 400 leave the connection serving (a PING is
+// answered), 2000 more end it with GOAWAY(INTERNAL_ERROR), nghttp2's answer to the flood. None
+// of the streams is decided; other connections are served.
+TEST(H2cE2e, ARapidResetFloodEndsInGoaway) {
+  e2e::Daemon d;
+  ASSERT_TRUE(d.start(kYaml)) << d.log();
+  SocketClient c(d.port());
+  ASSERT_TRUE(c.until([&] { return find_frame(c.raw, 0x4, 0).has_value(); }));  // the server's SETTINGS
+  const auto flood = [&](uint32_t from, uint32_t pairs) {
+    std::string bytes;
+    for (uint32_t id = from; id < from + 2 * pairs; id += 2) bytes += open_stream(id) + rst_stream(id, NGHTTP2_CANCEL);
+    c.send(bytes);
+  };
+  flood(1, 400);
+  c.send(frame_head(8, 0x6, 0, 0) + "rlping!!");  // PING
+  ASSERT_TRUE(c.until([&] { return c.raw.find("rlping!!") != std::string::npos; })) << "within the burst: served";
+  EXPECT_TRUE(c.client.goaways.empty());
+  flood(801, 2000);
+  ASSERT_TRUE(c.until([&] { return !c.client.goaways.empty(); }, std::chrono::seconds(10)))
+      << "no GOAWAY after 2400 rapid resets";
+  EXPECT_EQ(c.client.goaways.back(), static_cast<uint32_t>(NGHTTP2_INTERNAL_ERROR));
+  EXPECT_TRUE(c.until([] { return false; }, std::chrono::seconds(5)) || c.eof);
+  EXPECT_TRUE(c.eof) << "the connection is closed";
+  EXPECT_EQ(e2e::http_post(d.port(), "/v1/acquire", R"({"key":"r","policy":"five"})").status, 200U);
 }
 
 }  // namespace
