@@ -181,6 +181,10 @@ std::string RuleSet::dump() const {
       out += ", algorithm: ";
       out += algorithm_name(r->policy->algorithm());
     }
+    if (r->policy && r->policy->consistency().mode != Consistency::kExact) {
+      out += ", consistency: ";
+      out += consistency_name(r->policy->consistency().mode);
+    }
     out += '\n';
   }
   return out;

@@ -11,8 +11,9 @@
 //   - A file is one `domain` with nested `descriptors` ({key, value?, rate_limit?,
 //     descriptors?, shadow_mode, detailed_metric, value_to_metric, share_threshold,
 //     quota_mode, metadata}). Keys are checked against envoyproxy/ratelimit's list (plus our
-//     extension keys inside rate_limit: algorithm, burst, mode); a misspelled key anywhere
-//     refuses the file.
+//     extension keys inside rate_limit: algorithm, burst, mode, and the consistency keys
+//     consistency, sync_interval, lease_max, lease_ttl); a misspelled key anywhere refuses
+//     the file.
 //   - Matching, per request entry, level by level: "key_value" exactly, else the first
 //     wildcard pattern of that level (in file order) that matches "key_value" (`*` = any run of
 //     characters, anywhere, several allowed; matched against the joined "key_value" string

@@ -55,8 +55,10 @@ inline constexpr std::array<std::string_view, 16> kEnvoyKeys = {
     "domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
     "unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric",
     "value_to_metric", "share_threshold", "metadata"};
-// Our extensions, accepted inside rate_limit only.
-inline constexpr std::array<std::string_view, 3> kExtensionKeys = {"algorithm", "burst", "mode"};
+// Our extensions, accepted inside rate_limit only: the algorithm and its parameters, and the
+// consistency keys of ratelimitd's own policies (yaml::kConsistencyKeys, read by the same code).
+inline constexpr std::array<std::string_view, 7> kExtensionKeys = {
+    "algorithm", "burst", "mode", "consistency", "sync_interval", "lease_max", "lease_ttl"};
 // Our extensions, accepted at a file's top level (beside `domain`) only.
 inline constexpr std::array<std::string_view, 1> kRootExtensionKeys = {"all_or_nothing"};
 

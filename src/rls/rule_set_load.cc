@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "bounded_yaml.h"
+#include "consistency_keys.h"
 #include "ratelimit/store.h"
 #include "rule_set_detail.h"
 
@@ -277,6 +278,9 @@ class Loader {
     }
     if (r->unlimited) {
       if (alg) return error(alg, "an unlimited rate_limit takes no algorithm");
+      if (yaml::has_consistency_keys(rl)) {
+        return error(rl, "an unlimited rate_limit takes no consistency (nothing is counted)");
+      }
       return r;
     }
     const int64_t window_us = unit_seconds(r->unit) * 1'000'000;
@@ -285,8 +289,9 @@ class Loader {
     if (!alg) {
       policy = envoy_counter(rpu, r->unit);
       if (!policy) return error(rl, "rate_limit: " + policy.status().message());
+      if (Status s = check_counter_consistency(rl); !s.is_ok()) return s;
       r->policy = *policy;
-      return r;
+      return apply_consistency(rl, std::move(r));
     } else {
       std::string alg_name;
       RL_ASSIGN(alg_name, string(alg, "algorithm"));
@@ -339,7 +344,26 @@ class Loader {
     if (!policy) return error(rl, "rate_limit: " + policy.status().message());
     auto named = policy->with_name("rls:" + policy->name());
     r->policy = named ? *named : *policy;
+    return apply_consistency(rl, std::move(r));
+  }
+
+  // Our extension: the consistency keys of ratelimitd's own policies, read and validated by the
+  // same code (Policy::with_consistency refuses what a native policy would).
+  Result<std::unique_ptr<Rule>> apply_consistency(const YAML::Node& rl, std::unique_ptr<Rule> r) const {
+    if (auto e = yaml::apply_consistency_keys(rl, "rate_limit", *r->policy)) return error(e->node, e->reason);
     return r;
+  }
+
+  // envoyproxy/ratelimit's counter counts every hit, denied ones too, which only one call per
+  // hit can do: lease and async need one of our window algorithms, said in Envoy's terms.
+  Status check_counter_consistency(const YAML::Node& rl) const {
+    const YAML::Node c = rl["consistency"];
+    if (!c || !c.IsScalar()) return {};
+    auto mode = parse_consistency(c.Scalar());
+    if (!mode || *mode == Consistency::kExact) return {};  // a bad name is refused by the reader
+    return error(c, "consistency " + c.Scalar() + " needs 'algorithm: fixed_window' or 'algorithm: "
+                    "sliding_window_counter': envoyproxy/ratelimit's default counter counts denied hits "
+                    "too, which only consistency exact can");
   }
 
   RuleSet& set_;

@@ -5,6 +5,7 @@
 // with_consistency, with_limit), whose refusal is reported with the policy's line; a key that
 // does not apply to the algorithm is refused by name, never ignored.
 #include "config_sections.h"
+#include "consistency_keys.h"
 
 namespace ratelimit::server {
 
@@ -12,26 +13,11 @@ using config_detail::Parser;
 
 namespace {
 
-// consistency, sync_interval, lease_max, lease_ttl (ConsistencyOptions in policy.h): applied to
-// `policy` through Policy::with_consistency, whose refusal (an algorithm the mode is not defined
-// for, a value out of range) names the reason.
+// consistency, sync_interval, lease_max, lease_ttl: read and applied by the reader Envoy rules
+// share (src/yaml/consistency_keys.h), whose refusal names the key and the reason.
 Status parse_consistency_fields(const Parser& p, const YAML::Node& n, const std::string& what,
                                 Policy& policy) {
-  if (!n["consistency"] && !n["sync_interval"] && !n["lease_max"] && !n["lease_ttl"]) return {};
-  ConsistencyOptions o;
-  if (n["consistency"]) {
-    std::string m;
-    RL_TRY_ASSIGN(m, p.string(n["consistency"], what + ".consistency"));
-    auto mode = parse_consistency(m);
-    if (!mode) return p.error(n["consistency"], what + ": " + mode.status().message());
-    o.mode = *mode;
-  }
-  if (n["sync_interval"]) RL_TRY_ASSIGN(o.sync_interval, p.duration(n["sync_interval"], what + ".sync_interval"));
-  if (n["lease_ttl"]) RL_TRY_ASSIGN(o.lease_ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
-  if (n["lease_max"]) RL_TRY_ASSIGN(o.lease_max, p.integer(n["lease_max"], what + ".lease_max", 0, kMaxLimit));
-  auto with = policy.with_consistency(o);
-  if (!with) return p.error(n["consistency"] ? n["consistency"] : n, what + ": " + with.status().message());
-  policy = *std::move(with);
+  if (auto e = yaml::apply_consistency_keys(n, what, policy)) return p.error(e->node, e->reason);
   return {};
 }
 

@@ -485,6 +485,75 @@ descriptors:
   EXPECT_EQ(fw->policy->name().rfind("rls:", 0), 0u);
 }
 
+// The consistency extension: ratelimitd's own policy keys on a rule's rate_limit, read by the
+// same reader (src/yaml/consistency_keys.h). A rule without them is exact, as before.
+TEST(RuleSetLoad, ExtensionConsistency) {
+  auto set = load_ok({R"(
+domain: x
+descriptors:
+  - key: leased
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000
+      algorithm: fixed_window
+      consistency: lease
+      lease_max: 40
+      lease_ttl: 250ms
+      sync_interval: 20ms
+  - key: pushed
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: sliding_window_counter, consistency: async, sync_interval: 50ms}
+  - key: counter_exact
+    rate_limit: {unit: minute, requests_per_unit: 5, consistency: exact}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: fixed_window}
+  - key: envoy
+    rate_limit: {unit: minute, requests_per_unit: 5}
+)"});
+  ASSERT_TRUE(set);
+  const Rule* leased = one(*set, "x", {{"leased", "a"}});
+  ASSERT_TRUE(leased && leased->policy);
+  const ConsistencyOptions& l = leased->policy->consistency();
+  EXPECT_EQ(l.mode, Consistency::kLease);
+  EXPECT_EQ(l.lease_max, 40);
+  EXPECT_EQ(l.lease_ttl, Micros{250'000});
+  EXPECT_EQ(l.sync_interval, Micros{20'000});
+  EXPECT_EQ(leased->policy->limit(), 1000);
+  const Rule* pushed = one(*set, "x", {{"pushed", "a"}});
+  ASSERT_TRUE(pushed && pushed->policy);
+  EXPECT_EQ(pushed->policy->consistency().mode, Consistency::kAsync);
+  EXPECT_EQ(pushed->policy->consistency().sync_interval, Micros{50'000});
+  EXPECT_EQ(pushed->policy->algorithm(), Algorithm::kSlidingWindowCounter);
+  // exact on envoyproxy/ratelimit's counter changes nothing: still its counter.
+  const Rule* counter = one(*set, "x", {{"counter_exact", "a"}});
+  ASSERT_TRUE(counter && counter->policy);
+  EXPECT_TRUE(counter->policy->counts_every_hit());
+  EXPECT_EQ(counter->policy->consistency(), ConsistencyOptions{});
+  // Without the keys: exact, with the defaults, exactly as before the extension.
+  for (const char* k : {"plain", "envoy"}) {
+    const Rule* r = one(*set, "x", {{k, "a"}});
+    ASSERT_TRUE(r && r->policy) << k;
+    EXPECT_EQ(r->policy->consistency(), ConsistencyOptions{}) << k;
+  }
+  const std::string dump = set->dump();
+  EXPECT_NE(dump.find("x.leased: unit=SECOND requests_per_unit=1000, shadow_mode: false, quota_mode: false, "
+                      "algorithm: fixed_window, consistency: lease\n"),
+            std::string::npos)
+      << dump;
+  EXPECT_NE(dump.find("x.envoy: unit=MINUTE requests_per_unit=5, shadow_mode: false, quota_mode: false\n"),
+            std::string::npos)
+      << dump;
+  // The same keys in a domain of ratelimitd's own file keep that file's lines in messages.
+  std::vector<SourceFile> files{{"own.yaml", "domains:\n  - domain: d\n    descriptors:\n      - key: k\n"
+                                             "        rate_limit:\n          unit: second\n"
+                                             "          requests_per_unit: 10\n          algorithm: fixed_window\n"
+                                             "          consistency: lease\n          lease_max: 11\n",
+                                 "domains", 0}};
+  auto r = RuleSet::load(files, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "own.yaml:10: rate_limit: lease_max must be between 0 (default: limit / 20) and the limit (10), got 11");
+}
+
 TEST(RuleSetLoad, AcceptedKeysAndValues) {
   auto set = load_ok({R"(
 domain: all_keys
@@ -633,6 +702,42 @@ INSTANTIATE_TEST_SUITE_P(
                 kHead + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: concurrency}\n",
                 "f1.yaml:4: the concurrency algorithm is not available to the Envoy rate limit service: RLS "
                 "calls cannot release a lease (see docs/throttling.md)"},
+        Refusal{"ConsistencyUnknown",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      algorithm: fixed_window\n      consistency: eventual\n",
+                "f1.yaml:8: rate_limit: unknown consistency 'eventual' (expected exact, lease or async)"},
+        Refusal{"ConsistencyOnEnvoyCounter",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      consistency: async\n",
+                "f1.yaml:7: consistency async needs 'algorithm: fixed_window' or 'algorithm: sliding_window_counter': "
+                "envoyproxy/ratelimit's default counter counts denied hits too, which only consistency exact can"},
+        Refusal{"ConsistencyOnBucket",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      algorithm: token_bucket\n      consistency: lease\n",
+                "f1.yaml:8: rate_limit: consistency lease is defined for fixed_window and sliding_window_counter only, "
+                "not token_bucket (a bucket's units move in time, a log keeps one entry per request: see "
+                "docs/distributed.md)"},
+        Refusal{"LeaseMaxAboveLimit",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      algorithm: fixed_window\n      consistency: lease\n      lease_max: 6\n",
+                "f1.yaml:9: rate_limit: lease_max must be between 0 (default: limit / 20) and the limit (5), got 6"},
+        Refusal{"LeaseMaxText",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      algorithm: fixed_window\n      consistency: lease\n      lease_max: many\n",
+                "f1.yaml:9: rate_limit.lease_max must be a whole number, got 'many'"},
+        Refusal{"SyncIntervalNoUnit",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      algorithm: fixed_window\n      consistency: async\n      sync_interval: 100\n",
+                "f1.yaml:9: rate_limit.sync_interval: invalid duration '100': missing unit (expected e.g. 500ms, 1s, 60s, 1m, 1h, 1d)"},
+        Refusal{"SyncIntervalTooLong",
+                kHead + "  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n"
+                        "      algorithm: fixed_window\n      consistency: async\n      sync_interval: 2m\n",
+                "f1.yaml:9: rate_limit: sync_interval must be between 1ms and 1m, got 120000000us"},
+        Refusal{"ConsistencyUnlimited",
+                kHead + "  - key: a\n    rate_limit: {unlimited: true, consistency: lease}\n",
+                "f1.yaml:4: an unlimited rate_limit takes no consistency (nothing is counted)"},
+        Refusal{"ConsistencyOutsideRateLimit", kHead + "  - key: a\n    consistency: lease\n",
+                "f1.yaml:4: config error, unknown key 'consistency'"},
         Refusal{"AlgorithmZeroLimit",
                 kHead + "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0, algorithm: sliding_window_log}\n",
                 "f1.yaml:4: rate_limit: limit must be between 1 and 1000000000, got 0"}),

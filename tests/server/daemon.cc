@@ -247,6 +247,14 @@ Reply http_get(uint16_t port, std::string_view target) {
   return c.get(target);
 }
 
+int64_t metric_in(const std::string& page, const std::string& name) {
+  const std::string line = "\n" + name + " ";
+  const size_t at = page.find(line);
+  return at == std::string::npos ? -1 : std::stoll(page.substr(at + line.size()));
+}
+
+int64_t metric_value(uint16_t port, const std::string& name) { return metric_in(http_get(port, "/metrics").body, name); }
+
 StatusCounts concurrent_acquires(const std::vector<uint16_t>& ports, const std::string& body,
                                  int clients, int per_client) {
   std::atomic<int> ok{0}, denied{0}, other{0};

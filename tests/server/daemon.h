@@ -107,6 +107,11 @@ class Client {
 Reply http_post(uint16_t port, std::string_view target, std::string_view body);
 Reply http_get(uint16_t port, std::string_view target);
 
+// The value of an unlabelled sample (`name value`) in a Prometheus page; -1 when absent.
+int64_t metric_in(const std::string& page, const std::string& name);
+// The same on a fresh GET /metrics of the daemon on `port`.
+int64_t metric_value(uint16_t port, const std::string& name);
+
 struct StatusCounts {
   int ok = 0;      // 200
   int denied = 0;  // 429

@@ -84,14 +84,6 @@ int64_t redis_count(const std::string& url, const std::string& prefix, const std
   return total;
 }
 
-// The value of an unlabelled sample in a /metrics page, -1 when absent.
-int64_t metric(uint16_t port, const std::string& name) {
-  const std::string page = http_get(port, "/metrics").body;
-  const std::string line = "\n" + name + " ";
-  const size_t at = page.find(line);
-  return at == std::string::npos ? -1 : std::stoll(page.substr(at + line.size()));
-}
-
 // Waits (bounded) until `pred` holds.
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds bound = 5s) {
@@ -142,7 +134,7 @@ TEST_F(E2EDistributed, LeaseNeverOverAdmitsAndGivesBackWhatItDidNotUse) {
     EXPECT_LE(first.ok + second.ok, 300) << "over-admitted";
     EXPECT_GE(first.ok + second.ok, 300 - 3 * 20);
     int64_t reserves = 0;
-    for (uint16_t p : ports) reserves += metric(p, "ratelimitd_lease_reserves_total");
+    for (uint16_t p : ports) reserves += metric_value(p, "ratelimitd_lease_reserves_total");
     EXPECT_GT(reserves, 0);
     EXPECT_LT(reserves, first.ok + second.ok) << "a slice per decision: nothing was leased";
   }
@@ -167,7 +159,7 @@ TEST_F(E2EDistributed, AsyncStaysWithinItsBoundAndLosesNoHit) {
   EXPECT_TRUE(eventually([&] { return redis_count(url_, prefix, "hot", "pushed") == 300; }));
   EXPECT_TRUE(eventually([&] {
     int64_t over = 0;
-    for (uint16_t p : ports) over += metric(p, "ratelimitd_async_units_over_limit_total");
+    for (uint16_t p : ports) over += metric_value(p, "ratelimitd_async_units_over_limit_total");
     return over == n.ok - 300;
   })) << "admitted " << n.ok;
   RecordProperty("async_over_admitted", n.ok - 300);
@@ -279,13 +271,13 @@ TEST_F(E2EDistributed, AsyncOutageFollowsTheFailurePolicyAndLosesNoPush) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(admitted, 30);  // open: admitted throughout
-  EXPECT_GT(metric(d.port(), "ratelimitd_async_push_failures_total"), 0);
-  EXPECT_GT(metric(d.port(), "ratelimitd_distributed_failed_open_total"), 0);
-  EXPECT_EQ(metric(d.port(), "ratelimitd_async_units_pending"), 30);
+  EXPECT_GT(metric_value(d.port(), "ratelimitd_async_push_failures_total"), 0);
+  EXPECT_GT(metric_value(d.port(), "ratelimitd_distributed_failed_open_total"), 0);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_async_units_pending"), 30);
   ASSERT_TRUE(redis.restart().is_ok());
   EXPECT_TRUE(eventually([&] { return redis_count(redis.url(), prefix, "k", "pushed") == 30; }, 10s))
       << "Redis holds " << redis_count(redis.url(), prefix, "k", "pushed");
-  EXPECT_TRUE(eventually([&] { return metric(d.port(), "ratelimitd_async_units_pending") == 0; }));
+  EXPECT_TRUE(eventually([&] { return metric_value(d.port(), "ratelimitd_async_units_pending") == 0; }));
 }
 
 // Exact beside them is unchanged: three instances, exactly the limit.
