@@ -154,12 +154,27 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
         (*info)[i].denied_by_others = true;
         (*info)[i].denial = algo::region_denial(policy, others, now, ops[i].cost);
       }
-      // A limit below the cost makes the store deny without counting (exceeds capacity), which
-      // for an all-or-nothing group denies the group: the answer is then replaced above.
+      // Sent as a peek (below), so nothing is counted for it; its answer is replaced above.
       auto with = policy.with_limit(std::clamp<int64_t>(eff, 1, policy.limit()));
       if (!with) continue;  // cannot happen for 1 <= limit <= L; decided on the real limit
       lowered.push_back(*std::move(with));
       sent[i].policy = &lowered.back();
+    }
+  }
+  // A request the others' counts deny must count nothing in this region: its own count is what
+  // the other regions read. So such an op is sent as a peek (the lowered limit, clamped to at
+  // least 1, could otherwise admit and count a cost-1 request while the answer says denied), and
+  // in an all-or-nothing group every op is (one denial denies the group).
+  bool any_denied = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if ((*info)[i].denied_by_others && sent[i].kind == StoreOp::Kind::kAcquire) {
+      sent[i].kind = StoreOp::Kind::kPeek;
+      any_denied = true;
+    }
+  }
+  if (any_denied && atomicity == Atomicity::kAllOrNothing) {
+    for (StoreOp& op : sent) {
+      if (op.kind == StoreOp::Kind::kAcquire) op.kind = StoreOp::Kind::kPeek;
     }
   }
   if (added) {

@@ -184,6 +184,59 @@ TEST(RegionStore, RefusesBadWiring) {
   EXPECT_FALSE((*store)->seen(global, "k", "mars", {}).is_ok());
 }
 
+// A request the other regions' counts alone deny is not counted in the own region: its count is
+// what the region admitted, which the others read — a unit counted for a denial would be taken
+// off their limit. (The store was once called with the limit clamped to 1, which admitted and
+// counted a cost-1 request while the answer said denied.) Alone and in an all-or-nothing group.
+TEST(RegionStore, ADenialByTheOthersCountsNothing) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok());
+  RedisStoreOptions ro;
+  ro.url = *url;
+  ro.key_prefix = unique("denied-by-others");
+  auto redis = RedisStore::connect(ro).value();
+  ManualClock clock;
+  clock.set(Micros{5'000'000});
+  MemoryStoreOptions mo;
+  mo.clock = &clock;
+  ro.test_clock = &clock;
+  auto redis_own = RedisStore::connect(ro).value();
+  for (const std::shared_ptr<Store>& own : {std::shared_ptr<Store>(std::make_shared<MemoryStore>(mo)),
+                                            std::shared_ptr<Store>(redis_own)}) {
+    SCOPED_TRACE(own == redis_own ? "redis" : "memory");
+    RegionStoreOptions o;
+    o.region = "eu";
+    o.clock = &clock;
+    o.run_exchange = false;
+    auto store = RegionStore::wrap(own, {{"us", redis}}, o).value();
+    store->set_reachable("us", true);
+    ConsistencyOptions g;
+    g.across_regions = true;
+    for (const char* name : {"a", "b"}) {
+      const Policy p = Policy::fixed_window(10, 1s)->with_name(std::string("dbo_") + name)->with_consistency(g).value();
+      const Policy q = Policy::fixed_window(10, 1s)->with_name(std::string("dbo_q") + name)->with_consistency(g).value();
+      ASSERT_TRUE(store->seen(p, "k", "us", {5'000'000, 0, 10}).is_ok());  // us alone fills the limit
+      if (std::string(name) == "a") {
+        auto d = store->acquire(p, "k", 1);
+        ASSERT_TRUE(d.ok());
+        EXPECT_FALSE(d->allowed);
+      } else {
+        const std::vector<Policy> both{q, p};
+        auto d = store->acquire_all(both, "k", 1);
+        ASSERT_TRUE(d.ok());
+        EXPECT_FALSE((*d)[1].allowed);
+        auto own_q = own->peek(q, "k", 1);
+        ASSERT_TRUE(own_q.ok());
+        EXPECT_EQ(own_q->remaining, 9) << "the group was denied: nothing counted for its other policy";
+      }
+      auto own_p = own->peek(p, "k", 1);
+      ASSERT_TRUE(own_p.ok());
+      // A peek of 1 reports what would remain after it: 9 when nothing is counted.
+      EXPECT_EQ(own_p->remaining, 9) << "a denial by the others was counted in the own region";
+    }
+  }
+}
+
 // One region of a two-region deployment: its own Redis, and the other region's Redis.
 struct Region {
   std::shared_ptr<RedisStore> own, other;
