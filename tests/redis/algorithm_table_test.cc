@@ -109,5 +109,36 @@ TEST(AlgorithmTable, NoLuaSourceNumbersAnAlgorithmItself) {
   EXPECT_GE(files, kAlgorithmCount);  // the directory was read
 }
 
+// The clients' list (clients/conformance/algorithms.json) is this table, row for row: every
+// client's conformance test holds its own algorithm list to that file, so an algorithm added
+// here and not there fails this test, and one added there and not to a client fails the client.
+// Every rate algorithm has its shared vectors, which the clients run.
+TEST(AlgorithmTable, TheClientsConformanceListIsTheTable) {
+  const std::filesystem::path root(RATELIMIT_SOURCE_DIR);
+  std::ifstream in(root / "clients/conformance/algorithms.json");
+  ASSERT_TRUE(in) << "clients/conformance/algorithms.json is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::regex row(R"re(\{"name": "([a-z_]+)", "index": ([0-9]+), "kind": "([a-z]+)"\})re");
+  size_t i = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), row); it != std::sregex_iterator(); ++it, ++i) {
+    ASSERT_LT(i, kAlgorithmCount) << "a row the table does not have: " << (*it)[0];
+    const AlgorithmInfo& want = kAlgorithmTable[i];
+    EXPECT_EQ((*it)[1].str(), want.name) << "row " << i;
+    EXPECT_EQ((*it)[2].str(), std::to_string(i)) << want.name;
+    EXPECT_EQ((*it)[3].str(), want.kind == AlgorithmKind::kRate ? "rate" : "concurrency") << want.name;
+    if (want.kind == AlgorithmKind::kRate) {
+      EXPECT_TRUE(std::filesystem::exists(root / "tests/vectors" / (std::string(want.name) + ".json")))
+          << "no shared vectors for " << want.name;
+    }
+  }
+  EXPECT_EQ(i, kAlgorithmCount) << "clients/conformance/algorithms.json lists " << i << " of the table's rows";
+  // Every object of the file is a row the pattern read (none misspelt and skipped).
+  size_t names = 0;
+  for (size_t at = text.find("\"name\""); at != std::string::npos; at = text.find("\"name\"", at + 1)) ++names;
+  EXPECT_EQ(names, i);
+}
+
 }  // namespace
 }  // namespace ratelimit::redis_detail

@@ -7,6 +7,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'fs';
 import * as path from 'path';
 import { RedisLimiter, PolicySpec } from '../src';
+import { ALGORITHMS as CLIENT_ALGORITHMS } from '../src/policy';
 import { CONFORMANCE_DIR, RUN_ID, Started, VECTORS_DIR, inFlight, testRedis } from './support';
 
 interface Expect { allowed: boolean; reason: string; remaining: number; reset_after_us: number; retry_after_us: number; delay_us: number }
@@ -23,9 +24,22 @@ export function specOf(algorithm: string, c: { policy: Record<string, unknown>; 
   return { algorithm: algorithm as 'fixed_window', limit: p.limit as number, window: p.window_us as number, countDenied: c.count_denied === true, everyHit: c.every_hit === true };
 }
 
-// The five stores' files (tests/vectors also holds distributed.json: consistency math, no store).
-const ALGORITHMS = ['fixed_window', 'sliding_window_log', 'sliding_window_counter', 'token_bucket', 'leaky_bucket'];
+// The library's algorithms (clients/conformance/algorithms.json, held to kAlgorithmTable by
+// tests/redis/algorithm_table_test.cc): this client ports the rate ones, whose vectors run here.
+// Concurrency limits (leases) are ratelimitd's API (RatelimitdLimiter), not this client's.
+interface TableRow { name: string; index: number; kind: string }
+const TABLE = (JSON.parse(fs.readFileSync(path.join(CONFORMANCE_DIR, 'algorithms.json'), 'utf8')) as { algorithms: TableRow[] }).algorithms;
+const NOT_PORTED = ['concurrency'];
+const ALGORITHMS = TABLE.filter((a) => a.kind === 'rate').map((a) => a.name);
 const files: VectorFile[] = ALGORITHMS.map((a) => JSON.parse(fs.readFileSync(path.join(VECTORS_DIR, `${a}.json`), 'utf8')) as VectorFile);
+
+test("the client's algorithm list is the library's", () => {
+  // Same order: an algorithm's index is its argument to the Redis functions.
+  assert.deepEqual([...CLIENT_ALGORITHMS], ALGORITHMS);
+  assert.deepEqual(TABLE.map((a) => a.index), TABLE.map((_, i) => i));
+  assert.deepEqual(TABLE.map((a) => a.name).filter((n) => !CLIENT_ALGORITHMS.includes(n as never)), NOT_PORTED,
+    'an algorithm of the library that this client neither ports nor says it does not');
+});
 
 let redis: Started;
 const limiters: RedisLimiter[] = [];

@@ -11,8 +11,12 @@ import unittest
 from ratelimit_client import AsyncRedisLimiter, RedisLimiter, make_policy
 from support import CONFORMANCE_DIR, RUN_ID, VECTORS_DIR, in_flight, test_redis
 
-# The five stores' files (tests/vectors also holds distributed.json: consistency math, no store).
-ALGORITHMS = ("fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket")
+# The library's algorithms (clients/conformance/algorithms.json, held to kAlgorithmTable by
+# tests/redis/algorithm_table_test.cc): this client ports the rate ones, whose vectors run here.
+# Concurrency limits (leases) are ratelimitd's API (ratelimit_client.ratelimitd), not this client's.
+TABLE = json.load(open(os.path.join(CONFORMANCE_DIR, "algorithms.json")))["algorithms"]
+NOT_PORTED = {"concurrency"}
+ALGORITHMS = tuple(a["name"] for a in TABLE if a["kind"] == "rate")
 FILES = [json.load(open(os.path.join(VECTORS_DIR, f"{a}.json"))) for a in ALGORITHMS]
 RACE = json.load(open(os.path.join(CONFORMANCE_DIR, "race.json")))
 
@@ -32,6 +36,16 @@ def compare(algorithm, case, i, step, d, failures):
     capacity = case["policy"].get("limit", case["policy"].get("burst"))
     if got != step["expect"] or d.limit != capacity:
         failures.append(f"{algorithm}/{case['name']} step {i}: expected {step['expect']} limit {capacity}, got {got} limit {d.limit}")
+
+
+class AlgorithmList(unittest.TestCase):
+    def test_the_clients_list_is_the_librarys(self):
+        from ratelimit_client import policy
+        # Same order: an algorithm's index is its argument to the Redis functions.
+        self.assertEqual(tuple(policy.ALGORITHMS), ALGORITHMS)
+        self.assertEqual([a["index"] for a in TABLE], list(range(len(TABLE))))
+        self.assertEqual({a["name"] for a in TABLE} - set(policy.ALGORITHMS), NOT_PORTED,
+                         "an algorithm of the library that this client neither ports nor says it does not")
 
 
 class Conformance(unittest.TestCase):

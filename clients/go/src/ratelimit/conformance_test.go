@@ -54,10 +54,70 @@ func specOf(algorithm string, p vecPolicy, countDenied, everyHit bool) PolicySpe
 		Rate: p.Rate, Burst: p.Burst, Mode: p.Mode, CountDenied: countDenied, EveryHit: everyHit}
 }
 
+func conformanceDir() string {
+	return envOr("RATELIMIT_CONFORMANCE_DIR", filepath.Join(sourceDir(), "clients", "conformance"))
+}
+
+// The library's algorithms (clients/conformance/algorithms.json, held to kAlgorithmTable by
+// tests/redis/algorithm_table_test.cc), in table order.
+type tableRow struct {
+	Name  string `json:"name"`
+	Index int    `json:"index"`
+	Kind  string `json:"kind"`
+}
+
+func loadTable(t *testing.T) []tableRow {
+	b, err := os.ReadFile(filepath.Join(conformanceDir(), "algorithms.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Algorithms []tableRow `json:"algorithms"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f.Algorithms
+}
+
+// This client ports the rate algorithms; concurrency limits (leases) are ratelimitd's API, not
+// this client's.
+var notPorted = []string{"concurrency"}
+
+func TestAlgorithmListIsTheLibrarys(t *testing.T) {
+	var rate, missing []string
+	for i, a := range loadTable(t) {
+		if a.Index != i {
+			t.Errorf("row %d (%s) has index %d", i, a.Name, a.Index)
+		}
+		if a.Kind == "rate" {
+			rate = append(rate, a.Name)
+		}
+		found := false
+		for _, c := range Algorithms {
+			found = found || c == a.Name
+		}
+		if !found {
+			missing = append(missing, a.Name)
+		}
+	}
+	// Same order: an algorithm's index is its argument to the Redis functions.
+	if fmt.Sprint(Algorithms) != fmt.Sprint(rate) {
+		t.Errorf("Algorithms = %v, the library's rate algorithms are %v", Algorithms, rate)
+	}
+	if fmt.Sprint(missing) != fmt.Sprint(notPorted) {
+		t.Errorf("algorithms of the library this client neither ports nor says it does not: %v (declared: %v)", missing, notPorted)
+	}
+}
+
 func loadVectors(t *testing.T) []vecFile {
 	dir := envOr("RATELIMIT_VECTORS_DIR", filepath.Join(sourceDir(), "tests", "vectors"))
 	var files []vecFile
-	for _, a := range Algorithms { // the five stores' files (not distributed.json)
+	for _, row := range loadTable(t) { // the rate algorithms' files, the library's list (not the client's)
+		if row.Kind != "rate" {
+			continue
+		}
+		a := row.Name
 		b, err := os.ReadFile(filepath.Join(dir, a+".json"))
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +218,7 @@ func TestConformanceVectorsAllAtOnce(t *testing.T) {
 
 func TestConformanceRace(t *testing.T) {
 	url := testRedis(t)
-	b, err := os.ReadFile(filepath.Join(envOr("RATELIMIT_CONFORMANCE_DIR", filepath.Join(sourceDir(), "clients", "conformance")), "race.json"))
+	b, err := os.ReadFile(filepath.Join(conformanceDir(), "race.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
