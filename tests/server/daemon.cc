@@ -1,10 +1,10 @@
-// daemon.cc — see daemon.h. Processes are started with posix_spawn (stdout and stderr to a log
-// file in a private temporary directory) and stopped by pid only.
+// daemon.cc — see daemon.h. Processes are started with start_child (child_process.h: stdout and
+// stderr to a log file in a private temporary directory; they die with the test process) and
+// stopped by pid only.
 #include "daemon.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,7 +26,8 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/json/parse.hpp>
 
-extern char** environ;
+#include "child_process.h"
+#include "eventually.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -44,18 +45,11 @@ std::string read_file(const std::string& path) {
 
 std::string binary() { return std::string(RATELIMIT_BIN_DIR) + "/ratelimitd"; }
 
+// ratelimitd as a child that dies with the test process (child_process.h), its stdout and
+// stderr appended to `log_path`; -1 if it cannot be started.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return rc == 0 ? pid : -1;
+  auto pid = testing::start_child(args, testing::ChildOutput{log_path, true});
+  return pid.ok() ? *pid : -1;
 }
 
 // Waits for `pid` at most `timeout`: exit code, or -1 (still running or killed by a signal).
@@ -254,6 +248,16 @@ int64_t metric_in(const std::string& page, const std::string& name) {
 }
 
 int64_t metric_value(uint16_t port, const std::string& name) { return metric_in(http_get(port, "/metrics").body, name); }
+
+bool wait_metric(uint16_t port, const std::string& name, int64_t want, std::chrono::milliseconds timeout) {
+  return testing::eventually([&] { return metric_value(port, name) >= want; }, timeout);
+}
+
+std::string lease_id(const Reply& r) {
+  const boost::json::value v = r.json();
+  if (!v.is_object() || !v.as_object().contains("lease_id") || !v.at("lease_id").is_string()) return "";
+  return std::string(v.at("lease_id").as_string());
+}
 
 StatusCounts concurrent_acquires(const std::vector<uint16_t>& ports, const std::string& body,
                                  int clients, int per_client) {

@@ -111,6 +111,11 @@ Reply http_get(uint16_t port, std::string_view target);
 int64_t metric_in(const std::string& page, const std::string& name);
 // The same on a fresh GET /metrics of the daemon on `port`.
 int64_t metric_value(uint16_t port, const std::string& name);
+// Polls (bounded, testing::eventually) until metric `name` at `port` is at least `want`.
+bool wait_metric(uint16_t port, const std::string& name, int64_t want,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
+// The "lease_id" of a lease API answer, "" when it has none.
+std::string lease_id(const Reply& r);
 
 struct StatusCounts {
   int ok = 0;      // 200

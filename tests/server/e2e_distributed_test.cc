@@ -18,12 +18,14 @@
 #include <thread>
 
 #include "daemon.h"
+#include "eventually.h"
 #include "redis_server.h"
 
 namespace ratelimit::e2e {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 
 std::string fresh_prefix(const char* test) {
   return std::string("e2e-dist:") + test + ":" + std::to_string(getpid()) + ":" +
@@ -82,17 +84,6 @@ int64_t redis_count(const std::string& url, const std::string& prefix, const std
   int64_t total = 0;
   for (size_t i = 1; r.ok() && i < r->elements.size(); i += 2) total += std::stoll(r->elements[i].str);
   return total;
-}
-
-// Waits (bounded) until `pred` holds.
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound = 5s) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 class E2EDistributed : public ::testing::Test {

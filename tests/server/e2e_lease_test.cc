@@ -6,6 +6,7 @@
 // release then frees nothing.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,12 +44,6 @@ std::string redis_config(const std::string& url, const std::string& prefix) {
 std::string fresh_prefix(const char* what) {
   return std::string("e2e-lease:") + what + ":" + std::to_string(getpid()) + ":" +
          std::to_string(Clock::now().time_since_epoch().count()) + ":";
-}
-
-std::string lease_id(const Reply& r) {
-  const json::value v = r.json();
-  if (!v.is_object() || !v.as_object().contains("lease_id") || !v.at("lease_id").is_string()) return "";
-  return std::string(v.at("lease_id").as_string());
 }
 
 TEST(E2ELeases, TheContract) {
@@ -189,6 +184,7 @@ void killed_holder_frees_after_ttl(const std::vector<uint16_t>& ports) {
   const pid_t holder = fork();  // no thread of this process is running: safe to fork
   ASSERT_GE(holder, 0);
   if (holder == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives this test if it fails before the kill
     close(fds[0]);
     const Reply r = http_post(ports.front(), "/v1/leases", R"({"key":"crash","policy":"one"})");
     const std::string id = r.status == 200 ? lease_id(r) : "";

@@ -166,13 +166,6 @@ TEST(E2ERedis, ResetClearsTheSharedState) {
   EXPECT_EQ(http_post(one.port(), "/v1/acquire", R"({"key":"r","policy":"ten"})").status, 200u);
 }
 
-// The value of an unlabelled sample in a /metrics page, -1 when absent.
-int64_t metric(const std::string& page, const std::string& name) {
-  const std::string line = "\n" + name + " ";
-  const size_t at = page.find(line);
-  return at == std::string::npos ? -1 : std::stoll(page.substr(at + line.size()));
-}
-
 // store.denial_cache: repeats of a denied request are answered without a Redis call, counted;
 // a reset through this ratelimitd forgets at once; a reset through another one is seen within
 // max_ttl (the documented bound).
@@ -198,11 +191,11 @@ TEST(E2ERedis, DenialCacheAnswersRepeatsWithoutRedisAndRespectsResets) {
     ASSERT_FALSE(r.header("Retry-After").empty());
   }
   const std::string after = http_get(one.port(), "/metrics").body;
-  EXPECT_EQ(metric(after, "ratelimitd_denial_cache_hits_total") - metric(before, "ratelimitd_denial_cache_hits_total"),
+  EXPECT_EQ(metric_in(after, "ratelimitd_denial_cache_hits_total") - metric_in(before, "ratelimitd_denial_cache_hits_total"),
             100) << after;
-  EXPECT_EQ(metric(after, "ratelimitd_redis_commands_total"), metric(before, "ratelimitd_redis_commands_total"))
+  EXPECT_EQ(metric_in(after, "ratelimitd_redis_commands_total"), metric_in(before, "ratelimitd_redis_commands_total"))
       << "a cached denial must not reach Redis";
-  EXPECT_GE(metric(after, "ratelimitd_denial_cache_entries"), 1);
+  EXPECT_GE(metric_in(after, "ratelimitd_denial_cache_entries"), 1);
 
   // A reset through this instance: forgotten here at once.
   Client admin(one.port());

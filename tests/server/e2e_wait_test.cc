@@ -45,31 +45,8 @@ std::string redis_config(const std::string& url) {
   return "store: { type: redis, url: \"" + url + "\", command_timeout: 2s, connect_timeout: 2s }\n" + kPolicies;
 }
 
-int64_t metric(uint16_t port, const std::string& name) {
-  const std::string body = http_get(port, "/metrics").body;
-  const size_t at = body.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stoll(body.substr(at + name.size() + 2));
-}
-
-// Polls (every 5 ms, at most `timeout`) until metric `name` reaches `want`.
-bool wait_metric(uint16_t port, const std::string& name, int64_t want, milliseconds timeout = milliseconds(10'000)) {
-  const auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
-    if (metric(port, name) >= want) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return false;
-}
-
-std::string lease_of(const Reply& r) {
-  const json::value v = r.json();
-  if (!v.is_object() || !v.as_object().contains("lease_id") || !v.at("lease_id").is_string()) return "";
-  return std::string(v.at("lease_id").as_string());
-}
-
 std::string take(uint16_t port, const std::string& key, const std::string& policy = "db") {
-  return lease_of(http_post(port, "/v1/leases", R"({"key":")" + key + R"(","policy":")" + policy + R"("})"));
+  return lease_id(http_post(port, "/v1/leases", R"({"key":")" + key + R"(","policy":")" + policy + R"("})"));
 }
 
 bool release(uint16_t port, const std::string& id) {
@@ -93,7 +70,7 @@ Fifo fifo_under_load(uint16_t port, const std::string& key, const std::string& h
   for (int i = 0; i < waiters; ++i) {
     threads.emplace_back([&, i] {
       const Reply r = http_post(port, "/v1/leases", R"({"key":")" + key + R"(","policy":"db"})");
-      const std::string id = lease_of(r);
+      const std::string id = lease_id(r);
       std::lock_guard lock(mu);
       if (r.status != 200 || id.empty()) {
         ++out.other;
@@ -138,9 +115,9 @@ TEST(E2EWait, FifoOrderAndQueueBoundUnderLoadMemory) {
   ASSERT_FALSE(holder.empty());
   const Fifo f = fifo_under_load(d.port(), "fifo", holder, 40, 15, 0);  // max_queue of "db" is 40
   expect_fifo(f, 40, 15);
-  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_queue_full_total"), 15);
-  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_admitted_total"), 40);
-  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_waiting"), 0);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_queue_full_total"), 15);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_admitted_total"), 40);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_waiting"), 0);
 }
 
 // A client that sends its request and closes while it waits: it leaves the queue, takes no
@@ -163,7 +140,7 @@ TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
     s.close();  // the client goes away while waiting
   }
   ASSERT_TRUE(wait_metric(d.port(), "ratelimitd_wait_cancelled_total", 1)) << "the server saw the client go";
-  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_waiting"), 0);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_waiting"), 0);
   ASSERT_TRUE(release(d.port(), holder));
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(http_post(d.port(), "/v1/peek", R"({"key":"gone","policy":"db"})").json().at("remaining").as_int64(), 1)
@@ -173,7 +150,7 @@ TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
   EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"allowed\"} 1\n"), std::string::npos) << m;
   EXPECT_EQ(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"denied\"} 1"), std::string::npos)
       << "a waiter that left is not counted as denied";
-  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_admitted_total"), 0);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_admitted_total"), 0);
 }
 
 // SIGTERM while 12 clients wait: each is answered (429 with Retry-After) at once, and the
@@ -250,7 +227,7 @@ TEST(E2EWait, ShapingHoldsAnswersForTheirDelay) {
     EXPECT_GE(at[i] - at[i - 1], milliseconds(30)) << "answer " << i << " must follow the previous by ~50 ms";
   }
   EXPECT_GE(at.back() - at.front(), milliseconds(5 * 50 - 20));
-  EXPECT_EQ(metric(d.port(), "ratelimitd_wait_held_total"), 5);
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_held_total"), 5);
 }
 
 int64_t script_calls(testing::RedisClient& c) {
@@ -283,7 +260,7 @@ TEST(E2EWait, FifoAndOneRedisCallPerWakeUp) {
   const Fifo f = fifo_under_load(d.port(), "rfifo", holder, kWaiters, kExtra, 0);
   expect_fifo(f, kWaiters, kExtra);
   const int64_t calls = script_calls(*rc) - before;
-  const int64_t wakeups = metric(d.port(), "ratelimitd_wait_wakeups_total");
+  const int64_t wakeups = metric_value(d.port(), "ratelimitd_wait_wakeups_total");
   EXPECT_EQ(wakeups, kWaiters) << "one wake-up per release, each admitting the head";
   // holder acquire + first waiter's decision + releases (holder and each waiter) + wake-ups.
   EXPECT_EQ(calls, 1 + 1 + (kWaiters + 1) + wakeups);
@@ -313,7 +290,7 @@ TEST(E2EWait, AReleaseThroughAnotherDaemonWakesAWaiterByTheLeaseExpiry) {
   waiter.join();
   const auto waited = Clock::now() - t0;
   EXPECT_LT(waited, milliseconds(1500 + 500)) << "woken by the lease's expiry at the latest";
-  EXPECT_EQ(metric(b.port(), "ratelimitd_wait_wakeups_total"), 1) << "one store call to wake it, no polling";
+  EXPECT_EQ(metric_value(b.port(), "ratelimitd_wait_wakeups_total"), 1) << "one store call to wake it, no polling";
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // redis_cluster.cc — a six-node Redis Cluster for tests (see redis_cluster.h). redis-cli runs
-// through posix_spawnp (no shell) with its output in a file, waited for with a deadline and
-// killed by pid if it overruns.
+// through run_program (child_process.h: no shell) with its output in a file, waited for with a
+// deadline and killed by pid if it overruns.
 #include "redis_cluster.h"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,48 +22,11 @@
 #include <sstream>
 #include <thread>
 
-extern char** environ;
-
 namespace ratelimit::testing {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-// Runs `args` (args[0] on PATH) with stdout+stderr to `out_path`; waits at most `timeout`.
-Status run_bounded(std::vector<std::string> args, const std::string& out_path,
-                   milliseconds timeout) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return Status::unavailable("cannot start " + args[0] + ": " + std::strerror(rc));
-  const auto deadline = steady_clock::now() + timeout;
-  for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
-      std::ifstream in(out_path);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return Status::unavailable(args[0] + " failed: " + ss.str());
-    }
-    if (steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return Status::deadline_exceeded(args[0] + " did not finish in time");
-    }
-    std::this_thread::sleep_for(milliseconds(20));  // waiting for a real process
-  }
-}
 
 bool bindable(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -121,8 +83,8 @@ Status RedisCluster::start(milliseconds node_timeout, milliseconds timeout) {
                            ("ratelimit-cluster-create-" + std::to_string(::getpid()) + "-" +
                             std::to_string(nodes_.front()->port()) + ".log"))
                               .string();
-  Status created = run_bounded(create, out, std::chrono::duration_cast<milliseconds>(
-                                                deadline - steady_clock::now()));
+  Status created = run_program(
+      create, std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now()), out);
   std::filesystem::remove(out);
   if (!created.is_ok()) return created;
   return wait_until_ok(

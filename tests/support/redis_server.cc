@@ -1,13 +1,12 @@
 // redis_server.cc — test support: throwaway redis-server processes and a blocking client
-// (see redis_server.h). Uses posix_spawnp (no shell) and hiredis' blocking API; every wait is
-// bounded in time.
+// (see redis_server.h). Starts them with start_child (child_process.h: no shell, and they die
+// with the test process); hiredis' blocking API; every wait is bounded in time.
 #include "redis_server.h"
 
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +22,6 @@
 #include <thread>
 
 #include "ratelimit/redis_store.h"
-
-extern char** environ;
 
 namespace ratelimit::testing {
 namespace {
@@ -78,39 +75,6 @@ Result<std::string> make_temp_dir(const char* pattern) {
 }
 
 }  // namespace
-
-Status run_program(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Status::unavailable("cannot run " + args[0] + ": " + std::strerror(rc));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return Status::deadline_exceeded(args[0] + " did not finish in time");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // waiting for a real process
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::string line;
-    for (const auto& a : args) line += a + " ";
-    return Status::internal("failed (status " + std::to_string(status) + "): " + line);
-  }
-  return {};
-}
 
 TestCertificates::~TestCertificates() {
   if (!dir_.empty()) {
@@ -266,16 +230,12 @@ Status RedisServer::restart(std::chrono::milliseconds timeout) {
             "--logfile", log, "--loglevel", "notice"};
   }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, "redis-server", nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) {
-    return Status::unavailable(std::string("cannot start redis-server: ") + std::strerror(rc) +
+  auto pid = start_child(args);
+  if (!pid.ok()) {
+    return Status::unavailable("cannot start redis-server: " + pid.status().message() +
                                " (is redis-server installed? scripts/deps.sh installs it)");
   }
-  pid_ = pid;
+  pid_ = *pid;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pings(port_)) return {};
@@ -294,10 +254,7 @@ Status RedisServer::restart(std::chrono::milliseconds timeout) {
 
 void RedisServer::kill() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  kill_child(pid_);
   pid_ = -1;
 }
 

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "child_process.h"  // run_program, start_child
 #include "ratelimit/status.h"
 
 namespace ratelimit::testing {
@@ -26,10 +27,6 @@ std::optional<std::string> test_redis_url_from_env();
 // A free TCP port on 127.0.0.1 (bound to port 0 and released; another process could take it
 // before it is used, which start() then reports).
 Result<uint16_t> free_loopback_port();
-
-// Runs a program (found on PATH, no shell) and waits for it, at most `timeout`; an error
-// with its exit status when it fails or is still running then (it is killed).
-Status run_program(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
 
 // Certificates for TLS tests, generated with the openssl CLI into a temporary directory that
 // the object removes: a CA, a server certificate it signed for localhost and 127.0.0.1, a
