@@ -95,6 +95,12 @@ steal_ticks() {
   awk -v a="cpu$CLIENT_CPU" -v b="cpu$SERVER_CPU" '$1 == a || $1 == b {n += $9} END {print n + 0}' /proc/stat
 }
 
+# Busy ticks (user, nice, system, irq, softirq) of the two pinned cpus: what ran on them,
+# ours or not (measure() subtracts ours).
+busy_ticks() {
+  awk -v a="cpu$CLIENT_CPU" -v b="cpu$SERVER_CPU" '$1 == a || $1 == b {n += $2 + $3 + $4 + $7 + $8} END {print n + 0}' /proc/stat
+}
+
 # with_steal TICKS: the JSON line on stdin with "steal_s" added, the steal on both pinned cpus
 # since steal_ticks answered TICKS (seconds). pair_table.py shows the largest per limiter.
 with_steal() {
@@ -107,15 +113,18 @@ print(json.dumps(d))' "$1" "$(steal_ticks)" "$CLK_TCK"
 
 # measure OUT CMD...: runs CMD pinned to CLIENT_CPU with its stdout in OUT, and sets
 # MEAS_WALL (s), MEAS_CLIENT_CPU and MEAS_SERVER_CPU (fractions of one core over the run; the
-# server = the pids in SRV_PIDS, if any) and MEAS_STEAL_S (steal on both pinned cpus, seconds).
+# server = the pids in SRV_PIDS, if any), MEAS_STEAL_S (steal on both pinned cpus, seconds) and
+# MEAS_OTHER_CPU: the pinned cpus' busy time that is neither the client's nor the server's,
+# as a fraction of one core — other processes, kernel threads, and network softirq work the
+# kernel charged to no process; near 0 on a quiet machine, it tells a run that shared its cores.
 measure() {
   local out=$1; shift
   local tf; tf=$(mktemp)
-  local t0 t1 s0 s1 u s e st0 st1
+  local t0 t1 s0 s1 u s e st0 st1 b0 b1
   # shellcheck disable=SC2086
-  t0=$(cpu_ticks ${SRV_PIDS:-}); s0=$(date +%s%N); st0=$(steal_ticks)
+  t0=$(cpu_ticks ${SRV_PIDS:-}); s0=$(date +%s%N); st0=$(steal_ticks); b0=$(busy_ticks)
   /usr/bin/time -f '%U %S %e' -o "$tf" taskset -c "$CLIENT_CPU" "$@" > "$out"
-  s1=$(date +%s%N); st1=$(steal_ticks)
+  s1=$(date +%s%N); st1=$(steal_ticks); b1=$(busy_ticks)
   # shellcheck disable=SC2086
   t1=$(cpu_ticks ${SRV_PIDS:-})
   MEAS_STEAL_S=$(awk -v a="$st0" -v b="$st1" -v hz="$CLK_TCK" 'BEGIN {printf "%.3f", (b - a) / hz}')
@@ -125,11 +134,14 @@ measure() {
   MEAS_CLIENT_CPU=$(awk -v u="$u" -v s="$s" -v w="$MEAS_WALL" 'BEGIN {printf "%.3f", (u + s) / w}')
   MEAS_SERVER_CPU=$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v w="$MEAS_WALL" \
     'BEGIN {printf "%.3f", (b - a) / hz / w}')
+  MEAS_OTHER_CPU=$(awk -v b="$((b1 - b0))" -v hz="$CLK_TCK" -v w="$MEAS_WALL" -v c="$MEAS_CLIENT_CPU" \
+    -v sv="$MEAS_SERVER_CPU" 'BEGIN {o = b / hz / w - c - sv; printf "%.3f", o < 0 ? 0 : o}')
 }
 
 # wrk_json PEER WORKLOAD KIND URL [SCRIPT_ENV...]: one wrk run (-t WRK_THREADS -c WRK_CONNS
 # -d WRK_DURATION, pinned to CLIENT_CPU) with bench/peers/wrk/workload.lua; prints one JSON line:
-# requests_per_s (KIND=allow) or denials_per_s (KIND=deny), latency, errors, CPU of both sides.
+# requests_per_s (KIND=allow) or denials_per_s (KIND=deny), latency, errors, CPU of both sides
+# and of others on the pinned cpus (other_cpu).
 # SCRIPT_ENV are NAME=VALUE settings for workload.lua (WRK_MODE, WRK_KEYS, WRK_PREFIX, ...).
 wrk_json() {
   local peer=$1 workload=$2 kind=$3 url=$4; shift 4
@@ -138,14 +150,14 @@ wrk_json() {
   cpu=$( (for kv in "$@"; do export "${kv?}"; done
           measure "$out" wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$WRK_DURATION" --timeout 5s \
             -s "$PEERS_DIR/wrk/workload.lua" "$url"
-          echo "$MEAS_CLIENT_CPU $MEAS_STEAL_S $MEAS_SERVER_CPU") )
+          echo "$MEAS_CLIENT_CPU $MEAS_STEAL_S $MEAS_SERVER_CPU $MEAS_OTHER_CPU") )
   local summary; summary=$(sed -n 's/^WRKJSON //p' "$out")
   rm -f "$out"
   [ -n "$summary" ] || { log "wrk printed no summary for $peer $workload"; return 1; }
   "$PY" - "$peer" "$workload" "$kind" "$summary" $cpu "${SRV_PIDS:-}" <<'PY'
 import json, sys
-peer, workload, kind, summary, client_cpu, steal_s, server_cpu = sys.argv[1:8]
-has_server = len(sys.argv) > 8 and sys.argv[8].strip() != ""
+peer, workload, kind, summary, client_cpu, steal_s, server_cpu, other_cpu = sys.argv[1:9]
+has_server = len(sys.argv) > 9 and sys.argv[9].strip() != ""
 d = json.loads(summary)
 metric, value = ("denials_per_s", d["non2xx_per_s"]) if kind == "deny" else ("requests_per_s", d["rps"])
 out = {"peer": peer, "workload": workload, "metric": metric, "value": value, "unit": "req/s"}
@@ -153,6 +165,7 @@ out.update({k: d[k] for k in ("requests", "seconds", "rps", "non2xx", "ok_per_s"
 out["socket_errors"] = d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
 out["client_cpu"] = float(client_cpu)
 out["steal_s"] = float(steal_s)
+out["other_cpu"] = float(other_cpu)
 if has_server:
     out["server_cpu"] = float(server_cpu)
 print(json.dumps(out), flush=True)

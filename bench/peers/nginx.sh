@@ -29,7 +29,8 @@ stop_nginx() {
 }
 trap 'stop_nginx; rm -rf "$RUN"' EXIT
 PORT=$(free_port)
-sed -e "s#@RUN@#$RUN#g" -e "s#@WWW@#$PEERS_DIR/nginx/www#g" -e "s#@PORT@#$PORT#g" \
+H2PORT=$(free_port)
+sed -e "s#@RUN@#$RUN#g" -e "s#@WWW@#$PEERS_DIR/nginx/www#g" -e "s#@PORT@#$PORT#g" -e "s#@H2PORT@#$H2PORT#g" \
   "$PEERS_DIR/nginx/nginx.conf.in" > "$RUN/nginx.conf"
 nginx -t -q -p "$RUN/" -c "$RUN/nginx.conf" 2> "$RUN/test.log" || { cat "$RUN/test.log" >&2; die "nginx -t"; }
 

@@ -14,17 +14,24 @@
 #   rls.http_old POST /v1/acquire on OLD_RATELIMITD (a build from before the change), when set
 #   rls.grpcgo   ShouldRateLimit on bench/peers/grpcgo (the grpc-go floor peer, GOPATH build of
 #                Debian's grpc-go), same h2load load, pinned the same (GRPCGO=0 skips it)
+#   rls.nginx    nginx limit_req (Debian's nginx, bench/peers/nginx/nginx.conf.in: one worker,
+#                a fresh private instance per round on free loopback ports, pinned the same),
+#                GET /ip — one key, never denies — over HTTP/1.1 with wrk, N connections
+#   rls.nginx_h2c the same location over h2c (nginx's `listen ... http2`), h2load as for rls.h2c
+#                (NGINX=0 skips both)
 # h2load reads no grpc-status, so a gRPC run on ratelimitd is accepted only when its decision
 # counter (/metrics) grew by at least the calls h2load counted; the peer is checked once per
 # round with a real gRPC call (python3-grpcio) before it is measured.
 # Every line has client_cpu, server_cpu (fractions of one core over the run: the side near 1.0
-# is the limit) and steal_s (hypervisor steal on the two pinned cpus over the run).
+# is the limit), steal_s (hypervisor steal on the two pinned cpus over the run) and other_cpu
+# (what else ran on the two pinned cpus, lib.sh measure(): a run that shared its cores shows
+# it, and its tail latency with it).
 # Results: one JSON line per run on stdout; the medians, µs of server CPU per call, and the
 # same-round ratios on stderr; tables with bench/peers/summarize.py.
 # usage: tools/bench/rls_vs_http.sh > results.jsonl   (inside /work/helpers/quiet-run when shared)
 # env: RUNS (3), CLIENT_CPU (0), SERVER_CPU (1), INFLIGHT (100; a list such as "100 10" runs
 #      each), MEASURE_SECONDS (10), BENCH_CLIENT (1), GRPCGO (1), OLD_RATELIMITD (unset),
-#      RATELIMITD, BENCH (build/bin/...), H2_CONNS (1: h2load's N streams share one connection;
+#      NGINX (1), RATELIMITD, BENCH (build/bin/...), H2_CONNS (1: h2load's N streams share one connection;
 #      4 spreads the same N in flight over 4 connections of N/4 streams — one connection's round
 #      trip then no longer paces the run, so the server's CPU becomes the limit)
 set -euo pipefail
@@ -33,7 +40,9 @@ source "$ROOT/bench/peers/lib.sh"
 source "$ROOT/scripts/deps.sh"
 GRPCGO=${GRPCGO:-1}
 BENCH_CLIENT=${BENCH_CLIENT:-1}
-ratelimit_install_deps wrk curl nghttp2-client $([ "$GRPCGO" = 0 ] || echo golang-go golang-google-grpc-dev)
+NGINX=${NGINX:-1}
+ratelimit_install_deps wrk curl nghttp2-client $([ "$GRPCGO" = 0 ] || echo golang-go golang-google-grpc-dev) \
+  $([ "$NGINX" = 0 ] || echo nginx)
 RATELIMITD=${RATELIMITD:-$ROOT/build/bin/ratelimitd}
 BENCH=${BENCH:-$ROOT/build/bin/ratelimit-bench}
 INFLIGHT=${INFLIGHT:-100}
@@ -43,8 +52,15 @@ HTTP_PORT=$(free_port)
 GRPC_PORT=$(free_port)
 TMP=$(mktemp -d)
 SRV_PID=""
+NGX_MASTER=""
 stop_srv() {
-  stop_pid "$SRV_PID"
+  if [ -n "$NGX_MASTER" ]; then  # nginx: its master stops the worker (SRV_PID)
+    kill -TERM "$NGX_MASTER" 2> /dev/null || true
+    wait "$NGX_MASTER" 2> /dev/null || true
+    NGX_MASTER=""
+  else
+    stop_pid "$SRV_PID"
+  fi
   SRV_PID=""
 }
 trap 'stop_srv; rm -rf "$TMP"' EXIT
@@ -78,6 +94,29 @@ if [ "$GRPCGO" != 0 ]; then
     go build -o "$TMP/grpcgo" "$ROOT/bench/peers/grpcgo/main.go"
 fi
 
+if [ "$NGINX" != 0 ]; then
+  NGX_PORT=$(free_port)
+  NGX_H2PORT=$(free_port)
+  mkdir -p "$TMP/nginx"
+  sed -e "s#@RUN@#$TMP/nginx#g" -e "s#@WWW@#$ROOT/bench/peers/nginx/www#g" -e "s#@PORT@#$NGX_PORT#g" \
+    -e "s#@H2PORT@#$NGX_H2PORT#g" "$ROOT/bench/peers/nginx/nginx.conf.in" > "$TMP/nginx/nginx.conf"
+  nginx -t -q -p "$TMP/nginx/" -c "$TMP/nginx/nginx.conf" 2> "$TMP/nginx/test.log" ||
+    { cat "$TMP/nginx/test.log" >&2; die "nginx -t"; }
+fi
+start_nginx() {  # SRV_PID: its one worker (what is measured); NGX_MASTER: what stop_srv stops
+  taskset -c "$SERVER_CPU" nginx -p "$TMP/nginx/" -c "$TMP/nginx/nginx.conf" -g 'daemon off;' \
+    >> "$TMP/nginx/stdout.log" 2>&1 &
+  NGX_MASTER=$!
+  wait_port 127.0.0.1 "$NGX_PORT" 10 || { cat "$TMP/nginx/error.log" >&2; die "nginx did not come up"; }
+  local i
+  for ((i = 0; i < 50; i++)); do
+    SRV_PID=$(pgrep -P "$NGX_MASTER" | head -1 || true)
+    [ -n "$SRV_PID" ] && break
+    sleep 0.1
+  done
+  [ -n "$SRV_PID" ] || die "nginx started no worker"
+}
+
 decisions() {  # the gRPC decisions ratelimitd made so far (policy envoy: every Envoy rule, every outcome)
   curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
     awk '/^ratelimitd_decisions_total\{policy="envoy"/ {n += $2} END {printf "%d\n", n}'
@@ -86,8 +125,9 @@ with_cpu() {  # JSON line on stdin + the last measure's CPU and steal figures ->
   "$PY" -c '
 import json, sys
 d = json.loads(sys.stdin.read()); d["client_cpu"] = float(sys.argv[1]); d["server_cpu"] = float(sys.argv[2])
-d["steal_s"] = float(sys.argv[3])
-print(json.dumps(d), flush=True)' "$MEAS_CLIENT_CPU" "$MEAS_SERVER_CPU" "$MEAS_STEAL_S" | tee -a "$TMP/all.jsonl"
+d["steal_s"] = float(sys.argv[3]); d["other_cpu"] = float(sys.argv[4])
+print(json.dumps(d), flush=True)' "$MEAS_CLIENT_CPU" "$MEAS_SERVER_CPU" "$MEAS_STEAL_S" "$MEAS_OTHER_CPU" |
+    tee -a "$TMP/all.jsonl"
 }
 # h2load_run PEER WORKLOAD N URL CHECK H2LOAD_ARGS...: one h2load run (H2_CONNS connections,
 # N streams in all) pinned to CLIENT_CPU against SRV_PID; CHECK=decisions compares ratelimitd's gRPC
@@ -96,6 +136,9 @@ h2load_run() {
   local peer=$1 workload=$2 n=$3 url=$4 check=$5; shift 5
   local before=0 after=0
   [ "$check" = decisions ] && before=$(decisions)
+  # h2load appends to --log-file: without this, every run's percentiles were those of all the
+  # h2load runs before it in the script (the p99 > 2 ms reported before came from that).
+  rm -f "$TMP/h2.log"
   SRV_PIDS=$SRV_PID measure "$TMP/h2.out" timeout $((SECONDS_MEASURED + 30)) h2load -c"$H2_CONNS" \
     -m"$(( (n + H2_CONNS - 1) / H2_CONNS ))" -t1 -D "$SECONDS_MEASURED" --warm-up-time=2 --log-file="$TMP/h2.log" "$@" "$url"
   [ "$check" = decisions ] && after=$(decisions)
@@ -164,6 +207,22 @@ for ((r = 1; r <= RUNS; r++)); do
     done
     stop_srv
   fi
+  if [ "$NGINX" != 0 ]; then
+    start_nginx
+    # The limiter is in the path: /ip admits, /deny (10 r/s, no burst) refuses its second request.
+    codes=$(curl -s -w '%{http_code} ' -o /dev/null -o /dev/null -o /dev/null \
+      "http://127.0.0.1:$NGX_PORT/ip" "http://127.0.0.1:$NGX_PORT/deny" "http://127.0.0.1:$NGX_PORT/deny")
+    [ "$codes" = "200 200 429 " ] || die "nginx limit_req sanity check: got '$codes'"
+    h2load -n1 -c1 "http://127.0.0.1:$NGX_H2PORT/ip" 2> /dev/null | grep -q "1 succeeded" || die "nginx: no h2c"
+    for n in $INFLIGHT; do
+      log "nginx limit_req over HTTP/1.1 (wrk), $n connections"
+      SRV_PIDS=$SRV_PID WRK_CONNS=$n WRK_DURATION=${SECONDS_MEASURED}s \
+        wrk_json nginx-limit_req "rls.nginx.c$n" allow "http://127.0.0.1:$NGX_PORT/ip" | tee -a "$TMP/all.jsonl"
+      log "nginx limit_req over h2c (h2load), $n streams"
+      h2load_run nginx-limit_req-h2c "rls.nginx_h2c.c$n" "$n" "http://127.0.0.1:$NGX_H2PORT/ip" status
+    done
+    stop_srv
+  fi
   if [ "$GRPCGO" != 0 ]; then
     GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$TMP/grpcgo" -listen "127.0.0.1:$GRPC_PORT" 2>> "$TMP/go.log" &
     SRV_PID=$!
@@ -192,7 +251,7 @@ by = {}
 for d in rows:
     kind, n = d["workload"].split(".")[1], d["workload"].split(".c")[-1]
     by.setdefault((n, kind), []).append(d)
-kinds = ("h2load", "grpc", "http", "h2c", "http_old", "grpcgo")
+kinds = ("h2load", "grpc", "http", "h2c", "http_old", "grpcgo", "nginx", "nginx_h2c")
 for n in sorted({k[0] for k in by}, key=int, reverse=True):
     for kind in kinds:
         rs = by.get((n, kind), [])
@@ -203,8 +262,10 @@ for n in sorted({k[0] for k in by}, key=int, reverse=True):
         print(f"{n:>4} in flight {kind:8} {med('value'):>9,.0f} req/s  p50 {med('p50_us') / 1000:.2f} ms"
               f"  p99 {med('p99_us') / 1000:.2f} ms  server CPU {med('server_cpu') * 100:.0f} %"
               f" ({us:.1f} µs/call)  client CPU {med('client_cpu') * 100:.0f} %"
-              f"  steal max {max(d.get('steal_s', 0) for d in rs):.2f} s")
-    for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old")):
+              f"  steal max {max(d.get('steal_s', 0) for d in rs):.2f} s"
+              f"  other CPU max {max(d.get('other_cpu', 0) for d in rs) * 100:.0f} %")
+    for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old"),
+             ("http", "nginx"), ("h2c", "nginx_h2c"), ("h2c", "nginx")):
         g, h = by.get((n, a), []), by.get((n, b), [])
         if g and len(g) == len(h):
             ratios = [x["value"] / y["value"] for x, y in zip(g, h)]
