@@ -77,6 +77,42 @@ redis_stop() {
   REDIS_DIR=""
 }
 
+# nginx_setup DIR: renders bench/peers/nginx/nginx.conf.in into DIR for a private nginx on two
+# free loopback ports (NGX_PORT: HTTP/1.1, NGX_H2PORT: h2c) and checks it (nginx -t).
+# nginx_start: starts it pinned to SERVER_CPU; NGX_MASTER (what nginx_stop stops) and
+# NGX_WORKER (its one worker: what is measured). nginx_stop: stops it, by the master's pid.
+nginx_setup() {
+  NGX_DIR=$1
+  NGX_PORT=$(free_port)
+  NGX_H2PORT=$(free_port)
+  mkdir -p "$NGX_DIR"
+  sed -e "s#@RUN@#$NGX_DIR#g" -e "s#@WWW@#$PEERS_DIR/nginx/www#g" -e "s#@PORT@#$NGX_PORT#g" \
+    -e "s#@H2PORT@#$NGX_H2PORT#g" "$PEERS_DIR/nginx/nginx.conf.in" > "$NGX_DIR/nginx.conf"
+  nginx -t -q -p "$NGX_DIR/" -c "$NGX_DIR/nginx.conf" 2> "$NGX_DIR/test.log" ||
+    { cat "$NGX_DIR/test.log" >&2; die "nginx -t"; }
+}
+nginx_start() {
+  taskset -c "$SERVER_CPU" nginx -p "$NGX_DIR/" -c "$NGX_DIR/nginx.conf" -g 'daemon off;' \
+    >> "$NGX_DIR/stdout.log" 2>&1 &
+  NGX_MASTER=$!
+  wait_port 127.0.0.1 "$NGX_PORT" 10 || { cat "$NGX_DIR/error.log" >&2; die "nginx did not listen on $NGX_PORT"; }
+  local i
+  NGX_WORKER=""
+  for ((i = 0; i < 50; i++)); do
+    NGX_WORKER=$(pgrep -P "$NGX_MASTER" | head -1 || true)
+    [ -n "$NGX_WORKER" ] && break
+    sleep 0.1
+  done
+  [ -n "$NGX_WORKER" ] || die "nginx started no worker"
+}
+nginx_stop() {
+  if [ -n "${NGX_MASTER:-}" ]; then
+    kill -TERM "$NGX_MASTER" 2> /dev/null || true
+    wait "$NGX_MASTER" 2> /dev/null || true
+    NGX_MASTER=""
+  fi
+}
+
 # Sum of utime + stime, in clock ticks, of the given pids.
 CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() {

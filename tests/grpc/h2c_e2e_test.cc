@@ -25,9 +25,11 @@ namespace {
 using namespace ratelimit::grpc_test;  // NOLINT: the shared test client
 using h2::testing::SocketClient;
 
-constexpr const char* kYaml = R"(grpc_listen: 127.0.0.1:0
+// One configuration; `limits` differ between the tests.
+std::string config(const std::string& limits) {
+  return R"(grpc_listen: 127.0.0.1:0
 store: { type: memory }
-limits: { max_body_bytes: 1024, max_header_bytes: 4096 }
+limits: )" + limits + R"(
 policies:
   five: { algorithm: fixed_window, limit: 5, window: 1m }
 domains:
@@ -36,21 +38,13 @@ domains:
       - key: user
         rate_limit: { unit: minute, requests_per_unit: 3, name: per_user }
 )";
+}
+const std::string kYaml = config("{ max_body_bytes: 1024, max_header_bytes: 4096 }");
 
 const std::vector<std::pair<std::string, std::string>> kJson = {{"content-type", "application/json"}};
 
 // Short timeouts, so the sweep's deadlines are seen within a test.
-constexpr const char* kShortTimeouts = R"(grpc_listen: 127.0.0.1:0
-store: { type: memory }
-limits: { idle_timeout: 1s, request_timeout: 1s }
-policies:
-  five: { algorithm: fixed_window, limit: 5, window: 1m }
-domains:
-  - domain: edge
-    descriptors:
-      - key: user
-        rate_limit: { unit: minute, requests_per_unit: 3, name: per_user }
-)";
+const std::string kShortTimeouts = config("{ idle_timeout: 1s, request_timeout: 1s }");
 
 // Frames received (raw bytes after the server's first frame): the first one of `type` on
 // `stream`, as its payload; nullopt when there is none. The client session cannot report

@@ -55,9 +55,7 @@ SRV_PID=""
 NGX_MASTER=""
 stop_srv() {
   if [ -n "$NGX_MASTER" ]; then  # nginx: its master stops the worker (SRV_PID)
-    kill -TERM "$NGX_MASTER" 2> /dev/null || true
-    wait "$NGX_MASTER" 2> /dev/null || true
-    NGX_MASTER=""
+    nginx_stop
   else
     stop_pid "$SRV_PID"
   fi
@@ -94,27 +92,10 @@ if [ "$GRPCGO" != 0 ]; then
     go build -o "$TMP/grpcgo" "$ROOT/bench/peers/grpcgo/main.go"
 fi
 
-if [ "$NGINX" != 0 ]; then
-  NGX_PORT=$(free_port)
-  NGX_H2PORT=$(free_port)
-  mkdir -p "$TMP/nginx"
-  sed -e "s#@RUN@#$TMP/nginx#g" -e "s#@WWW@#$ROOT/bench/peers/nginx/www#g" -e "s#@PORT@#$NGX_PORT#g" \
-    -e "s#@H2PORT@#$NGX_H2PORT#g" "$ROOT/bench/peers/nginx/nginx.conf.in" > "$TMP/nginx/nginx.conf"
-  nginx -t -q -p "$TMP/nginx/" -c "$TMP/nginx/nginx.conf" 2> "$TMP/nginx/test.log" ||
-    { cat "$TMP/nginx/test.log" >&2; die "nginx -t"; }
-fi
-start_nginx() {  # SRV_PID: its one worker (what is measured); NGX_MASTER: what stop_srv stops
-  taskset -c "$SERVER_CPU" nginx -p "$TMP/nginx/" -c "$TMP/nginx/nginx.conf" -g 'daemon off;' \
-    >> "$TMP/nginx/stdout.log" 2>&1 &
-  NGX_MASTER=$!
-  wait_port 127.0.0.1 "$NGX_PORT" 10 || { cat "$TMP/nginx/error.log" >&2; die "nginx did not come up"; }
-  local i
-  for ((i = 0; i < 50; i++)); do
-    SRV_PID=$(pgrep -P "$NGX_MASTER" | head -1 || true)
-    [ -n "$SRV_PID" ] && break
-    sleep 0.1
-  done
-  [ -n "$SRV_PID" ] || die "nginx started no worker"
+[ "$NGINX" = 0 ] || nginx_setup "$TMP/nginx"
+start_nginx() {  # SRV_PID: its one worker (what is measured); stop_srv stops it by its master
+  nginx_start
+  SRV_PID=$NGX_WORKER
 }
 
 decisions() {  # the gRPC decisions ratelimitd made so far (policy envoy: every Envoy rule, every outcome)
