@@ -26,6 +26,11 @@
 //   latency   a region's view of another is at most sync_interval + round trip old, so the
 //             over-admission is at most (regions − 1) × ⌈rate × (sync_interval + rtt)⌉ units per
 //             window, rate being one region's admission rate (latency_over_admission_bound).
+//             That holds while rtt < sync_interval: with one read per (key, region) in flight, a
+//             round trip of an interval or more makes a tick skip the key until the answer is
+//             in, so reads come up to rtt + sync_interval apart and a view is up to
+//             sync_interval + 2 × rtt old — the bound then uses 2 × rtt (found by the
+//             simulator's model of RegionStore, src/sim/distributed_regions.h).
 //   partition each region keeps deciding on the last counts it knows. Without the share cap, a
 //             window that begins during the partition knows nothing of the others: each region
 //             admits up to the limit, over-admission ≤ (regions − 1) × limit per window. With
@@ -87,7 +92,8 @@ Decision region_denial(const Policy& policy, std::span<const RegionCount> others
 // region's count (share in (0, 1]).
 int64_t partition_cap(const Policy& policy, double share);
 
-// The latency bound above: the async formula with regions in place of instances.
+// The latency bound above: the async formula with regions in place of instances, and the round
+// trip doubled when it is sync_interval or more.
 int64_t latency_over_admission_bound(int64_t regions, double rate_per_region, Micros sync_interval,
                                      Micros round_trip, int64_t limit);
 

@@ -100,7 +100,11 @@ int64_t partition_cap(const Policy& policy, double share) {
 
 int64_t latency_over_admission_bound(int64_t regions, double rate_per_region, Micros sync_interval,
                                      Micros round_trip, int64_t limit) {
-  return async_over_admission_bound(regions, rate_per_region, sync_interval, round_trip, limit);
+  // One read per (key, region) in flight: a round trip of a sync_interval or more makes the
+  // next read wait for the answer, so reads are up to round_trip + sync_interval apart and a
+  // view up to sync_interval + 2 × round_trip old (regions.h).
+  const Micros stale_rtt = round_trip < sync_interval ? round_trip : 2 * round_trip;
+  return async_over_admission_bound(regions, rate_per_region, sync_interval, stale_rtt, limit);
 }
 
 }  // namespace ratelimit::algo

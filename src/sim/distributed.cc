@@ -1,6 +1,6 @@
 // distributed.cc — the distributed model (see distributed.h): per algorithm, the four modes
-// side by side on one request stream, driven by an event queue of sync ticks, views coming
-// back and counts crossing between regions.
+// side by side on one request stream, driven by an event queue of sync ticks and views coming
+// back; the regions mode is RegionsModel's (distributed_regions.h), on the same queue.
 #include "distributed.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "distributed_regions.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/consistency.h"
 
@@ -52,17 +53,9 @@ struct InstanceKey {
   RecentCount staleness;  // async: admissions within sync + rtt (for the bound)
 };
 
-struct RegionKey {
-  algo::AlgorithmState remote;              // the other regions' counts, as received
-  std::map<int64_t, int64_t> own;           // this region's count per window
-  std::vector<std::map<int64_t, int64_t>> known;  // per other region: count per window received
-  RecentCount staleness;
-};
-
 struct KeyState {
   std::array<algo::AlgorithmState, 3> store;  // exact, lease, async: the one shared store
   std::vector<InstanceKey> inst;
-  std::vector<RegionKey> region;
   int64_t window = -1;              // accounting: the window being counted
   std::array<int64_t, kModes> count{};
 };
@@ -77,7 +70,8 @@ struct Event {
 class AlgoSim {
  public:
   AlgoSim(Policy exact, Policy lease, Policy async, const DistributedOptions& o)
-      : exact_(std::move(exact)), lease_(std::move(lease)), async_(std::move(async)), o_(o) {
+      : exact_(std::move(exact)), lease_(std::move(lease)), async_(std::move(async)), o_(o),
+        regions_(exact_, o, [this](int64_t t, std::function<void()> f) { schedule(t, std::move(f)); }) {
     for (size_t m = 0; m < kModes; ++m) {
       r_[m].algorithm = algorithm_name(exact_.algorithm());
       r_[m].mode = kModeNames[m];
@@ -101,12 +95,7 @@ class AlgoSim {
       const int64_t first = t0 - t0 % sync + sync + i * sync / o_.instances;
       schedule(first, [this, i, first] { instance_tick(i, first); });
     }
-    if (o_.regions > 1) {
-      for (int64_t r = 0; r < o_.regions; ++r) {
-        const int64_t first = t0 - t0 % sync + sync + r * sync / o_.regions;
-        schedule(first, [this, r, first] { region_tick(r, first); });
-      }
-    }
+    regions_.start(t0);
   }
 
   void add(int64_t t, uint32_t key_id, int64_t cost, int64_t instance) {
@@ -116,8 +105,6 @@ class AlgoSim {
     KeyState& k = keys_[key_id];
     if (k.inst.empty()) {
       k.inst.resize(static_cast<size_t>(o_.instances));
-      k.region.resize(static_cast<size_t>(o_.regions));
-      for (RegionKey& rk : k.region) rk.known.resize(static_cast<size_t>(o_.regions));
       active_.push_back(key_id);
     }
     last_seen_[key_id] = t;
@@ -133,7 +120,9 @@ class AlgoSim {
     record(kExact, ok[kExact], rtt, 1);
     ok[kLease] = lease(k, k.inst[static_cast<size_t>(instance)], t, ws, cost, rtt);
     ok[kAsync] = async(k.inst[static_cast<size_t>(instance)], t, ws, cost);
-    ok[kRegions] = region(k.region[static_cast<size_t>(instance % o_.regions)], t, ws, cost);
+    const RegionsModel::Outcome rd = regions_.decide(t, key_id, cost, instance);
+    ok[kRegions] = rd.allowed;
+    record(kRegions, rd.allowed, rd.latency_us, 1);
     for (size_t m = 0; m < kModes; ++m) {
       if (ok[m]) k.count[m] += cost;
       if (ok[m] && !ok[kExact]) ++r_[m].over;
@@ -152,13 +141,9 @@ class AlgoSim {
     r_[kAsync].bound = algo::async_over_admission_bound(
         o_.instances, per_s(peak_async_, o_.sync_interval.count() + max_rtt()), o_.sync_interval,
         Micros{max_rtt()}, exact_.limit());
-    if (o_.regions > 1) {
-      r_[kRegions].bound = algo::async_over_admission_bound(
-          o_.regions, per_s(peak_region_, o_.sync_interval.count() + o_.cross_rtt.count() / 2),
-          o_.sync_interval, Micros{o_.cross_rtt.count() / 2}, exact_.limit());
-    } else {
-      r_[kRegions].bound = 0;  // one region: exact on its own store
-    }
+    r_[kRegions].bound = regions_.bound();  // one region: 0, exact on its own store
+    r_[kRegions].store_calls += regions_.reads();
+    r_[kRegions].sync_messages = regions_.reads();
     std::vector<DistributedResult> out;
     for (size_t m = 0; m < kModes; ++m) {
       auto quantile = [&](double q) {
@@ -240,21 +225,6 @@ class AlgoSim {
     return ok;
   }
 
-  bool region(RegionKey& rk, int64_t t, int64_t ws, int64_t cost) {
-    const algo::SharedView view = algo::add_hits(async_, rk.remote, t, ws, 0);
-    std::vector<algo::LocalUnits> local;
-    for (const auto& [w, n] : rk.own) local.push_back({w, n});
-    const bool ok = algo::decide_local(async_, view, local, t, cost).allowed;
-    if (ok) {
-      rk.own[ws] += cost;
-      rk.staleness.add(t, cost, o_.sync_interval.count() + o_.cross_rtt.count() / 2);
-      peak_region_ = std::max(peak_region_, rk.staleness.peak);
-    }
-    while (rk.own.size() > 2) rk.own.erase(rk.own.begin());  // only two windows still weigh
-    record(kRegions, ok, o_.rtt.count(), 1);
-    return ok;
-  }
-
   bool recently_active(uint32_t key, int64_t now) const {
     auto it = last_seen_.find(key);
     return it != last_seen_.end() && it->second > now - 2 * w_ - o_.slice_ttl.count();
@@ -295,35 +265,9 @@ class AlgoSim {
     schedule(next, [this, i, next] { instance_tick(i, next); });
   }
 
-  void region_tick(int64_t r, int64_t t) {
-    const auto from = static_cast<size_t>(r);
-    for (uint32_t key : active_) {
-      const std::map<int64_t, int64_t> counts = keys_[key].region[from].own;
-      for (int64_t s = 0; s < o_.regions; ++s) {
-        if (s == r) continue;
-        ++r_[kRegions].sync_messages;
-        const auto to = static_cast<size_t>(s);
-        const int64_t at = t + o_.cross_rtt.count() / 2;
-        schedule(at, [this, key, from, to, counts, at] {
-          RegionKey& rk = keys_[key].region[to];
-          std::map<int64_t, int64_t>& known = rk.known[from];
-          for (const auto& [w, n] : counts) {
-            // A grow-only count: only what it adds to what was received before.
-            const int64_t delta = n - known[w];
-            if (delta <= 0) continue;
-            known[w] = n;
-            algo::add_hits(async_, rk.remote, at, w, delta);
-          }
-          while (known.size() > 2) known.erase(known.begin());
-        });
-      }
-    }
-    const int64_t next = t + o_.sync_interval.count();
-    schedule(next, [this, r, next] { region_tick(r, next); });
-  }
-
   Policy exact_, lease_, async_;
   const DistributedOptions& o_;
+  RegionsModel regions_;
   int64_t w_ = 1;
   std::array<DistributedResult, kModes> r_;
   std::array<std::map<int64_t, int64_t>, kModes> latencies_;
@@ -332,7 +276,7 @@ class AlgoSim {
   std::unordered_map<uint32_t, int64_t> last_seen_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0, batch_ = 0;
-  int64_t peak_async_ = 0, peak_region_ = 0;
+  int64_t peak_async_ = 0;
   int64_t last_t_ = 0;
 };
 
