@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -254,6 +255,23 @@ struct RedisUrl {
 // Errors (kInvalidArgument) name the offending part of the URL and never echo the password.
 Result<RedisUrl> parse_redis_url(std::string_view url);
 
+// A subscription to the leases released through a Redis (RedisStore::watch_releases).
+class ReleaseFeed {
+ public:
+  // Unsubscribes and closes the connection: no callback runs once it has returned. Never from
+  // inside one of the feed's callbacks.
+  virtual ~ReleaseFeed() = default;
+  // True while the subscription is confirmed and its connection open.
+  virtual bool subscribed() const = 0;
+  // Subscriptions confirmed so far (each reconnection adds one).
+  virtual uint64_t subscriptions() const = 0;
+};
+
+// A lease of `policy` on `key` released through the store (by any process, any client of the
+// function library); `lease` its id. The views are valid during the call only.
+using ReleaseWatcher =
+    std::function<void(std::string_view policy, std::string_view key, const LeaseId& lease)>;
+
 class RedisStore final : public Store, public SharedCounts {
  public:
   // Validates `options` (kInvalidArgument naming the field), starts the I/O thread(s) and the
@@ -313,6 +331,18 @@ class RedisStore final : public Store, public SharedCounts {
   // ...): the most recent one that is not noeviction if any node has one, else "noeviction";
   // empty until a connection has read it.
   std::string eviction_policy() const;
+
+  // Every release that frees a lease (concurrency.lua publishes it on channel
+  // `ratelimit:released`, in the same atomic call) reaches `on_release` on one subscriber
+  // connection, whichever process released it; so a process waiting for a lease is woken at
+  // once instead of at the lease's expiry. Releases under another key_prefix are not passed on.
+  // `on_subscribed` runs each time the subscription is confirmed (the first time included):
+  // releases published while it was down are lost, so the caller re-checks what it waits for.
+  // The connection reconnects with the store's backoff and subscribes again; it is never
+  // polled. Callbacks run on the feed's own thread, one at a time, and must be quick. Errors:
+  // none at call time (connecting happens in the background). The feed must not outlive the
+  // store. Thread-safe.
+  std::unique_ptr<ReleaseFeed> watch_releases(ReleaseWatcher on_release, std::function<void()> on_subscribed);
 
   struct Impl;
 

@@ -293,6 +293,13 @@ size_t ClusterRouter::ready_connections() const {
   return n;
 }
 
+Endpoint ClusterRouter::pubsub_endpoint(uint64_t attempt) const {
+  MutexLock lock(mu_);
+  if (!masters_.empty()) return masters_[attempt % masters_.size()]->config().endpoint;
+  if (!seed_pools_.empty()) return seed_pools_[attempt % seed_pools_.size()]->config().endpoint;
+  return credentials_;  // no node known: this attempt fails, the next asks again
+}
+
 Status ClusterRouter::serving() const {
   MutexLock lock(mu_);
   if (!have_map_) {

@@ -72,6 +72,7 @@ class ClusterRouter final : public Router {
   size_t ready_connections() const override;
   Status last_error() const override;
   Status serving() const override;
+  Endpoint pubsub_endpoint(uint64_t attempt) const override;
   void close() override;
 
  private:

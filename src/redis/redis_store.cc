@@ -133,6 +133,11 @@ Result<std::shared_ptr<RedisStore>> RedisStore::connect(RedisStoreOptions option
     if (!factory.ok()) return factory.status();
     ro.make_stream = std::move(factory).value();
   }
+  {
+    RouterOptions plain = ro;  // a subscriber's: no scripts to load (subscriber.h)
+    plain.handshake.clear();
+    impl->pubsub_config = connection_config(Endpoint{}, display_url(*url) + " (release subscriber)", plain);
+  }
   auto router = make_router(*url, std::move(ro), impl->router_counters);
   if (!router.ok()) return router.status();
   impl->router = std::move(router).value();

@@ -51,6 +51,8 @@ struct RedisStore::Impl {
   // after the counters: it uses them until it is gone
   std::unique_ptr<redis_detail::Router> router;
   std::unique_ptr<redis_detail::ScriptInvoker> invoker;
+  // Timeouts, backoff and stream of a release subscriber's connection (watch_releases).
+  std::shared_ptr<const redis_detail::ConnectionConfig> pubsub_config;
   // The INFO poller (evicted_keys growth, a changed policy): one thread asleep between polls.
   std::thread poller;
   Mutex poller_mu;

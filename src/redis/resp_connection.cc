@@ -97,7 +97,9 @@ void RespConnection::do_connect() {
   if (reader_ != nullptr) redisReaderFree(reader_);
   arena_.reset();
   reader_ = make_arena_reader(arena_);
-  stream_->async_open(config_->endpoint, config_->display,
+  endpoint_ = config_->resolve ? config_->resolve(attempts_) : config_->endpoint;
+  ++attempts_;
+  stream_->async_open(endpoint_, config_->display,
                       [self = shared_from_this(), gen](Status s) {
                         if (gen != self->gen_) return;
                         if (!s.is_ok()) return self->fail(std::move(s));
@@ -108,7 +110,7 @@ void RespConnection::do_connect() {
 
 void RespConnection::handshake() {
   auto steps = std::make_shared<std::vector<HandshakeStep>>();
-  const Endpoint& e = config_->endpoint;
+  const Endpoint& e = endpoint_;
   if (e.has_password) {
     std::vector<std::string> auth = {"AUTH"};
     if (!e.user.empty()) auth.push_back(e.user);
@@ -293,11 +295,14 @@ void RespConnection::on_read(uint64_t gen, const boost::system::error_code& ec, 
         found = true;
       }
     }
-    if (!found) {
+    if (!found && config_->on_push) {
+      config_->on_push(reply);
+    } else if (!found) {
       fail(Status::internal("Redis sent a reply nobody asked for"));
       return;
+    } else {
+      p.done(Status(), reply);
     }
-    p.done(Status(), reply);
     arena_.reset();  // the reply was valid during the call only
     if (gen != gen_) return;  // a handler failed the connection
   }

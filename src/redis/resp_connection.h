@@ -82,6 +82,12 @@ struct ConnectionConfig {
   std::chrono::milliseconds backoff_max{2000};
   std::vector<HandshakeStep> handshake;
   StreamFactory make_stream;  // empty: make_plain_stream
+  // A subscriber connection (release_feed.h) sets both: `resolve` picks the node for each
+  // attempt to connect (its argument counts the attempts), in place of `endpoint`; `on_push`
+  // takes every reply no command asked for (a pub/sub message), which otherwise fails the
+  // connection as a protocol error. The reply is valid during the call only.
+  std::function<Endpoint(uint64_t attempt)> resolve;
+  std::function<void(const redisReply* reply)> on_push;
 };
 
 class RespConnection : public std::enable_shared_from_this<RespConnection> {
@@ -148,6 +154,8 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   std::function<void()> on_change_;
 
   // I/O-thread state.
+  Endpoint endpoint_;  // this attempt's node: config_->endpoint, or config_->resolve's choice
+  uint64_t attempts_ = 0;
   std::shared_ptr<ByteStream> stream_;
   boost::asio::steady_timer tick_timer_;
   boost::asio::steady_timer backoff_timer_;

@@ -65,6 +65,12 @@ class Router {
     const Status e = last_error();
     return e.is_ok() ? Status::unavailable("no Redis connection is ready") : e;
   }
+  // A node that hears every PUBLISH of the deployment, for a subscriber's `attempt`-th attempt
+  // to connect (release_feed.h): the node (standalone); the current master (sentinel: a demoted
+  // one still hears its new master's PUBLISH through replication); a master of the latest slot
+  // map, else a seed, in turn (cluster: PUBLISH reaches every node over the cluster bus).
+  // Credentials and db set. Any thread.
+  virtual Endpoint pubsub_endpoint(uint64_t attempt) const = 0;
   // Closes every pool (pending commands fail with kUnavailable) and stops the I/O threads.
   // Idempotent; the destructor calls it.
   virtual void close() = 0;

@@ -67,6 +67,35 @@ std::string escape_key(std::string_view key) {
   return out;
 }
 
+std::optional<ReleasedKey> parse_released(std::string_view prefix, std::string_view message) {
+  constexpr size_t kHex = 32;
+  if (message.size() < kHex + 1 || message[kHex] != ' ') return std::nullopt;
+  auto lease = LeaseId::from_hex(message.substr(0, kHex));
+  std::string_view k = message.substr(kHex + 1);
+  if (!lease || !k.starts_with(prefix)) return std::nullopt;
+  k.remove_prefix(prefix.size());
+  const size_t close = k.find('}');  // an escaped key has no brace
+  if (k.empty() || k[0] != '{' || close == std::string_view::npos || close + 1 >= k.size() || k[close + 1] != ':') {
+    return std::nullopt;
+  }
+  ReleasedKey out{*lease, {}, std::string(k.substr(close + 2))};
+  const std::string_view escaped = k.substr(1, close - 1);
+  for (size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] != '%') {
+      out.key.push_back(escaped[i]);
+      continue;
+    }
+    const std::string_view e = escaped.substr(i, 3);
+    if (e == "%25") out.key.push_back('%');
+    else if (e == "%7B") out.key.push_back('{');
+    else if (e == "%7D") out.key.push_back('}');
+    else return std::nullopt;
+    i += 2;
+  }
+  if (out.policy.empty()) return std::nullopt;
+  return out;
+}
+
 std::string log_key(const std::string& state_key) { return state_key + "#log"; }
 
 std::string leases_key(const std::string& state_key) { return state_key + "#leases"; }

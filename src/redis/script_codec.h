@@ -37,6 +37,17 @@ namespace ratelimit::redis_detail {
 // '%' -> %25, '{' -> %7B, '}' -> %7D; every other byte as is. Injective, brace-free.
 std::string escape_key(std::string_view key);
 
+// The channel concurrency.lua publishes each freeing release on, and its message
+// "<lease id> <state key>" read back: the policy name and the user key (unescaped) of a state key
+// under `prefix`. nullopt for a message of another form or another prefix. Pure.
+inline constexpr std::string_view kReleasedChannel = "ratelimit:released";
+struct ReleasedKey {
+  LeaseId lease;
+  std::string key;
+  std::string policy;
+};
+std::optional<ReleasedKey> parse_released(std::string_view prefix, std::string_view message);
+
 // The sorted set that holds a sliding log's entries, beside the state key.
 std::string log_key(const std::string& state_key);
 // The sorted set of a concurrency policy's leases (id -> expiry), beside its hash.

@@ -64,7 +64,7 @@ struct ScriptInvoker::Call {
   bool fcall = false;
   int slot;
   int noscript_retries = 0;
-  bool function_reloaded = false;
+  int function_reloads = 0;
   ReplyCallback done;
 
   void encode(bool use_fcall) {
@@ -143,8 +143,8 @@ void ScriptInvoker::on_reply(const std::shared_ptr<Call>& call, const Status& er
                              const redisReply* reply) {
   if (error.is_ok() && call->fcall && is_function_not_found(reply)) {
     counters_.script_reloads.fetch_add(1, std::memory_order_relaxed);
-    if (!call->function_reloaded) {
-      call->function_reloaded = true;
+    if (call->function_reloads < kMaxNoscriptRetries) {
+      ++call->function_reloads;
       send(call, function_load());
       return;
     }

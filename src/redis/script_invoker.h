@@ -26,8 +26,10 @@
 //     every script (and the library, unless it refused it): NOSCRIPT or "Function not found"
 //     happens only after a flush;
 //   - a NOSCRIPT'd call is resent at most kMaxNoscriptRetries times, each preceded by its own
-//     SCRIPT LOAD on the same connection; an FCALL answered "Function not found" is resent once
-//     after FUNCTION LOAD REPLACE, then as EVALSHA (and the invoker stays on EVALSHA). Every
+//     SCRIPT LOAD on the same connection; an FCALL answered "Function not found" is resent as
+//     many times, each after its own FUNCTION LOAD REPLACE (another client's FUNCTION FLUSH can
+//     land between a load and its call: a large load spans several of Redis' reads), then as
+//     EVALSHA (and the invoker stays on EVALSHA). Every
 //     resend is counted in `script_reloads`. Both errors mean the command did not run, so a
 //     resend never decides twice;
 //   - `done` is called exactly once per invoke() / invoke_batched(), with the reply (an error

@@ -123,6 +123,11 @@ std::shared_ptr<NodePool> SentinelRouter::current_pool() const {
   return pool_;
 }
 
+Endpoint SentinelRouter::pubsub_endpoint(uint64_t) const {
+  auto pool = current_pool();
+  return pool != nullptr ? pool->config().endpoint : config_.master;  // none yet: fails, retried
+}
+
 std::string SentinelRouter::master_address() const {
   MutexLock lock(mu_);
   return master_address_;

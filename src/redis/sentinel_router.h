@@ -50,6 +50,7 @@ class SentinelRouter final : public Router {
   Status wait_ready(std::chrono::milliseconds timeout) override;
   size_t ready_connections() const override;
   Status last_error() const override;
+  Endpoint pubsub_endpoint(uint64_t attempt) const override;
   void close() override;
 
   // "host:port" of the master in use (empty before the first answer): for tests and logs.

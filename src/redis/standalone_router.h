@@ -24,6 +24,7 @@ class StandaloneRouter final : public Router {
   Status wait_ready(std::chrono::milliseconds timeout) override;
   size_t ready_connections() const override { return pool_.ready_connections(); }
   Status last_error() const override { return pool_.last_error(); }
+  Endpoint pubsub_endpoint(uint64_t) const override { return pool_.config().endpoint; }
   void close() override;
 
  private:

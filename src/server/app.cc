@@ -39,6 +39,7 @@ App::~App() {
   listeners_.clear();
   rls_.reset();
   if (waiting_) waiting_->shutdown();  // every waiter answered; nothing waits from here on
+  release_feed_.reset();
   decisions_.reset();
   store_.reset();
   waiting_.reset();  // after the store: a decision still in flight completes through it
@@ -131,6 +132,18 @@ int App::open() {
   waiting_ = std::make_unique<service::WaitingService>(*decisions_);
   metrics_.add_extra([this](std::string& out) { lease_metrics_.render(out); });
   metrics_.add_extra([this](std::string& out) { render_wait_stats(waiting_->stats(), out); });
+  if (store_->watch_releases) {
+    service::WaitingService* w = waiting_.get();
+    release_feed_ = store_->watch_releases(
+        [w](std::string_view policy, std::string_view key, const LeaseId& lease) { w->released_elsewhere(policy, key, lease); },
+        [this, w] {
+          feed_subscriptions_.fetch_add(1, std::memory_order_relaxed);
+          w->resubscribed();
+        });
+    metrics_.add_extra([this](std::string& out) {
+      append_metric(out, StoreMetric::kWaitReleaseFeedSubscriptionsTotal, feed_subscriptions_.load(std::memory_order_relaxed));
+    });
+  }
 
   // Envoy's rate-limit API: one RateLimitService for gRPC and /json, its per-rule statistics on
   // /metrics, every rule's outcomes under policy="envoy".

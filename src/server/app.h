@@ -145,6 +145,10 @@ class App {
   std::unique_ptr<service::DecisionService> decisions_;
   // Waiting instead of refusing (waiting.h), in front of decisions_; answers its waiters at drain.
   std::unique_ptr<service::WaitingService> waiting_;
+  // Redis: releases through every process on it wake waiters here (RedisStore::watch_releases);
+  // closed before the store and the waiting service it calls.
+  std::unique_ptr<ReleaseFeed> release_feed_;
+  std::atomic<uint64_t> feed_subscriptions_{0};
   ConfigCell cell_;
   ConnectionCaps caps_{cell_, metrics_};
   rls::RuleStats rule_stats_;

@@ -147,6 +147,8 @@ constexpr Family kStoreFamilies[kStoreMetricCount] = {
      "Re-decisions of a queue's head (one store call each): releases and retry times."},
     {"ratelimitd_wait_waiting", "gauge",
      "Requests waiting in a queue now."},
+    {"ratelimitd_wait_release_feed_subscriptions_total", "counter",
+     "Subscriptions of the Redis release feed (channel ratelimit:released): 1 once subscribed, +1 per reconnection; Redis store only."},
     {"ratelimitd_region_reachable", "gauge",
      "1 while the last read of that region's store succeeded recently, else 0 (label region)."},
     {"ratelimitd_region_view_age_seconds", "gauge",

@@ -98,6 +98,7 @@ enum class StoreMetric : uint8_t {
   kWaitHeldTotal,
   kWaitWakeupsTotal,
   kWaitWaiting,
+  kWaitReleaseFeedSubscriptionsTotal,
   // Policies counted across regions (RegionStore, distributed_metrics.cc); labelled by region.
   kRegionReachable,
   kRegionViewAgeSeconds,
@@ -109,7 +110,7 @@ enum class StoreMetric : uint8_t {
   kRegionUntrackedTotal,
   kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 59;
+inline constexpr size_t kStoreMetricCount = 60;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);

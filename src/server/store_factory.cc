@@ -71,6 +71,10 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
     if (!s) return Status::unavailable("the store is closed");
     return s->serving();  // a cluster: every slot served (issue 23 item 2)
   };
+  RedisStore* raw = store->get();  // the feed must not outlive the store (the caller's duty)
+  opened.watch_releases = [raw](ReleaseWatcher on_release, std::function<void()> on_subscribed) {
+    return raw->watch_releases(std::move(on_release), std::move(on_subscribed));
+  };
   return opened;
 }
 

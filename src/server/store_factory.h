@@ -21,6 +21,9 @@ struct OpenedStore {
   // Readiness for /readyz: OK when the store can decide now, else why not (no password in it).
   // Cheap (reads counters), callable from any thread while the store lives.
   std::function<Status()> ready;
+  // Redis only (empty with the memory store): subscribes to the leases released through this
+  // Redis by any process (RedisStore::watch_releases). The feed must not outlive the store.
+  std::function<std::unique_ptr<ReleaseFeed>(ReleaseWatcher, std::function<void()>)> watch_releases;
 };
 
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /

@@ -124,7 +124,7 @@ void DecisionService::finish(Pending& p) {
   if (release_listener_) {
     for (size_t k = 0; k < p.ops_.size(); ++k) {
       if (p.slots_[p.items_[k]].release && p.decisions[p.items_[k]].reason == DecisionReason::kWithinLimit) {
-        release_listener_(*p.ops_[k].policy, p.ops_[k].key);
+        release_listener_(*p.ops_[k].policy, p.ops_[k].key, p.ops_[k].lease);
       }
     }
   }

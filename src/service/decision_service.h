@@ -137,9 +137,9 @@ class DecisionService {
   Store& store() { return *store_; }
 
   // Called (on the thread that completes the decision) for every release that freed a held
-  // lease, with its policy and key: the waiting service wakes that key's waiters. Set once,
+  // lease, with its policy, key and id: the waiting service wakes that key's waiters. Set once,
   // before the first decision; may be empty.
-  using ReleaseListener = std::function<void(const Policy& policy, std::string_view key)>;
+  using ReleaseListener = std::function<void(const Policy& policy, std::string_view key, const LeaseId& lease)>;
   void set_release_listener(ReleaseListener listener) { release_listener_ = std::move(listener); }
 
  private:

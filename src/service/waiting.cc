@@ -30,7 +30,9 @@ void WaiterDeleter::operator()(Waiter* w) const { delete w; }
 
 WaitingService::WaitingService(DecisionService& decisions)
     : decisions_(decisions), loop_(std::make_unique<Loop>(*this)) {
-  decisions_.set_release_listener([this](const Policy& policy, std::string_view key) { released(policy, key); });
+  decisions_.set_release_listener([this](const Policy& policy, std::string_view key, const LeaseId& lease) {
+    released(policy.name(), key, lease, true);
+  });
 }
 
 WaitingService::~WaitingService() {
@@ -130,14 +132,27 @@ void WaitingService::shutdown() {
 
 WaitStats WaitingService::stats() const { return loop_->stats(); }
 
-void WaitingService::released(const Policy& policy, std::string_view key) {
-  const size_t shard = shard_of(policy.name(), key);
+void WaitingService::released_elsewhere(std::string_view policy, std::string_view key, const LeaseId& lease) {
+  released(policy, key, lease, false);
+}
+
+void WaitingService::resubscribed() {
+  feed_.store(true);
+  for (auto& e : epoch_) e.fetch_add(1);  // a waiter between its denial and its enqueue decides again
+  loop_->post([this] { loop_->wake_all(); });
+}
+
+void WaitingService::released(std::string_view policy, std::string_view key, const LeaseId& lease, bool own) {
+  const size_t shard = shard_of(policy, key);
   epoch_[shard].fetch_add(1);
   if (queued_[shard].load() == 0) return;
-  std::string qkey(policy.name());
+  std::string qkey(policy);
   qkey += '\0';
   qkey.append(key);
-  loop_->post([this, qkey = std::move(qkey)] { loop_->wake(qkey); });
+  // With a feed, each release arrives twice (here, and heard on the feed) in either order: the
+  // first wakes the queue and is remembered by id, the second finds it and is dropped.
+  const bool dedupe = feed_.load(std::memory_order_relaxed) || !own;
+  loop_->post([this, qkey = std::move(qkey), lease, dedupe] { loop_->wake(qkey, dedupe ? &lease : nullptr); });
 }
 
 }  // namespace ratelimit::service

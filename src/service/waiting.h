@@ -10,9 +10,13 @@
 //        head re-decided (one store call) when woken by:
 //          - a release of a lease on that key through this process (DecisionService's release
 //            listener: immediately);
+//          - a release through another process on the same Redis (released_elsewhere(), from
+//            the store's release feed: immediately; this process's own release, heard again on
+//            the feed, wakes nobody twice: the two arrivals are matched by lease id);
+//          - the feed subscribing again after a loss (resubscribed(): every queue, once);
 //          - the head's retry time: a rate policy's retry_after, a concurrency policy's earliest
-//            lease expiry (this is also how a release through another ratelimitd on the same
-//            Redis is seen: at the latest when that lease would have expired; no polling);
+//            lease expiry (without a feed, how a release through another process is seen: at
+//            the latest when that lease would have expired; no polling);
 //        admitted -> answered, the next head is tried while the decision says capacity is left;
 //        a waiter's own deadline (min(max_wait, the request's budget)) -> 429 with Retry-After.
 //
@@ -83,6 +87,14 @@ class WaitingService {
   void cancel(Pending& pending);
   // Answers every waiter now (see top); later requests are decided without waiting.
   void shutdown();
+  // A lease of `policy` on `key` was released, maybe through another process sharing the store
+  // (the store's release feed: RedisStore::watch_releases). Wakes that key's queue here unless
+  // this process's own release of `lease` already did. Any thread.
+  void released_elsewhere(std::string_view policy, std::string_view key, const LeaseId& lease);
+  // The release feed subscribed (again): releases may have been missed, so every queue's head
+  // is decided once more. Also tells the service that releases come back on a feed (its own
+  // are then remembered by id, to be recognised). Any thread.
+  void resubscribed();
   WaitStats stats() const;
 
   DecisionService& decisions() { return decisions_; }
@@ -92,7 +104,7 @@ class WaitingService {
   class Loop;
   static constexpr size_t kShards = 256;
   static size_t shard_of(std::string_view policy, std::string_view key);
-  void released(const Policy& policy, std::string_view key);
+  void released(std::string_view policy, std::string_view key, const LeaseId& lease, bool own);
 
   DecisionService& decisions_;
   std::unique_ptr<Loop> loop_;
@@ -102,6 +114,7 @@ class WaitingService {
   std::array<std::atomic<int64_t>, kShards> queued_{};
   std::array<std::atomic<uint64_t>, kShards> epoch_{};
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> feed_{false};  // releases come back on a release feed (resubscribed())
 };
 
 }  // namespace ratelimit::service

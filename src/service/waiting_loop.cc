@@ -75,9 +75,22 @@ void WaitingService::Loop::enqueue(Waiter* w, bool decided) {
   }
 }
 
-void WaitingService::Loop::wake(const std::string& qkey) {
+void WaitingService::Loop::wake(const std::string& qkey, const LeaseId* lease) {
+  if (lease != nullptr) {
+    if (seen_.erase(*lease) > 0) return;  // its first arrival woke the queue
+    if (seen_order_.size() >= kSeenReleases) {
+      seen_.erase(seen_order_.front());
+      seen_order_.pop_front();
+    }
+    seen_.insert(*lease);
+    seen_order_.push_back(*lease);
+  }
   auto it = queues_.find(qkey);
   if (it != queues_.end()) kick(it->second);
+}
+
+void WaitingService::Loop::wake_all() {
+  for (auto& [qkey, q] : queues_) kick(q);
 }
 
 void WaitingService::Loop::cancel(Waiter* w, uint64_t generation) {
@@ -255,7 +268,7 @@ void WaitingService::Loop::kick(Queue& q) {
 }
 
 void WaitingService::Loop::post_kick(const std::string& qkey) {
-  post([this, qkey] { wake(qkey); });
+  post([this, qkey] { wake(qkey, nullptr); });
 }
 
 void WaitingService::Loop::after_change(Queue& q, const std::string& qkey, bool now_too) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -108,8 +109,11 @@ class WaitingService::Loop {
   // waiters (not decided yet).
   void enqueue(Waiter* w, bool decided);
 
-  // A release freed a lease of `qkey` (this process): try its head.
-  void wake(const std::string& qkey);
+  // A release freed a lease of `qkey`: try its head. `lease` (when the release may arrive twice,
+  // from this process and from the release feed): the second arrival of one id wakes nobody.
+  void wake(const std::string& qkey, const LeaseId* lease);
+  // The release feed subscribed again: try every queue's head once.
+  void wake_all();
 
   void cancel(Waiter* w, uint64_t generation);
 
@@ -175,6 +179,11 @@ class WaitingService::Loop {
   bool armed_ = false;
   Clock::time_point armed_at_{};
   std::unordered_map<std::string, Queue> queues_;
+  // Releases seen once (see wake), oldest first; bounded: one whose second arrival never comes
+  // (a release through another process, or one made while no queue waited) ages out.
+  static constexpr size_t kSeenReleases = 4096;
+  std::set<LeaseId> seen_;
+  std::deque<LeaseId> seen_order_;
   Events events_;
   Counters st_;
   bool stopping_ = false;

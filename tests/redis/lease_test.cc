@@ -6,6 +6,8 @@
 // last lease).
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "lease_suite.h"
@@ -127,6 +129,69 @@ TEST_F(RedisLeaseTest, KeysHoldTheLeasesWithOneTtlAndVanishWithTheLast) {
   ASSERT_TRUE(store->acquire(p, "k", 1)->allowed);
   ASSERT_TRUE(store->reset(p, "k").is_ok());
   EXPECT_EQ(run({"EXISTS", hash, zset}).integer, 0);
+}
+
+// The release feed (RedisStore::watch_releases): a release that frees a lease, made through
+// another store on the same Redis, by FCALL or by EVALSHA, reaches the watcher with its policy,
+// its (unescaped) key and its id; a release that frees nothing publishes nothing, and releases
+// under another key_prefix are not passed on. Redis delivers one subscriber's messages in the
+// order the calls ran, so the last release is the marker after which nothing else may come.
+TEST_F(RedisLeaseTest, WatchReleasesHearsReleasesThroughAnotherStore) {
+  auto o = options_for(url_);
+  o.key_prefix = unique_prefix("lease-feed");
+  auto watcher = must_connect(o);
+  auto by_fcall = must_connect(o);
+  auto o_eval = o;
+  o_eval.use_functions = false;
+  auto by_evalsha = must_connect(o_eval);
+  auto o_other = o;
+  o_other.key_prefix = unique_prefix("lease-feed-other");
+  auto other = must_connect(o_other);
+  ASSERT_TRUE(watcher && by_fcall && by_evalsha && other);
+  struct Heard {
+    std::string policy, key;
+    LeaseId lease;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Heard> heard;
+  int subscribed = 0;
+  auto feed = watcher->watch_releases(
+      [&](std::string_view policy, std::string_view key, const LeaseId& lease) {
+        std::lock_guard lock(mu);
+        heard.push_back({std::string(policy), std::string(key), lease});
+        cv.notify_all();
+      },
+      [&] {
+        std::lock_guard lock(mu);
+        ++subscribed;
+        cv.notify_all();
+      });
+  const auto wait_for = [&](auto pred) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), pred);
+  };
+  ASSERT_TRUE(wait_for([&] { return subscribed == 1; }));
+  EXPECT_TRUE(feed->subscribed());
+  const Policy p = Policy::concurrency(2, Micros{30'000'000}).value().with_name("db").value();
+  const std::string key = "odd}{key%";
+  auto a = by_fcall->acquire(p, key, 1).value();
+  auto b = by_evalsha->acquire(p, key, 1).value();
+  auto c = other->acquire(p, key, 1).value();
+  ASSERT_TRUE(a.allowed && b.allowed && c.allowed);
+  EXPECT_TRUE(by_fcall->release(p, key, a.lease)->allowed);
+  EXPECT_FALSE(by_fcall->release(p, key, a.lease)->allowed) << "released twice";
+  EXPECT_TRUE(other->release(p, key, c.lease)->allowed);
+  EXPECT_TRUE(by_evalsha->release(p, key, b.lease)->allowed);
+  ASSERT_TRUE(wait_for([&] { return heard.size() >= 2; }));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(heard.size(), 2u) << "the second release of a and c's release (another prefix) pass nothing on";
+  EXPECT_EQ(heard[0].policy, "db");
+  EXPECT_EQ(heard[0].key, key);
+  EXPECT_EQ(heard[0].lease, a.lease);
+  EXPECT_EQ(heard[1].key, key);
+  EXPECT_EQ(heard[1].lease, b.lease) << "EVALSHA publishes as FCALL does";
+  EXPECT_EQ(subscribed, 1);
 }
 
 }  // namespace

@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "hash_slot.h"
@@ -78,6 +80,49 @@ TEST_F(ClusterStoreTest, SharedVectorsGiveIdenticalDecisions) {
   EXPECT_EQ(c.moved, 0u);  // the slot map was right from the start
   EXPECT_GE(c.topology_refreshes, 1u);
   EXPECT_EQ(store->ready_connections(), 6u);  // 2 per master, none to a replica
+}
+
+// The release feed on a Cluster: concurrency.lua's plain PUBLISH (allowed in a function: it
+// has no key) reaches every node over the cluster bus, so the one subscriber connection hears
+// the releases of keys on every master.
+TEST_F(ClusterStoreTest, TheReleaseFeedHearsReleasesOnEveryMaster) {
+  auto o = cluster_options(cluster_, "cfeed");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::string> heard;
+  bool subscribed = false;
+  auto feed = store->watch_releases(
+      [&](std::string_view, std::string_view key, const LeaseId&) {
+        std::lock_guard lock(mu);
+        heard.emplace(key);
+        cv.notify_all();
+      },
+      [&] {
+        std::lock_guard lock(mu);
+        subscribed = true;
+        cv.notify_all();
+      });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return subscribed; }));
+  }
+  auto masters = cluster_.masters();
+  ASSERT_TRUE(masters.ok()) << masters.status().to_string();
+  const Policy p = Policy::concurrency(1, Micros{30'000'000}).value().with_name("db").value();
+  std::set<std::string> released;
+  for (size_t m : *masters) {
+    const std::string key = key_on(m, "feed-" + std::to_string(m) + "-");
+    auto d = store->acquire(p, key, 1);
+    ASSERT_TRUE(d.ok() && d->allowed) << key;
+    ASSERT_TRUE(store->release(p, key, d->lease)->allowed) << key;
+    released.insert(key);
+  }
+  std::unique_lock lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, seconds(10), [&] { return heard == released; }))
+      << heard.size() << " of " << released.size() << " releases heard";
+  EXPECT_EQ(store->counters().errors, 0u);
 }
 
 TEST_F(ClusterStoreTest, ExactlyTenOf200With50InFlightOnEveryMaster) {

@@ -40,6 +40,28 @@ TEST(RedisKeys, EscapingIsInjective) {
   }
 }
 
+// The release feed's message (concurrency.lua: "<lease id> <state key>") read back into the policy
+// and the user key, for every key escape_key may produce; other prefixes and malformed messages
+// are refused.
+TEST(RedisKeys, ReleasedMessagesParseBackToPolicyAndKey) {
+  const std::string id = "0123456789abcdef0123456789abcdef";
+  for (const std::string key : {"user:42", "a}b{c%d", "}:other{", "%7B", " spaced key "}) {
+    const auto r = parse_released("rl:", id + " " + redis_state_key("rl:", key, "db"));
+    ASSERT_TRUE(r.has_value()) << key;
+    EXPECT_EQ(r->key, key);
+    EXPECT_EQ(r->policy, "db");
+    EXPECT_EQ(r->lease.to_hex(), id);
+  }
+  EXPECT_TRUE(parse_released("", id + " " + redis_state_key("", "k", "p")).has_value());
+  EXPECT_FALSE(parse_released("other:", id + " " + redis_state_key("rl:", "k", "db")).has_value());
+  EXPECT_FALSE(parse_released("rl:", "xyz " + redis_state_key("rl:", "k", "db")).has_value());
+  EXPECT_FALSE(parse_released("rl:", id + redis_state_key("rl:", "k", "db")).has_value());
+  EXPECT_FALSE(parse_released("rl:", id + " rl:{k}:").has_value());
+  EXPECT_FALSE(parse_released("rl:", id + " rl:{k%41}:db").has_value());
+  EXPECT_FALSE(parse_released("rl:", id + " rl:{k:db").has_value());
+  EXPECT_FALSE(parse_released("rl:", "").has_value());
+}
+
 TEST(RedisKeys, LogKeyCannotCollideWithAnotherPolicysStateKey) {
   // '#' is not allowed in policy names, so "<state>#log" is never a state key.
   EXPECT_FALSE(validate_policy_name("api#log").is_ok());

@@ -7,7 +7,14 @@
 -- when the last lease expires; with no lease held both are deleted.
 -- Unlike the rate algorithms this one works on Redis' structures in place instead of loading the
 -- whole state: a decision costs O(log n) plus the leases that expire, not O(n).
+-- A release that frees a lease publishes "<lease id> <KEYS[1]>" on channel `ratelimit:released`
+-- in the same call, so every ratelimitd subscribed to this Redis wakes the waiters of that key
+-- at once (RedisStore::watch_releases, src/redis/subscriber.h). Plain PUBLISH, not SPUBLISH: in
+-- a Cluster it reaches every node (one subscriber connection per process hears all shards),
+-- where a sharded channel must hash to the key's slot and would need one subscription per
+-- waiting key.
 local concurrency = {}
+concurrency.released_channel = 'ratelimit:released'
 
 local function lease_weight(h, id)
   return tonumber(redis.call('HGET', h, id)) or 1
@@ -49,6 +56,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         held = held - weight
         drop_weight(h, lease, weight)
         redis.call('ZREM', z, lease)
+        redis.call('PUBLISH', concurrency.released_channel, lease .. ' ' .. h)
       else
         -- Never shortens a lease (a clock stepping back, a policy redefined with a shorter TTL).
         redis.call('ZADD', z, int(math.max(tonumber(expires), now_us + policy.window_us)), lease)
