@@ -1,4 +1,7 @@
-// grpc_server.h — ratelimitd's gRPC listener: h2c (HTTP/2 over cleartext TCP with prior
+// grpc_server.h — a stand-alone gRPC server for an embedding process and the in-process tests
+// (ratelimitd itself serves its gRPC port on its HTTP workers: src/server/h2c.h, a Listener with
+// Served::h2c_only, so the connection caps and the idle sweep apply there): h2c (HTTP/2 over
+// cleartext TCP with prior
 // knowledge, what Envoy's gRPC clusters speak) on our own HTTP/2 transport (src/h2, Debian's
 // libnghttp2) and Boost.Asio, serving the methods of grpc_handler.h:
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (through rls::RateLimitService,

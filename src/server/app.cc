@@ -35,7 +35,7 @@ App::~App() {
   // connections mid-request), whose connections count themselves out of caps_ and metrics_ and
   // hold their listener's routes — all of which must still be alive then.
   watcher_.reset();
-  grpc_.reset();
+  grpc_listener_.reset();
   listeners_.clear();
   rls_.reset();
   if (waiting_) waiting_->shutdown();  // every waiter answered; nothing waits from here on
@@ -168,20 +168,20 @@ int App::open() {
     listeners_.push_back(std::move(listener));
   }
   if (plan_.rls && plan_.rls->grpc) {
-    grpc_api::GrpcServerOptions go;
-    go.address = bracketed(plan_.rls->grpc->host) + ":" + std::to_string(plan_.rls->grpc->port);
-    go.threads = threads;
-    // The same timeouts as the HTTP ports' connections (h2c.cc), from the configuration served
-    // at start (the gRPC listener's connections do not follow a reload of them).
-    go.connection.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.limits.idle_timeout);
-    go.connection.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.limits.request_timeout);
-    auto started = grpc_api::GrpcServer::start(go, *rls_);
-    if (!started) {
-      log_line("error", plan_.rls->grpc_setting + ": " + started.status().message());
+    // gRPC's own port: the gRPC methods of h2c_ on every connection; a stream that is not gRPC
+    // gets the gRPC spec's 415.
+    auto s = std::make_unique<Served>();
+    s->info = ListenerInfo{"gRPC", false};
+    s->h2c = h2c_.get();
+    s->h2c_only = true;
+    s->routes.fallback(keep<TextHandler>(handlers_, 415, "this port speaks gRPC: content-type must be application/grpc\n"));
+    served_.push_back(std::move(s));
+    grpc_listener_ = std::make_unique<Listener>(control_, workers_, caps_, *served_.back());
+    if (Status st = grpc_listener_->open(*plan_.rls->grpc); !st.is_ok()) {
+      log_line("error", plan_.rls->grpc_setting + ": " + st.message());
       return kExitRuntime;
     }
-    grpc_ = std::move(*started);
-    grpc_where_ = bracketed(plan_.rls->grpc->host) + ":" + std::to_string(grpc_->port());
+    grpc_where_ = grpc_listener_->where();
   }
   if (!plan_.watch_paths.empty()) {
     auto w = rls::DirectoryWatcher::start(plan_.watch_paths,

@@ -33,7 +33,6 @@
 #include "config_dir.h"
 #include "decision_service.h"
 #include "waiting.h"
-#include "grpc_server.h"
 #include "h2c.h"
 #include "lease_api.h"
 #include "listener.h"
@@ -160,7 +159,9 @@ class App {
   std::vector<std::unique_ptr<Served>> served_;
   boost::asio::io_context control_{1};
   std::vector<std::unique_ptr<Listener>> listeners_;
-  std::unique_ptr<grpc_api::GrpcServer> grpc_;
+  // grpc_listen / GRPC_HOST:GRPC_PORT: h2c only, on the same workers, caps and sweep as the
+  // HTTP listeners (its connections are H2cTakeover's, like h2c on an HTTP port).
+  std::unique_ptr<Listener> grpc_listener_;
   std::string grpc_where_;
   Mutex reload_mu_;  // one reload() at a time: one read of the source, one publication
   // Declared last so it stops (joins its thread) first: its callback reloads.

@@ -29,6 +29,7 @@ using boost::system::error_code;
 
 void App::drain() {
   for (auto& l : listeners_) l->close();
+  if (grpc_listener_) grpc_listener_->close();
   state_.draining.store(true, std::memory_order_relaxed);
   // Waiters are answered now (429 with the denial they waited on), so the busy connections
   // they hold finish at once rather than at their max_wait.
@@ -38,7 +39,6 @@ void App::drain() {
 }
 
 void App::set_grpc_serving(bool serving) {
-  if (grpc_) grpc_->set_serving(serving);
   if (h2c_) h2c_->set_serving(serving);
 }
 
@@ -101,6 +101,7 @@ int App::run() {
 
   for (auto& w : workers_) w->start();
   for (auto& l : listeners_) l->start();
+  if (grpc_listener_) grpc_listener_->start();
   Started started;
   for (const auto& l : listeners_) started.listeners.emplace_back(l->served().info.name, l->where());
   started.grpc = grpc_where_;
@@ -123,11 +124,11 @@ int App::run() {
       outage_timer.cancel();
       signals.cancel(ec);
       for (auto& l : listeners_) l->close();
+      if (grpc_listener_) grpc_listener_->close();
     });
   });
   control_.run();
   joiner.join();
-  if (grpc_) grpc_->shutdown(std::chrono::milliseconds(2000));
   log_line("info", "ratelimitd stopped");
   return kExitOk;
 }

@@ -7,7 +7,8 @@
 // Decided: by the preface only (RFC 9113 §3.3, prior knowledge). No `Upgrade: h2c` (RFC 9113
 // removed it; its HTTP/1.1 request-then-switch costs a round trip and a second parser), no TLS
 // ALPN (ratelimitd speaks cleartext; TLS ends at the proxy in front). The dedicated gRPC listener
-// (grpc_listen, GRPC_PORT) stays as it was: h2c only.
+// (grpc_listen, GRPC_PORT) is h2c only: its Listener (Served::h2c_only) hands every connection to
+// adopt() at once, on the same workers, caps and sweep; a non-gRPC stream there gets 415.
 // What an h2c connection serves: every stream whose content-type is application/grpc* goes to
 // the gRPC methods (src/grpc: ShouldRateLimit, Health, reflection — when Envoy's API is
 // configured; else UNIMPLEMENTED), every other stream to the listener's RouteTable through the

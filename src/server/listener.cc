@@ -57,7 +57,11 @@ void Listener::accept() {
         caps_.admit(rec ? std::string("unknown") : peer.address().to_string(), served_.info.admin);
     if (slot) {
       asio::post(w.io_context(), [&w, s = std::move(sock), admitted = std::move(*slot), &served = served_]() mutable {
-        serve_http1(w, std::move(s), std::move(admitted), served);
+        if (served.h2c_only && served.h2c != nullptr) {
+          served.h2c->adopt(w, std::move(s), {}, std::move(admitted), served);
+        } else {
+          serve_http1(w, std::move(s), std::move(admitted), served);
+        }
       });
     } else {
       error_code cec;

@@ -1,6 +1,7 @@
 // listener.h — one listening socket of ratelimitd: accepts on the control thread, admits each
 // connection through the caps (caps.h), and hands it to the next worker, where the HTTP/1.1
-// transport serves it with the listener's routes (transport.h: Served).
+// transport serves it with the listener's routes (transport.h: Served) — or, on the gRPC
+// listener (Served::h2c_only), the h2c transport from the first byte.
 //
 // Why accept on the control thread: one acceptor, round-robin over the workers, so no worker
 // starves and no accept races another. An accept error (EMFILE...) backs off 100 ms instead

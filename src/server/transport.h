@@ -33,6 +33,9 @@ struct Served {
   ListenerInfo info;
   RouteTable routes;
   ConnectionTakeover* h2c = nullptr;  // takes connections that open with kH2Preface; may be null
+  // The gRPC listener (grpc_listen): every connection is h2c from its first byte (prior
+  // knowledge, what Envoy's gRPC clusters speak) and goes to `h2c` at once, no HTTP/1.1.
+  bool h2c_only = false;
 };
 
 class ConnectionTakeover {

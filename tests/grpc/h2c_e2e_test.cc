@@ -5,19 +5,23 @@
 // HTTP/1.1 still answered beside it, and a drain (SIGTERM) that answers GOAWAY. What an h2c
 // connection cannot hold: a silent one is closed (GOAWAY first) by the worker's idle sweep, a
 // half-open stream is reset, a Watch flood stops at the stream cap, a rapid-reset flood
-// (CVE-2023-44487) ends in GOAWAY — and the daemon serves on.
+// (CVE-2023-44487) ends in GOAWAY — and the daemon serves on. The gRPC port (grpc_listen) is a
+// listener of the same workers: its connections count in limits.max_connections.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <csignal>
+#include <memory>
 #include <optional>
+#include <thread>
 
 #include "daemon.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "h2_client.h"
 #include "rls_client.h"
+#include "rls_daemon.h"
 
 namespace ratelimit::grpc_api {
 namespace {
@@ -271,6 +275,32 @@ TEST(H2cE2e, ARapidResetFloodEndsInGoaway) {
   EXPECT_TRUE(c.until([] { return false; }, std::chrono::seconds(5)) || c.eof);
   EXPECT_TRUE(c.eof) << "the connection is closed";
   EXPECT_EQ(e2e::http_post(d.port(), "/v1/acquire", R"({"key":"r","policy":"five"})").status, 200U);
+}
+
+// The gRPC port's connections are admitted by the same connection caps as the HTTP port's:
+// with max_connections 2, a third connection is closed unserved, and a place freed is taken.
+TEST(H2cE2e, GrpcPortConnectionsCountInTheConnectionCaps) {
+  Server s;
+  ASSERT_TRUE(s.start(config("{ max_connections: 2 }")));
+  const auto served = [](SocketClient& c) {
+    return c.until([&] { return find_frame(c.raw, 0x4, 0).has_value(); }) && !c.eof;  // the server's SETTINGS
+  };
+  auto a = std::make_unique<SocketClient>(s.grpc_port);
+  SocketClient b(s.grpc_port);
+  ASSERT_TRUE(served(*a));
+  ASSERT_TRUE(served(b));
+  SocketClient third(s.grpc_port);
+  EXPECT_TRUE(third.until([] { return false; }, std::chrono::seconds(5)) || third.eof);
+  EXPECT_TRUE(third.eof) << "closed by the cap";
+  EXPECT_TRUE(third.raw.empty()) << "and never served";
+  a.reset();  // frees a place (counted out when the server sees the close)
+  bool admitted = false;
+  for (int i = 0; i < 50 && !admitted; ++i) {
+    SocketClient next(s.grpc_port);
+    admitted = served(next);
+    if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(admitted) << "a freed place is taken again";
 }
 
 }  // namespace
