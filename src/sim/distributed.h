@@ -25,10 +25,10 @@
 //     a view (latency 0); every sync_interval (instance i ticks at k·sync + i·sync/N) it pushes
 //     its hits with add_hits() (a call with 0 hits refreshes its view), and the answer — the
 //     view that holds them — arrives one round trip later.
-//   - regions: each region's store decides its own requests exactly on its own count plus the
-//     counts it has received from the other regions (decide_local on a view made by add_hits
-//     of the others' grow-only counts); every sync_interval each region sends its count per
-//     window to every other, arriving after cross_rtt / 2. Latency rtt.
+//   - regions: RegionStore's semantics (distributed_regions.h): each region's store decides
+//     exactly with the limit lowered by what the deciding instance last read of the others;
+//     every instance reads each key in use from every other region every sync_interval, the
+//     answer merged by max a cross_rtt later. Latency rtt.
 // Defined for fixed_window and sliding_window_counter (consistency.h says why not the others).
 // Not thread-safe; memory: per key, per instance state for the keys seen in the run.
 #pragma once

@@ -39,11 +39,11 @@ struct DistributedResult {
   int64_t worst_window_over = 0;
   int64_t worst_window_under = 0;
   // The documented bound for this mode in units per window (async: over-admission, with the
-  // measured per-instance rate; lease: under-admission at any moment; regions: over, as async
-  // with regions for instances and cross_rtt / 2 + sync_interval for the staleness); -1: none.
+  // measured per-instance rate; lease: under-admission at any moment; regions: over,
+  // algo::latency_over_admission_bound with the measured per-region rate); -1: none.
   int64_t bound = -1;
   int64_t store_calls = 0;     // calls to a store (exact, reserve, give-back, push, read)
-  int64_t sync_messages = 0;   // regions: count exchanges between regions
+  int64_t sync_messages = 0;   // regions: reads of another region's store (in store_calls too)
   int64_t latency_p50_us = 0, latency_p99_us = 0, latency_max_us = 0;
 };
 
