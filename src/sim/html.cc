@@ -11,6 +11,7 @@
 
 #include "html_script.h"
 #include "render.h"
+#include "svg_distributed.h"
 #include "timestamps.h"
 
 namespace ratelimit::sim {
@@ -78,6 +79,7 @@ std::string render_html(const std::vector<Report>& reports, Micros bar_width) {
     if (r.distributed) {
       o << "<p class=\"summary\">" << xml_escape(distributed_heading(r)) << "</p>\n";
       table(o, distributed_rows(r), 2, "distributed");
+      o << "<div class=\"distributed-chart\">\n" << render_distributed_svg(*r.distributed) << "</div>\n";
     }
     std::string svg = render_svg(r, bar_width);
     if (svg.rfind("<?xml", 0) == 0) svg = svg.substr(svg.find('\n') + 1);

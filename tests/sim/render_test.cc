@@ -274,6 +274,32 @@ TEST(Render, ChromiumShowsTheBarsWhereTheyMustBe) {
       << read_file(dir.file("c.txt"));
 }
 
+// With the distributed model the HTML report also charts its trade-off: one self-contained SVG
+// per run, a row per algorithm and mode, each drawn number also printed (here the worst window's
+// over-admission of every row, as the table has it).
+TEST(Render, HtmlChartsTheDistributedTradeOff) {
+  RunOptions o;
+  o.patterns = {'C'};
+  o.distributed.instances = 4;
+  o.distributed.regions = 2;
+  auto reports = simulate(o);
+  ASSERT_TRUE(reports.ok());
+  const std::string html = render_html(*reports, Micros{0});
+  const size_t at = html.find("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"ratelimit-sim-distributed\"");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(html.find("ratelimit-sim-distributed", at + 60), std::string::npos) << "one per run";
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_EQ(svg.find("<script"), std::string::npos);
+  const DistributedReport& d = *reports->front().distributed;
+  ASSERT_EQ(d.results.size(), 8u);
+  for (const DistributedResult& r : d.results) {
+    const std::string label = ">" + r.algorithm + " " + r.mode + "<";
+    const size_t row = svg.find(label);
+    ASSERT_NE(row, std::string::npos) << label;
+    EXPECT_NE(svg.find(">+" + std::to_string(r.worst_window_over) + "<", row), std::string::npos) << label;
+  }
+}
+
 TEST(Render, HtmlIsSelfContainedWithTablesAndCharts) {
   RunOptions o;
   auto reports = simulate(o);
