@@ -106,6 +106,11 @@ void Connection::close() {
   error_code ec;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
+  // The streams end with the socket, not when the last holder lets the connection go (an
+  // answer still pending holds it): posted, so no handler is told from inside its own call.
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->session_) self->session_->close_streams();
+  });
 }
 
 void Connection::check_deadline(std::chrono::steady_clock::time_point now) {

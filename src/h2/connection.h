@@ -14,7 +14,9 @@
 // (half-open streams cannot hold the stream budget); a write the peer has not taken within
 // request_timeout (it stopped reading) → close.
 // Closing: when the Session is no longer alive (GOAWAY exchanged and streams done, a fatal
-// protocol error) and its last bytes are written, the socket closes.
+// protocol error) and its last bytes are written, the socket closes. When the socket closes
+// (that, the peer's EOF or reset, a failed write), every stream still open is closed for the
+// handler (on_close, CANCEL) right after, even while an answer pending holds the connection.
 // Lifetime: shared_ptr; the read, write and timer handlers hold it, and so may an application
 // waiting for an answer (keep_alive()).
 // Thread-safety: every method on the connection's executor (its io_context's thread), except

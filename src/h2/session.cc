@@ -230,14 +230,17 @@ Session::Session(Handler& handler, const Limits& limits) : handler_(handler), li
 }
 
 Session::~Session() {
-  // nghttp2_session_del does not call on_stream_close: tell the handler of each open stream.
+  close_streams();  // nghttp2_session_del does not call on_stream_close
+  nghttp2_session_del(ng_);
+}
+
+void Session::close_streams() {
   while (!live_.empty()) {
     Stream* st = live_.back();
     nghttp2_session_set_stream_user_data(ng_, st->id, nullptr);
     handler_.on_close(*this, st->id, NGHTTP2_CANCEL);
     release_stream(st);
   }
-  nghttp2_session_del(ng_);
 }
 
 bool Session::receive(std::string_view bytes) {

@@ -122,6 +122,10 @@ class Session {
   void go_away();
   // Ends the connection now with GOAWAY(`error_code`) (idle timeout, overload).
   void terminate(uint32_t error_code);
+  // The connection is gone (its socket closed): every open stream's handler hears
+  // on_close(CANCEL) now, as at destruction, so an answer still pending is known to reach no
+  // one (a waiting request leaves its queue). Not from inside a Handler callback.
+  void close_streams();
 
   struct Stream;  // session.cc
 

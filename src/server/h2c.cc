@@ -95,6 +95,9 @@ class HttpStreams final : public h2::Handler {
     }
   }
 
+  // The stream closed: answered, reset by the client (RST_STREAM), or its connection gone. An
+  // answer still pending reaches no one: its handler is told (a waiting request leaves its
+  // queue and costs nothing, as over HTTP/1.1); its resume() still comes and is dropped.
   void on_close(h2::Session&, int32_t id, uint32_t) override {
     target_.erase(id);
     auto it = streams_.find(id);
@@ -102,7 +105,11 @@ class HttpStreams final : public h2::Handler {
     StreamExchange* ex = it->second;
     streams_.erase(it);
     ex->gone = true;
-    if (!ex->pending) free_.push_back(ex);
+    if (ex->pending) {
+      cancel(*ex);
+    } else {
+      free_.push_back(ex);
+    }
   }
 
   // A handler's answer is ready (any thread): render and send it on the connection's thread.

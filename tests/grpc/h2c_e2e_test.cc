@@ -6,7 +6,9 @@
 // connection cannot hold: a silent one is closed (GOAWAY first) by the worker's idle sweep, a
 // half-open stream is reset, a Watch flood stops at the stream cap, a rapid-reset flood
 // (CVE-2023-44487) ends in GOAWAY — and the daemon serves on. The gRPC port (grpc_listen) is a
-// listener of the same workers: its connections count in limits.max_connections.
+// listener of the same workers: its connections count in limits.max_connections. A waiting
+// request (max_wait) whose stream is reset, or whose connection closes, leaves its queue and
+// costs nothing.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -114,6 +116,66 @@ TEST(H2cE2e, AcquireAsStreamsOnOneConnectionBesideHttp1) {
   ASSERT_TRUE(c.until([&] { return c.client.responses[health].closed && c.client.responses[missing].closed; }));
   EXPECT_EQ(c.client.responses[health].headers[":status"], "200");
   EXPECT_EQ(c.client.responses[missing].headers[":status"], "404");
+}
+
+// A waiting request whose h2c stream ends before its answer — reset by the client (RST_STREAM),
+// or with its whole connection closed — leaves the queue and costs nothing: no lease taken,
+// nothing counted; the lease freed later goes to nobody. The connection that reset one stream
+// serves the next.
+const std::string kWaitYaml = R"(store: { type: memory }
+policies:
+  db: { algorithm: concurrency, limit: 1, lease_ttl: 60s, max_wait: 20s, max_queue: 10 }
+)";
+
+void expect_the_gone_waiter_cost_nothing(e2e::Daemon& d, const std::string& holder, int64_t cancelled) {
+  ASSERT_TRUE(e2e::wait_metric(d.port(), "ratelimitd_wait_cancelled_total", cancelled)) << "the server saw the stream go";
+  EXPECT_EQ(e2e::metric_value(d.port(), "ratelimitd_wait_waiting"), 0);
+  e2e::Reply r;
+  {
+    e2e::Client c(d.port());
+    r = c.request("DELETE", "/v1/leases/" + holder);
+  }
+  ASSERT_EQ(r.status, 200U);
+  EXPECT_EQ(e2e::http_post(d.port(), "/v1/peek", R"({"key":"k","policy":"db"})").json().at("remaining").as_int64(), 1)
+      << "the gone waiter must not have taken the freed lease";
+  const std::string m = e2e::http_get(d.port(), "/metrics").body;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"allowed\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"denied\"} 0\n"), std::string::npos)
+      << "a waiter that left is not counted as denied\n" << m;
+  EXPECT_EQ(e2e::metric_value(d.port(), "ratelimitd_wait_admitted_total"), 0);
+}
+
+TEST(H2cE2e, AWaitingStreamResetByTheClientLeavesTheQueue) {
+  e2e::Daemon d;
+  ASSERT_TRUE(d.start(kWaitYaml)) << d.log();
+  const std::string holder = e2e::lease_id(e2e::http_post(d.port(), "/v1/leases", R"({"key":"k","policy":"db"})"));
+  ASSERT_FALSE(holder.empty());
+  SocketClient c(d.port());
+  const int32_t id = c.client.request("/v1/leases", kJson, R"({"key":"k","policy":"db"})");
+  c.flush();
+  ASSERT_TRUE(e2e::wait_metric(d.port(), "ratelimitd_wait_queued_total", 1));
+  nghttp2_submit_rst_stream(c.client.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+  c.flush();
+  expect_the_gone_waiter_cost_nothing(d, holder, 1);
+  const int32_t next = c.client.request("/v1/peek", kJson, R"({"key":"k","policy":"db"})");
+  ASSERT_TRUE(c.until([&] { return c.client.responses[next].closed; }));
+  EXPECT_EQ(c.client.responses[next].headers[":status"], "200") << "the connection serves on";
+  EXPECT_FALSE(c.client.responses[id].headers.contains(":status")) << "no answer on the reset stream";
+}
+
+TEST(H2cE2e, AWaitingStreamWhoseConnectionClosesLeavesTheQueue) {
+  e2e::Daemon d;
+  ASSERT_TRUE(d.start(kWaitYaml)) << d.log();
+  const std::string holder = e2e::lease_id(e2e::http_post(d.port(), "/v1/leases", R"({"key":"k","policy":"db"})"));
+  ASSERT_FALSE(holder.empty());
+  {
+    SocketClient c(d.port());
+    c.client.request("/v1/leases", kJson, R"({"key":"k","policy":"db"})");
+    c.client.request("/v1/leases", kJson, R"({"key":"k","policy":"db"})");
+    c.flush();
+    ASSERT_TRUE(e2e::wait_metric(d.port(), "ratelimitd_wait_queued_total", 2));
+  }  // the client closes its socket with two streams waiting
+  expect_the_gone_waiter_cost_nothing(d, holder, 2);
 }
 
 TEST(H2cE2e, BodyAndHeaderLimitsAnswerPerStream) {
