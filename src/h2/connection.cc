@@ -1,6 +1,8 @@
 // connection.cc — the Asio loop of an h2c connection (see connection.h).
 #include "connection.h"
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
@@ -28,6 +30,7 @@ void Connection::start(std::unique_ptr<Handler> handler, std::string_view alread
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   last_read_ = std::chrono::steady_clock::now();
+  got_byte_ = !already_read.empty();
   if (!already_read.empty()) {
     in_receive_ = true;
     const bool ok = session_->receive(already_read);
@@ -49,6 +52,7 @@ void Connection::read() {
       return;
     }
     self->last_read_ = std::chrono::steady_clock::now();
+    self->got_byte_ = true;
     self->in_receive_ = true;
     const bool ok = self->session_->receive(std::string_view(self->in_.data(), n));
     self->in_receive_ = false;
@@ -120,7 +124,8 @@ void Connection::check_deadline(std::chrono::steady_clock::time_point now) {
     return;
   }
   Session& s = *session_;
-  if (s.open_streams() == 0 && now - last_read_ >= options_.idle_timeout) {
+  const auto idle = got_byte_ ? options_.idle_timeout : std::min(options_.first_byte_timeout, options_.idle_timeout);
+  if (s.open_streams() == 0 && now - last_read_ >= idle) {
     s.terminate(NGHTTP2_NO_ERROR);  // GOAWAY; write() closes once it is out
   } else if (s.reset_unfinished(now - options_.request_timeout) == 0) {
     return;

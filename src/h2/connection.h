@@ -39,6 +39,9 @@ struct ConnectionOptions {
   Limits limits;
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds request_timeout{10'000};
+  // A connection that has sent no byte at all (no preface: the gRPC port, where nothing was
+  // read before start()) is closed after this, as HTTP/1.1's first_byte_timeout.
+  std::chrono::milliseconds first_byte_timeout{5'000};
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -82,6 +85,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool flush_posted_ = false;
   bool draining_ = false;
   bool closed_ = false;
+  bool got_byte_ = false;  // any byte read from the peer (or handed over by start())
 };
 
 }  // namespace ratelimit::h2

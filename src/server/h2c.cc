@@ -272,6 +272,7 @@ void H2cTakeover::adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std
   o.limits.max_header_bytes = static_cast<uint32_t>(l.max_header_bytes);
   o.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(l.idle_timeout);
   o.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(l.request_timeout);
+  o.first_byte_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(l.first_byte_timeout);
   if (worker.draining()) return;  // the socket closes with this scope; the slot counts it out
   auto conn = std::make_shared<h2::Connection>(std::move(socket), o);
   auto handler = std::make_unique<H2cHandler>(worker, std::move(slot), served, *conn, has_grpc_ ? &grpc_ : nullptr);

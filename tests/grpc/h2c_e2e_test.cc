@@ -365,5 +365,24 @@ TEST(H2cE2e, GrpcPortConnectionsCountInTheConnectionCaps) {
   EXPECT_TRUE(admitted) << "a freed place is taken again";
 }
 
+// A connection to the gRPC port that never sends its preface holds its place in the caps for
+// limits.first_byte_timeout, as on the HTTP port — not for idle_timeout (60 s here).
+TEST(H2cE2e, ASilentGrpcPortConnectionIsClosedAfterTheFirstByteTimeout) {
+  Server s;
+  ASSERT_TRUE(s.start(config("{ first_byte_timeout: 1s }")));
+  const auto t0 = std::chrono::steady_clock::now();
+  SocketClient c(s.grpc_port);
+  // Read without writing: SocketClient's own preface is never flushed by this raw wait.
+  char buf[4096];
+  const int fd = c.fd();
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 200) > 0) closed = recv(fd, buf, sizeof buf, 0) <= 0;
+  }
+  EXPECT_TRUE(closed) << "not closed within 10 s";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+}
+
 }  // namespace
 }  // namespace ratelimit::grpc_api

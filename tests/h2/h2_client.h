@@ -184,6 +184,7 @@ class SocketClient {
     }
     return true;
   }
+  int fd() const { return fd_; }
   Client client;
   std::string raw;
   bool eof = false;
