@@ -39,6 +39,7 @@ key the configuration parser accepts (the check_map lists of src/server/*.cc).
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mdparse  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import free_port  # noqa: E402
+from loopback import die_with_parent, free_port  # noqa: E402
 
 SRC, BIN = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 RATELIMITD = os.path.join(BIN, "ratelimitd")
@@ -110,7 +111,7 @@ def check_config_keys():
 
 def can_unshare():
     try:
-        return subprocess.run(["unshare", "-r", "-n", "-p", "-f", "-m", "--mount-proc", "true"],
+        return subprocess.run(["unshare", "-r", "-n", "-p", "-f", "--kill-child", "-m", "--mount-proc", "true"],
                               capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -148,13 +149,25 @@ def run_block(block, with_server, work):
     with open(path, "w") as f:
         f.write("set -e\nexport PATH=\"$PWD/build/bin:$PATH\"\n"
                 "ip link set lo up 2>/dev/null || true\n" + script)
-    cmd = (["unshare", "-r", "-n", "-p", "-f", "-m", "--mount-proc"] if UNSHARE else ["setsid"]) + ["bash", path]
-    try:  # stdout and stderr interleaved, as a terminal shows them
-        r = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=BLOCK_SECONDS)
-        out, code = r.stdout, r.returncode
-    except subprocess.TimeoutExpired as e:
-        out, code = f"timed out after {BLOCK_SECONDS} s\n{e.stdout or ''}", -1
+    cmd = (["unshare", "-r", "-n", "-p", "-f", "--kill-child", "-m", "--mount-proc"] if UNSHARE else ["setsid"]) + ["bash", path]
+    # stdout and stderr interleaved, as a terminal shows them. The block runs in a session (and
+    # process group) of its own: whatever it left running in the background — also when it
+    # timed out or failed before its own `kill` — is killed with that group afterwards. (Under
+    # unshare the private pid namespace does the same when its first process ends.)
+    p = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=die_with_parent)
+    try:
+        out, _ = p.communicate(timeout=BLOCK_SECONDS)
+        code = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, code = f"timed out after {BLOCK_SECONDS} s\n{p.communicate()[0] or ''}", -1
+    finally:
+        if not UNSHARE:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # setsid made the block's bash a group leader
+            except ProcessLookupError:
+                pass
     return code, out
 
 

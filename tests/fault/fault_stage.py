@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import free_port, wait_for  # noqa: E402
+from loopback import die_with_parent, free_port, wait_for  # noqa: E402
 
 LIMIT = 40
 WINDOW_S = 3600
@@ -56,7 +56,7 @@ class Redis:
         self.proc = subprocess.Popen(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
         if not wait_for(lambda: self.cli("PING") == "PONG", 5):
             raise RuntimeError("redis-server did not start")
 
@@ -100,7 +100,7 @@ class Daemon:
         self.good = CONFIG.format(port=self.port, redis=redis_port, limit=LIMIT, window=WINDOW_S)
         self.write(self.good)
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([binary, "--config", self.cfg], stdout=self.log,
+        self.proc = subprocess.Popen(preexec_fn=die_with_parent, args=[binary, "--config", self.cfg], stdout=self.log,
                                      stderr=subprocess.STDOUT)
         if not wait_for(lambda: "listening on" in self.text(), 10):
             raise RuntimeError("ratelimitd did not start:\n" + self.text())

@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import free_port  # noqa: E402
+from loopback import die_with_parent, free_port  # noqa: E402
 
 MODE, SRC, BIN = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
 MON = os.path.join(SRC, "examples/monitoring")
@@ -96,7 +96,7 @@ def scrape_all(work):
     procs, exported = [], set()
     try:
         redis_port = free_port()
-        redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port), "--save", "",
+        redis = subprocess.Popen(preexec_fn=die_with_parent, args=["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port), "--save", "",
                                   "--appendonly", "no", "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(redis)
         for _ in range(200):
@@ -109,7 +109,7 @@ def scrape_all(work):
             cfg = os.path.join(work, f"{name}.yaml")
             open(cfg, "w").write(f"listen: 127.0.0.1:{port}\nthreads: 1\nstore: {store}\n"
                                  "policies:\n  api: { algorithm: fixed_window, limit: 1, window: 60s }\n")
-            p = subprocess.Popen([os.path.join(BIN, "ratelimitd"), "--config", cfg],
+            p = subprocess.Popen(preexec_fn=die_with_parent, args=[os.path.join(BIN, "ratelimitd"), "--config", cfg],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(p)
             wait_http(port, "/healthz", p)
@@ -122,7 +122,7 @@ def scrape_all(work):
         env = dict(os.environ, RUNTIME_ROOT=os.path.join(SRC, "examples/envoy"), RUNTIME_SUBDIRECTORY="",
                    RUNTIME_APPDIRECTORY="config", HOST="127.0.0.1", PORT=str(http_port), GRPC_HOST="127.0.0.1",
                    GRPC_PORT=str(grpc_port), DEBUG_HOST="127.0.0.1", DEBUG_PORT=str(debug_port), USE_STATSD="false")
-        p = subprocess.Popen([os.path.join(BIN, "ratelimitd"), "--envoy-env"], env=env,
+        p = subprocess.Popen(preexec_fn=die_with_parent, args=[os.path.join(BIN, "ratelimitd"), "--envoy-env"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(p)
         wait_http(http_port, "/healthcheck", p)

@@ -20,7 +20,7 @@ usage: proxy_e2e.py nginx|caddy|haproxy BIN_DIR SOURCE_DIR
 import http.client, http.server, os, re, shutil, signal, subprocess, sys, tempfile, threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import free_port, listening, wait_for  # noqa: E402
+from loopback import die_with_parent, free_port, listening, wait_for  # noqa: E402
 
 PROXY, BIN, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 LIMIT = 3
@@ -97,13 +97,13 @@ def start_proxy(work, rl_port, px_port, be_port, variant="as shipped"):
         path = os.path.join(work, f"haproxy-{px_port}.cfg")
         open(path, "w").write(example)
         env = dict(os.environ, RATELIMITD_URL=f"http://127.0.0.1:{rl_port}")
-        return subprocess.Popen(["haproxy", "-db", "-f", path], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        return subprocess.Popen(preexec_fn=die_with_parent, args=["haproxy", "-db", "-f", path], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     if PROXY == "caddy":
         example = example.replace(":8000 {", f":{px_port} {{")
         path = os.path.join(work, f"Caddyfile-{px_port}")
         open(path, "w").write(example)
         env = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
-        return subprocess.Popen(["caddy", "run", "--config", path, "--adapter", "caddyfile"],
+        return subprocess.Popen(preexec_fn=die_with_parent, args=["caddy", "run", "--config", path, "--adapter", "caddyfile"],
                                 stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     example = example.replace("127.0.0.1:8000", f"127.0.0.1:{px_port}")
     temps = "".join(f"  {k}_temp_path {work}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
@@ -111,7 +111,7 @@ def start_proxy(work, rl_port, px_port, be_port, variant="as shipped"):
     with open(conf, "w") as f:
         f.write(f"worker_processes 1;\nerror_log {work}/error.log warn;\npid {work}/nginx-{px_port}.pid;\n"
                 f"events {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n{temps}{example}\n}}\n")
-    return subprocess.Popen(["nginx", "-p", work, "-c", conf, "-g", "daemon off;"],
+    return subprocess.Popen(preexec_fn=die_with_parent, args=["nginx", "-p", work, "-c", conf, "-g", "daemon off;"],
                             stdout=subprocess.DEVNULL, stderr=stderr)
 
 
@@ -136,7 +136,7 @@ def main():
                     f"policies:\n  api: {{ algorithm: fixed_window, limit: {LIMIT}, window: 60s }}\n"
                     "forward_auth: { trusted_proxies: [127.0.0.1/32] }\n")
         rl_log = open(os.path.join(work, "ratelimitd.log"), "w")
-        rl = subprocess.Popen([os.path.join(BIN, "ratelimitd"), "--config", os.path.join(work, "ratelimit.yaml")],
+        rl = subprocess.Popen(preexec_fn=die_with_parent, args=[os.path.join(BIN, "ratelimitd"), "--config", os.path.join(work, "ratelimit.yaml")],
                               stdout=rl_log, stderr=subprocess.STDOUT)
         procs.append(rl)
         wait_port(rl_port, rl, "ratelimitd")

@@ -32,7 +32,7 @@ usage: envoy_serve_e2e.py memory|redis|reload|refused|env|mixed BIN_DIR
 import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import free_port, listening, wait_for  # noqa: E402
+from loopback import die_with_parent, free_port, listening, wait_for  # noqa: E402
 
 SCENARIO, BIN = sys.argv[1], sys.argv[2]
 RATELIMITD = os.path.join(BIN, "ratelimitd")
@@ -92,7 +92,7 @@ class Daemon:
         full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         full.update(env)
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([RATELIMITD, "--envoy-env"], env=full, stdout=self.log,
+        self.proc = subprocess.Popen(preexec_fn=die_with_parent, args=[RATELIMITD, "--envoy-env"], env=full, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.ports = {}
         end = time.monotonic() + 10
@@ -344,7 +344,7 @@ def redis_url():
 
 def start_redis(work):
     port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    proc = subprocess.Popen(preexec_fn=die_with_parent, args=["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if wait_for(lambda: listening(port), 10):
         return proc, port
@@ -545,7 +545,9 @@ def scenario_reload(work):
     for t in threads:
         t.start()
     try:
-        time.sleep(0.3)
+        # The load has been answered on the first rules (not a guessed 0.3 s: a slow machine may
+        # not have answered one request by then, and "limits seen" would then miss 1000).
+        check(wait_for(lambda: 1000 in seen["limits"], 10), f"no load answered: {seen}")
         # 1. A ConfigMap update (..data swap) that changes the limit, under load.
         cm.publish(CONFIG.format(user_limit=2))
         check(d.wait_log("configuration reloaded, generation 2"), "no reload after the ..data swap:\n" + d.text())
@@ -557,6 +559,7 @@ def scenario_reload(work):
             time.sleep(0.05)
         statuses = [ask(port, [("user", "after_swap")])[0] for _ in range(3)]
         check(statuses == [200, 200, 429], f"new limit 2: {statuses}")
+        check(wait_for(lambda: 2 in seen["limits"], 10), f"the load never saw limit 2: {seen['limits']}")
         # 2. A broken set: refused whole; the last good one keeps serving.
         cm.publish(CONFIG.format(user_limit=2) + "  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n")
         check(d.wait_log("configuration refused, generation 2 keeps serving"), "no refusal:\n" + d.text())
@@ -658,12 +661,15 @@ def scenario_env(work):
     for level, want_info in [("info", True), ("warn", False)]:
         log_path = os.path.join(work, f"native-{level}.log")
         with open(log_path, "wb") as log:
-            p = subprocess.Popen([RATELIMITD, "--config", cfg, "--listen", "127.0.0.1:0", "--log-format", "json",
-                                  "--log-level", level], stdout=log, stderr=subprocess.STDOUT)
-            time.sleep(0.5)
+            native_port = free_port()
+            p = subprocess.Popen(preexec_fn=die_with_parent, args=[RATELIMITD, "--config", cfg, "--listen", f"127.0.0.1:{native_port}", "--log-format",
+                                  "json", "--log-level", level], stdout=log, stderr=subprocess.STDOUT)
+            # Up (listening) before SIGTERM, on any machine: a guessed 0.5 s could stop it before it
+            # logged "listening" at level info (and at warn prove nothing).
+            up = wait_for(lambda: listening(native_port) or p.poll() is not None, 10)
             p.send_signal(signal.SIGTERM)
             rc = p.wait(timeout=10)
-        check(rc == 0, f"native exit {rc}")
+        check(up and rc == 0, f"native: up {up}, exit {rc}")
         with open(log_path) as f:
             lines = [json.loads(l) for l in f if l.strip()]
         check(all(set(o) == {"level", "msg", "time"} for o in lines), f"native log {lines}")

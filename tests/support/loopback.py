@@ -10,11 +10,16 @@ path, so it works from a clean clone, from ctest and by hand, with nothing insta
     from loopback import free_port, listening, wait_for  # noqa: E402
 
 Invariants: loopback only (127.0.0.1); every wait is bounded by its caller's timeout; nothing
-here starts or stops a process. A free port is bound to port 0 and released, so another process
+here starts or stops a process (die_with_parent is what a script's Popen runs in its child). A free port is bound to port 0 and released, so another process
 may take it before it is used: callers that start a server on it must check it came up.
 """
+import ctypes
+import signal
 import socket
 import time
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded here, not in the forked child
 
 
 def free_port():
@@ -42,3 +47,11 @@ def listening(port, timeout=0.2):
         return True
     except OSError:
         return False
+
+
+def die_with_parent():
+    """preexec_fn for subprocess.Popen of a server (redis-server, ratelimitd, a proxy): the child
+    gets SIGKILL when the script dies, however it dies (Linux PR_SET_PDEATHSIG), so a script
+    killed by a ctest timeout leaves no server holding ports, files or the quiet lock. The
+    signal follows the *thread* that started the child: start servers from the main thread."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
