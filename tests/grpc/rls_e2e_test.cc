@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "daemon.h"
+#include "eventually.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "redis_server.h"
@@ -296,6 +297,7 @@ TEST(RlsE2e, ReloadSwapsPoliciesAndDescriptorRulesTogether) {
   std::vector<std::string> mixed;  // "native N, then envoy M" with M < N, or the reverse
   int mixed_count = 0;
   int probes = 0, moved = 0;
+  std::atomic<int> seen{kBase};  // the newest limit the prober has read
   std::thread prober([&] {
     int last = kBase;
     for (bool native_first = true; !stop.load(); native_first = !native_first, ++probes) {
@@ -311,6 +313,7 @@ TEST(RlsE2e, ReloadSwapsPoliciesAndDescriptorRulesTogether) {
       }
       if (b != last) ++moved;
       last = b;
+      if (b > seen.load()) seen.store(b);
     }
   });
   for (int g = 1; g <= kReloads; ++g) {
@@ -320,7 +323,12 @@ TEST(RlsE2e, ReloadSwapsPoliciesAndDescriptorRulesTogether) {
       ADD_FAILURE() << "reload " << g << " not logged:\n" << s.daemon.log();
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the prober see it
+    // The next reload only once the prober has read this one (not after a guessed 20 ms: a
+    // starved prober thread would then see too few reloads to say anything).
+    if (!testing::eventually([&] { return seen.load() >= kBase + g; })) {
+      ADD_FAILURE() << "the prober never read generation " << g + 1;
+      break;
+    }
   }
   stop = true;
   prober.join();

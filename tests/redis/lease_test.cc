@@ -83,12 +83,14 @@ TEST_F(RedisLeaseTest, AReleaseAfterExpiryFreesNothingInRealTime) {
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
   auto limiter = ConcurrencyLimiter::create(
-                     Policy::concurrency(1, Micros{300'000}).value().with_name("db").value(), store)
+                     Policy::concurrency(1, Micros{1'000'000}).value().with_name("db").value(), store)
                      .value();
   auto a = limiter.acquire("k").value();
+  const auto acquired_by = std::chrono::steady_clock::now();  // Redis timed a's lease before this
   ASSERT_TRUE(a.held());
+  // lease_ttl 1 s (not 300 ms): the next call must come before it ends, even on a slow machine.
   EXPECT_FALSE(limiter.acquire("k")->held()) << "freed before lease_ttl";
-  std::this_thread::sleep_for(milliseconds(400));
+  std::this_thread::sleep_until(acquired_by + milliseconds(1100));
   auto b = limiter.acquire("k").value();
   ASSERT_TRUE(b.held()) << "a's unit was not freed by its TTL";
   EXPECT_FALSE(a.release().value()) << "a had expired";

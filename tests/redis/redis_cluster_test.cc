@@ -348,7 +348,15 @@ TEST_F(ClusterStoreTest, MasterKilledReplicaPromotedFailurePolicyOnlyDuringElect
   }
   ASSERT_NE(recovered, steady_clock::time_point{}) << "the store never answered from the new master";
   EXPECT_TRUE(poll_serving(true, milliseconds(5000)).is_ok()) << "serving() after the failover";
-  std::this_thread::sleep_for(milliseconds(1000));  // one more second of load, all real
+  // More load, all real: until a call made 500 ms after the recovery was answered by Redis
+  // (bounded), rather than a guessed second that a slow machine may fill with one call.
+  for (int i = 0; i < 1000; ++i) {  // at most ~10 s
+    {
+      std::lock_guard lock(mu);
+      if (last_real > recovered + milliseconds(500)) break;
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
   stop = true;
   load.join();
 

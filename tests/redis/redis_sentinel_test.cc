@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "ratelimit/redis_store.h"
+#include "eventually.h"
 #include "redis_server.h"
 #include "store_test_util.h"
 
@@ -20,17 +21,6 @@ using std::chrono::seconds;
 using std::chrono::steady_clock;
 
 constexpr const char* kMaster = "rlmaster";
-
-// Polls `pred` every 50 ms until it holds or `limit` passes.
-template <typename Pred>
-bool eventually(Pred pred, milliseconds limit) {
-  const auto deadline = steady_clock::now() + limit;
-  while (steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(50));  // waiting for real processes
-  }
-  return pred();
-}
 
 std::string role_of(uint16_t port) {
   auto c = RedisClient::connect("redis://127.0.0.1:" + std::to_string(port));
@@ -131,6 +121,17 @@ struct Load {
     running = false;
     thread.join();
   }
+  ~Load() {
+    if (thread.joinable()) stop();  // a failed ASSERT left it running
+  }
+  // Waits (bounded) until `n` more decisions have been answered by Redis than `real` held at
+  // the call: the load has really run, whatever the machine's speed (a guessed sleep may end
+  // before a slow machine finished one round).
+  bool wait_more(int n) {
+    const int from = real.load();
+    return eventually([&] { return real.load() >= from + n || errors.load() > 0; }, seconds(15)) &&
+           real.load() >= from + n;
+  }
 };
 
 TEST_F(RedisSentinel, FindsTheMasterAndIsExact) {
@@ -146,7 +147,7 @@ TEST_F(RedisSentinel, FollowsAForcedFailoverUnderLoad) {
   ASSERT_NE(store, nullptr);
   Load load;
   load.start(*store);
-  std::this_thread::sleep_for(milliseconds(300));  // load running before the failover
+  ASSERT_TRUE(load.wait_more(100)) << "load running before the failover";
   auto s = RedisClient::connect(sentinels_[0].url());
   ASSERT_TRUE(s.ok());
   auto r = s->command({"SENTINEL", "FAILOVER", kMaster});
@@ -164,8 +165,9 @@ TEST_F(RedisSentinel, FollowsAForcedFailoverUnderLoad) {
       },
       seconds(15)))
       << "the store did not follow the failover";
-  std::this_thread::sleep_for(milliseconds(300));  // load running after the failover
+  const bool ran_after = load.wait_more(100);  // load running after the failover
   load.stop();
+  EXPECT_TRUE(ran_after) << "no load answered after the failover";
   EXPECT_EQ(load.errors, 0);
   EXPECT_GT(load.real, 0);
   expect_exactly_ten(*store, "after-failover");
@@ -179,7 +181,7 @@ TEST_F(RedisSentinel, FollowsWhenTheMasterIsKilled) {
   expect_exactly_ten(*store, "before");
   Load load;
   load.start(*store);
-  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(load.wait_more(100)) << "load running before the kill";
   master_.kill();
   // down-after 1 s, then an election among the three sentinels.
   ASSERT_TRUE(eventually([&] { return role_of(replica_.port()) == "master"; }, seconds(20)))

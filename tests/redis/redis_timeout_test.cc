@@ -5,7 +5,7 @@
 // out" before it was ever written, and the check did not look for a reply already waiting.
 // Here: the I/O thread is blocked on purpose (a completion that sleeps, as a starved thread
 // would be descheduled) while commands queue and replies arrive; and a bounded stress of many
-// rounds under CPU hogs with Redis paused (DEBUG SLEEP) for less than the timeout. A paused
+// rounds under CPU hogs with Redis paused (CLIENT PAUSE) for less than the timeout. A paused
 // Redis for longer than the timeout still times out (the timeout is not weakened).
 // Each test owns its redis-server (tests/support).
 #include <gtest/gtest.h>
@@ -112,23 +112,24 @@ TEST(RedisTimeout, AReplyThatArrivedWhileTheThreadWasBlockedIsTakenNotTimedOut) 
   EXPECT_EQ(store->counters().timeouts, 0u);
 }
 
-// The timeout itself still holds: Redis paused (DEBUG SLEEP) for longer than it, the calls fail
+// The timeout itself still holds: Redis paused (CLIENT PAUSE) for longer than it, the calls fail
 // open once it passes.
 TEST(RedisTimeout, ARedisPausedLongerThanTheTimeoutStillTimesOut) {
   RedisServer server;
-  ASSERT_TRUE(server.start(0, {"--enable-debug-command", "local"}).is_ok());  // DEBUG SLEEP
+  ASSERT_TRUE(server.start().is_ok());
   auto store = must_connect(one_thread_options(server, milliseconds(100)));
   ASSERT_NE(store, nullptr);
   const Policy p = named(Policy::fixed_window(1000, std::chrono::seconds(60)), "paused");
   ASSERT_EQ(store->acquire(p, "warm")->reason, DecisionReason::kWithinLimit);
   auto pause_client = RedisClient::connect(server.url());
   ASSERT_TRUE(pause_client.ok());
-  std::thread pauser([&] { (void)pause_client->command({"DEBUG", "SLEEP", "0.6"}); });
-  std::this_thread::sleep_for(milliseconds(50));  // DEBUG SLEEP reaches Redis first
+  // CLIENT PAUSE answers once Redis has paused, so the acquire below meets a paused Redis on
+  // any machine (a DEBUG SLEEP sent from a thread 50 ms earlier could still be on its way).
+  auto paused = pause_client->command({"CLIENT", "PAUSE", "600", "ALL"});
+  ASSERT_TRUE(paused.ok() && !paused->is_error()) << (paused.ok() ? paused->str : paused.status().to_string());
   const auto t0 = steady_clock::now();
   auto d = store->acquire(p, "k");
   const auto took = steady_clock::now() - t0;
-  pauser.join();
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->reason, DecisionReason::kStoreFailedOpen);
   EXPECT_LT(took, milliseconds(500));
@@ -137,11 +138,11 @@ TEST(RedisTimeout, ARedisPausedLongerThanTheTimeoutStillTimesOut) {
 
 // The review's load, bounded: rounds of 200 acquires at 50 in flight on a sliding log of 10,
 // with two CPU hogs per core competing with the store's I/O thread, and in every other round
-// Redis paused (DEBUG SLEEP 0.1 s) for less than the 250 ms timeout. Every round admits exactly
-// 10 and nothing is answered by the failure policy.
+// Redis paused (CLIENT PAUSE 100 ms) for less than the 250 ms timeout. Every round admits
+// exactly 10 and nothing is answered by the failure policy.
 TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
   RedisServer server;
-  ASSERT_TRUE(server.start(0, {"--enable-debug-command", "local"}).is_ok());  // DEBUG SLEEP
+  ASSERT_TRUE(server.start().is_ok());
   RedisStoreOptions o = one_thread_options(server, milliseconds(250));
   o.connections = 4;
   auto store = must_connect(o);
@@ -160,24 +161,26 @@ TEST(RedisTimeout, ManyRoundsUnderCpuHogsAndShortPausesNeverFailOpen) {
     });
   }
   int failed = 0;
-  int paused_rounds = 0;  // under CPU hogs the pauser may come late; most rounds it does not
+  int paused_rounds = 0;  // rounds that met the pause (a loaded machine may answer the pause late)
   const auto started = steady_clock::now();
   int round = 0;
   for (; round < 24 && steady_clock::now() - started < std::chrono::seconds(40); ++round) {
-    std::thread pauser;
     const bool paused = round % 2 == 1;
     if (paused) {
-      // Connected before the round; DEBUG SLEEP sent just before it, so the round's calls reach
-      // a Redis that answers nothing for 100 ms.
-      pauser = std::thread([&pause_client] { (void)pause_client->command({"DEBUG", "SLEEP", "0.1"}); });
-      std::this_thread::sleep_for(milliseconds(2));
+      // CLIENT PAUSE answers once Redis has paused: the round's calls reach a Redis that
+      // answers nothing for (up to) 100 ms, however fast this machine runs the round. (A DEBUG
+      // SLEEP sent from a thread 2 ms before the round met it only when the round was slow.)
+      auto r = pause_client->command({"CLIENT", "PAUSE", "100", "ALL"});
+      if (!r.ok() || r->is_error()) {  // not ASSERT: the hogs must be stopped and joined
+        ADD_FAILURE() << "CLIENT PAUSE refused in round " << round;
+        break;
+      }
     }
     const auto t0 = steady_clock::now();
     auto r = fire(200, 50, [&](auto done) {
       store->acquire_async(p, "round" + std::to_string(round), 1, std::move(done));
     });
     const auto took = steady_clock::now() - t0;
-    if (pauser.joinable()) pauser.join();
     if (paused && took >= milliseconds(80)) ++paused_rounds;  // the pause met the round
     EXPECT_TRUE(r.finished) << "round " << round;
     EXPECT_EQ(r.allowed, 10) << "round " << round;

@@ -203,15 +203,17 @@ void killed_holder_frees_after_ttl(const std::vector<uint16_t>& ports) {
   ASSERT_EQ(waitpid(holder, &status, 0), holder);
   ASSERT_FALSE(id.empty()) << "the holder got no lease";
 
-  // Not before lease_ttl: every attempt until 1.4 s after the holder acquired is refused.
+  // Not before lease_ttl: every attempt sent until 1.4 s after the holder began to acquire is
+  // refused. How many attempts fit depends on how long the holder's acquire took (on a loaded
+  // machine most of the window): at least one, each checking the claim.
   int refused = 0;
   while (Clock::now() < before_acquire + milliseconds(1400)) {
     const Reply r = http_post(ports.back(), "/v1/leases", R"({"key":"crash","policy":"one"})");
     ASSERT_EQ(r.status, 429u) << "freed before lease_ttl: " << r.body;
     ++refused;
-    std::this_thread::sleep_for(milliseconds(100));
+    std::this_thread::sleep_for(milliseconds(20));
   }
-  EXPECT_GT(refused, 5);
+  EXPECT_GE(refused, 1) << "the holder's acquire took the whole window: nothing was checked";
   // After lease_ttl (1.5 s after the acquire, plus slack for a loaded machine) it is free.
   std::this_thread::sleep_until(acquired_by + milliseconds(1600));
   const Reply next = http_post(ports.back(), "/v1/leases", R"({"key":"crash","policy":"one"})");
