@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,9 @@ CONFORMANCE_DIR = os.environ.get("RATELIMIT_CONFORMANCE_DIR", os.path.join(SOURC
 BIN_DIR = os.environ.get("RATELIMIT_BIN_DIR", os.path.join(SOURCE, "build", "bin"))
 os.environ.setdefault("RATELIMIT_REDIS_LIBRARY", os.path.join(SOURCE, "build", "share", "ratelimit", "redis"))
 RUN_ID = f"{os.getpid()}-{int(time.time() * 1000)}"
+
+sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
+from loopback import die_with_parent  # noqa: E402  (servers die with the test: PR_SET_PDEATHSIG)
 
 
 def free_port() -> int:
@@ -58,7 +62,8 @@ def start_redis() -> Process:
     port = free_port()
     d = tempfile.mkdtemp(prefix="rl-py-redis-")
     proc = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                             "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=die_with_parent)
     wait_port(port, proc, "redis-server")
     return Process(proc, f"redis://127.0.0.1:{port}/0", port, d)
 
@@ -77,7 +82,8 @@ def start_ratelimitd(yaml: str) -> Process:
     with open(config, "w") as f:
         f.write(f"listen: 127.0.0.1:{port}\n{yaml}")
     log = open(os.path.join(d, "log"), "w")
-    proc = subprocess.Popen([os.path.join(BIN_DIR, "ratelimitd"), "--config", config], stdout=log, stderr=log)
+    proc = subprocess.Popen([os.path.join(BIN_DIR, "ratelimitd"), "--config", config], stdout=log, stderr=log,
+                            preexec_fn=die_with_parent)
     try:
         wait_port(port, proc, "ratelimitd")
     except RuntimeError as e:

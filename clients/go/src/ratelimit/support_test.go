@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -81,10 +82,19 @@ func (p *proc) stop() {
 	})
 }
 
+// dieWithTest makes the kernel SIGKILL the server when this test process dies, however it dies
+// (a ctest timeout kills `go test` without cleanups): Linux's PR_SET_PDEATHSIG. It follows the OS
+// thread that started the child; the Go runtime ends a thread only under runtime.LockOSThread,
+// which these tests do not use.
+func dieWithTest(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
 func startRedis(t *testing.T) *proc {
 	port := freePort(t)
 	dir := t.TempDir()
 	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--dir", dir)
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +120,7 @@ func startRatelimitd(t *testing.T, yaml string) *proc {
 	}
 	bin := filepath.Join(envOr("RATELIMIT_BIN_DIR", filepath.Join(sourceDir(), "build", "bin")), "ratelimitd")
 	cmd := exec.Command(bin, "--config", config)
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
