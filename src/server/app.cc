@@ -135,7 +135,10 @@ int App::open() {
   if (store_->watch_releases) {
     service::WaitingService* w = waiting_.get();
     release_feed_ = store_->watch_releases(
-        [w](std::string_view policy, std::string_view key, const LeaseId& lease) { w->released_elsewhere(policy, key, lease); },
+        [this, w](std::string_view policy, std::string_view key, const LeaseId& lease) {
+          lease_metrics_.released_elsewhere(policy, lease);
+          w->released_elsewhere(policy, key, lease);
+        },
         [this, w] {
           feed_subscriptions_.fetch_add(1, std::memory_order_relaxed);
           w->resubscribed();

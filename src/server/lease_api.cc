@@ -8,6 +8,7 @@
 
 #include "answers.h"
 #include "lease_token.h"
+#include "metrics.h"
 #include "request.h"
 
 namespace ratelimit::server {
@@ -239,6 +240,16 @@ void LeaseMetrics::released(const std::string& policy, const LeaseId& id, bool h
   --tracked_;
 }
 
+void LeaseMetrics::released_elsewhere(std::string_view policy, const LeaseId& id) {
+  MutexLock lock(mu_);
+  auto pit = policies_.find(policy);
+  if (pit == policies_.end()) return;
+  auto it = pit->second.live.find(id.to_hex());
+  if (it == pit->second.live.end()) return;
+  pit->second.live.erase(it);  // freed on time: not held, and it will not lapse here
+  --tracked_;
+}
+
 void LeaseMetrics::renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held) {
   MutexLock lock(mu_);
   PerPolicy& p = policies_[policy];
@@ -258,37 +269,21 @@ void LeaseMetrics::render(std::string& out) {
   MutexLock lock(mu_);
   const auto now = Clock::now();
   for (auto& [name, p] : policies_) expire_locked(p, now);
-  struct Counter {
-    const char* name;
-    const char* help;
-    uint64_t PerPolicy::*field;
+  struct Family {
+    StoreMetric metric;
+    uint64_t PerPolicy::*field;  // null: the held gauge (live leases)
   };
-  static constexpr Counter kCounters[] = {
-      {"ratelimitd_leases_acquired_total", "Leases granted (concurrency policies), by policy.", &PerPolicy::acquired},
-      {"ratelimitd_leases_denied_total", "Lease requests refused over the limit, by policy.", &PerPolicy::denied},
-      {"ratelimitd_leases_released_total", "Releases that freed a held lease, by policy.", &PerPolicy::released},
-      {"ratelimitd_leases_renewed_total", "Renews that extended a held lease, by policy.", &PerPolicy::renewed},
-      {"ratelimitd_leases_expired_total",
-       "Leases granted by this process that lapsed (lease_ttl passed without a release or renew), by policy.",
-       &PerPolicy::expired},
+  static constexpr Family kFamilies[] = {
+      {StoreMetric::kLeasesAcquiredTotal, &PerPolicy::acquired}, {StoreMetric::kLeasesDeniedTotal, &PerPolicy::denied},
+      {StoreMetric::kLeasesReleasedTotal, &PerPolicy::released}, {StoreMetric::kLeasesRenewedTotal, &PerPolicy::renewed},
+      {StoreMetric::kLeasesExpiredTotal, &PerPolicy::expired},   {StoreMetric::kLeasesHeld, nullptr},
   };
-  for (const Counter& c : kCounters) {
-    out += "# HELP ";
-    out += c.name;
-    out += ' ';
-    out += c.help;
-    out += "\n# TYPE ";
-    out += c.name;
-    out += " counter\n";
+  for (const Family& f : kFamilies) {
+    append_metric_header(out, f.metric);
     for (const auto& [name, p] : policies_) {
-      out += c.name;
-      out += "{policy=\"" + name + "\"} " + std::to_string(p.*c.field) + '\n';
+      out += metric_name(f.metric);
+      out += "{policy=\"" + name + "\"} " + std::to_string(f.field != nullptr ? p.*f.field : p.live.size()) + '\n';
     }
-  }
-  out += "# HELP ratelimitd_leases_held Leases granted by this process, not released, lease_ttl not passed, by policy.\n"
-         "# TYPE ratelimitd_leases_held gauge\n";
-  for (const auto& [name, p] : policies_) {
-    out += "ratelimitd_leases_held{policy=\"" + name + "\"} " + std::to_string(p.live.size()) + '\n';
   }
 }
 

@@ -14,11 +14,13 @@
 //   - a release is idempotent and ownership-checked by the store: an expired, released or
 //     foreign id frees nothing (200 {"released": false});
 //   - bad input (a malformed token, an unknown policy) is refused before the store is touched.
-// Metrics (LeaseMetrics, rendered on /metrics): per policy, leases acquired, denied, released,
-// renewed, and expired (granted by this process and neither released nor renewed within
-// lease_ttl), and held now (granted by this process, not released, TTL not passed). The held
-// and expired figures are this process's view: with several ratelimitd on one Redis, a lease
-// released through another instance is counted as expired by the one that granted it.
+// Metrics (LeaseMetrics, rendered on /metrics; declared in metrics.cc's table): per policy,
+// leases acquired, denied, released and renewed through this process, and expired (granted by
+// this process and neither released nor renewed within lease_ttl), and held now (granted by
+// this process, not released, TTL not passed). Every figure is this process's: the sum over the
+// instances on one Redis is the deployment's. A lease released through another instance is
+// told to the one that granted it by the Redis release feed (released_elsewhere), so it is
+// neither held nor expired there; while the feed is down such a lease counts as expired.
 // Thread-safety: the handler is shared by every worker; per-request state lives in the
 // Exchange; LeaseMetrics is guarded by its own mutex.
 #pragma once
@@ -27,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "mutex.h"
@@ -42,6 +45,9 @@ class LeaseMetrics {
   void denied(const std::string& policy);
   void released(const std::string& policy, const LeaseId& id, bool held);
   void renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held);
+  // A release of `id` through any process (the Redis release feed; this process's own come
+  // again there and are no longer tracked): a lease granted here stops being held, uncounted.
+  void released_elsewhere(std::string_view policy, const LeaseId& id);
   // Appends the lease families (Prometheus text), expiring what lapsed first.
   void render(std::string& out);
 
@@ -53,7 +59,7 @@ class LeaseMetrics {
   static constexpr size_t kMaxTracked = 1'000'000;  // per process; beyond, not tracked
   void expire_locked(PerPolicy& p, Clock::time_point now) RL_REQUIRES(mu_);
   Mutex mu_;
-  std::map<std::string, PerPolicy> policies_ RL_GUARDED_BY(mu_);
+  std::map<std::string, PerPolicy, std::less<>> policies_ RL_GUARDED_BY(mu_);
   size_t tracked_ RL_GUARDED_BY(mu_) = 0;
 };
 

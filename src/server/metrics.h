@@ -99,6 +99,13 @@ enum class StoreMetric : uint8_t {
   kWaitWakeupsTotal,
   kWaitWaiting,
   kWaitReleaseFeedSubscriptionsTotal,
+  // Concurrency policies' leases through /v1/leases (LeaseMetrics, lease_api.h); by policy.
+  kLeasesAcquiredTotal,
+  kLeasesDeniedTotal,
+  kLeasesReleasedTotal,
+  kLeasesRenewedTotal,
+  kLeasesExpiredTotal,
+  kLeasesHeld,
   // Policies counted across regions (RegionStore, distributed_metrics.cc); labelled by region.
   kRegionReachable,
   kRegionViewAgeSeconds,
@@ -110,7 +117,7 @@ enum class StoreMetric : uint8_t {
   kRegionUntrackedTotal,
   kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 60;
+inline constexpr size_t kStoreMetricCount = 66;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);

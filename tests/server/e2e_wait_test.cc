@@ -27,6 +27,7 @@
 #include <boost/json.hpp>
 
 #include "daemon.h"
+#include "eventually.h"
 #include "redis_server.h"
 
 namespace ratelimit::e2e {
@@ -348,6 +349,30 @@ TEST(E2EWait, TheReleaseFeedResubscribesAfterItsConnectionIsKilled) {
   ASSERT_EQ(subs->elements.size(), 2u);
   EXPECT_EQ(subs->elements[1].integer, 2);
   expect_woken_at_once(t, "again", 0);
+}
+
+// Lease metrics are each process's own, and the release feed keeps them true across processes:
+// a lease granted through A and released through B is counted released by B, and at A it stops
+// being held at once and never counts as expired; a lease A granted that nobody releases counts
+// as expired at A once lease_ttl (1.5 s) has passed.
+TEST(E2EWait, LeaseMetricsArePerProcessAndHearReleasesElsewhere) {
+  TwoDaemons t;
+  ASSERT_TRUE(t.start()) << t.a.log() << t.b.log();
+  const std::string held = R"(ratelimitd_leases_held{policy="short"})";
+  const std::string expired = R"(ratelimitd_leases_expired_total{policy="short"})";
+  const std::string released = R"(ratelimitd_leases_released_total{policy="short"})";
+  const std::string freed = take(t.a.port(), "m1", "short");
+  const std::string lapses = take(t.a.port(), "m2", "short");
+  ASSERT_FALSE(freed.empty() || lapses.empty());
+  EXPECT_EQ(metric_value(t.a.port(), held), 2);
+  ASSERT_TRUE(release(t.b.port(), freed));
+  EXPECT_TRUE(testing::eventually([&] { return metric_value(t.a.port(), held) == 1; }, milliseconds(1000)))
+      << "A hears the release through B on its feed";
+  EXPECT_EQ(metric_value(t.b.port(), released), 1);
+  EXPECT_EQ(metric_value(t.a.port(), released), 0);
+  ASSERT_TRUE(wait_metric(t.a.port(), expired, 1)) << "the lease nobody released lapses after lease_ttl";
+  EXPECT_EQ(metric_value(t.a.port(), expired), 1) << "the lease released through B is not counted as expired";
+  EXPECT_EQ(metric_value(t.a.port(), held), 0);
 }
 
 }  // namespace
