@@ -8,6 +8,7 @@
 // read from its log); it is killed (by pid) when the Daemon object dies; every wait is bounded.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -116,6 +117,12 @@ bool wait_metric(uint16_t port, const std::string& name, int64_t want,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
 // The "lease_id" of a lease API answer, "" when it has none.
 std::string lease_id(const Reply& r);
+// Holds the lease of `granted` (a 200 from POST /v1/leases) for `hold`, counted in `in_flight`
+// meanwhile (its highest value in `peak`: raised after the grant, lowered before the release,
+// so it never exceeds what the store holds), then releases it through `c`. True when the
+// release freed it.
+bool hold_and_release(Client& c, const Reply& granted, std::chrono::milliseconds hold, std::atomic<int>& in_flight,
+                      std::atomic<int>& peak);
 
 struct StatusCounts {
   int ok = 0;      // 200

@@ -131,14 +131,7 @@ Contention contend(const std::vector<uint16_t>& ports, int clients, milliseconds
           return;
         }
         admitted++;
-        const int now = ++in_flight;
-        int p = peak.load();
-        while (now > p && !peak.compare_exchange_weak(p, now)) {
-        }
-        std::this_thread::sleep_for(hold);
-        --in_flight;
-        const Reply rel = c.request("DELETE", "/v1/leases/" + lease_id(r));
-        if (rel.status == 200 && rel.json().at("released").as_bool()) held++;
+        if (hold_and_release(c, r, hold, in_flight, peak)) held++;
         else other++;
         return;
       }

@@ -42,7 +42,8 @@ const char* kPolicies =
     "  db: { algorithm: concurrency, limit: 1, lease_ttl: 60s, max_wait: 20s, max_queue: 40 }\n"
     "  short: { algorithm: concurrency, limit: 1, lease_ttl: 1500ms, max_wait: 10s, max_queue: 5 }\n"
     "  paced: { algorithm: token_bucket, rate: 20, burst: 1, max_wait: 5s, max_queue: 50 }\n"
-    "  shaped: { algorithm: leaky_bucket, rate: 20, burst: 10, mode: shape, hold_delay: true }\n";
+    "  shaped: { algorithm: leaky_bucket, rate: 20, burst: 10, mode: shape, hold_delay: true }\n"
+    "  pool: { algorithm: concurrency, limit: 10, lease_ttl: 60s, max_wait: 60s, max_queue: 200 }\n";
 
 std::string memory_config() { return std::string("store: { type: memory }\n") + kPolicies; }
 std::string redis_config(const std::string& url) {
@@ -349,6 +350,54 @@ TEST(E2EWait, TheReleaseFeedResubscribesAfterItsConnectionIsKilled) {
   ASSERT_EQ(subs->elements.size(), 2u);
   EXPECT_EQ(subs->elements[1].integer, 2);
   expect_woken_at_once(t, "again", 0);
+}
+
+// 200 clients on limit 10, half through each of two daemons on one Redis, each WAITING for its
+// lease (max_wait) instead of retrying, holding it 25 ms, releasing it: never more than 10 held
+// (counted from outside), every client admitted without a 429, long before any lease's 60 s
+// TTL — each release, through either daemon, wakes the waiters of both at once — and Redis ran
+// exactly one script call per request, per release and per wake-up, nothing else.
+TEST(E2EWait, TwoHundredWaitersOnLimitTenAcrossTwoDaemons) {
+  TwoDaemons t;
+  ASSERT_TRUE(t.start()) << t.a.log() << t.b.log();
+  const std::string warm = take(t.a.port(), "warm", "pool");
+  ASSERT_TRUE(release(t.a.port(), warm));
+  const int64_t before = script_calls(*t.rc);
+  const int kClients = 200;
+  std::atomic<int> in_flight{0}, peak{0}, admitted{0}, other{0};
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(i % 2 == 0 ? t.a.port() : t.b.port());
+      const Reply r = c.post("/v1/leases", R"({"key":"pool","policy":"pool"})");
+      if (r.status != 200) {
+        other++;
+        return;
+      }
+      admitted++;
+      if (!hold_and_release(c, r, milliseconds(25), in_flight, peak)) other++;
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto took = Clock::now() - t0;
+  EXPECT_EQ(peak.load(), 10);
+  EXPECT_EQ(admitted.load(), kClients);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_LT(took, std::chrono::seconds(30)) << "woken by releases, not by the 60 s lease expiry";
+  const int64_t wakeups = metric_value(t.a.port(), "ratelimitd_wait_wakeups_total") +
+                          metric_value(t.b.port(), "ratelimitd_wait_wakeups_total");
+  const int64_t queued = metric_value(t.a.port(), "ratelimitd_wait_queued_total") +
+                         metric_value(t.b.port(), "ratelimitd_wait_queued_total");
+  const int64_t calls = script_calls(*t.rc) - before;
+  std::printf("200 waiters: %lld ms, %lld queued, %lld wake-ups, %lld script calls\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(took).count()),
+              static_cast<long long>(queued), static_cast<long long>(wakeups), static_cast<long long>(calls));
+  // Each request's first decision is one call unless it joined a queue that already had waiters
+  // (no call); each release one call; each wake-up one call.
+  EXPECT_LE(calls, kClients + kClients + wakeups);
+  EXPECT_GE(calls, kClients + wakeups) << "every release and every wake-up is a call";
+  EXPECT_EQ(http_post(t.a.port(), "/v1/peek", R"({"key":"pool","policy":"pool"})").json().at("remaining").as_int64(), 10);
 }
 
 // Lease metrics are each process's own, and the release feed keeps them true across processes:
