@@ -127,9 +127,7 @@ TEST(E2EWait, FifoOrderAndQueueBoundUnderLoadMemory) {
 
 // A client that sends its request and closes while it waits: it leaves the queue, takes no
 // lease and counts nothing; the next release goes to nobody.
-TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
-  Daemon d;
-  ASSERT_TRUE(d.start(memory_config())) << d.log();
+void disconnecting_waiter_costs_nothing(Daemon& d) {
   const std::string holder = take(d.port(), "gone");
   ASSERT_FALSE(holder.empty());
   const std::string counters_before = http_get(d.port(), "/metrics").body;
@@ -148,6 +146,7 @@ TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
   EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_waiting"), 0);
   ASSERT_TRUE(release(d.port(), holder));
   std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_wakeups_total"), 0) << "the freed lease woke no one";
   EXPECT_EQ(http_post(d.port(), "/v1/peek", R"({"key":"gone","policy":"db"})").json().at("remaining").as_int64(), 1)
       << "the gone waiter must not have taken the freed lease";
   const std::string m = http_get(d.port(), "/metrics").body;
@@ -156,6 +155,12 @@ TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
   EXPECT_EQ(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"denied\"} 1"), std::string::npos)
       << "a waiter that left is not counted as denied";
   EXPECT_EQ(metric_value(d.port(), "ratelimitd_wait_admitted_total"), 0);
+}
+
+TEST(E2EWait, ADisconnectingWaiterCostsNothing) {
+  Daemon d;
+  ASSERT_TRUE(d.start(memory_config())) << d.log();
+  disconnecting_waiter_costs_nothing(d);
 }
 
 // SIGTERM while 12 clients wait: each is answered (429 with Retry-After) at once, and the
@@ -398,6 +403,18 @@ TEST(E2EWait, TwoHundredWaitersOnLimitTenAcrossTwoDaemons) {
   EXPECT_LE(calls, kClients + kClients + wakeups);
   EXPECT_GE(calls, kClients + wakeups) << "every release and every wake-up is a call";
   EXPECT_EQ(http_post(t.a.port(), "/v1/peek", R"({"key":"pool","policy":"pool"})").json().at("remaining").as_int64(), 10);
+}
+
+// The same on Redis, counted by Redis: the holder's acquire, the waiter's one decision, the
+// release and the peek — the waiter that went away cost no call after it left.
+TEST(E2EWait, ADisconnectingWaiterCostsNothingOnRedis) {
+  TwoDaemons t;
+  ASSERT_TRUE(t.start()) << t.a.log() << t.b.log();
+  const std::string warm = take(t.b.port(), "warm");  // scripts loaded; A's counters untouched
+  ASSERT_TRUE(release(t.b.port(), warm));
+  const int64_t before = script_calls(*t.rc);
+  disconnecting_waiter_costs_nothing(t.a);
+  EXPECT_EQ(script_calls(*t.rc) - before, 4) << "acquire + the waiter's decision + release + peek";
 }
 
 // Lease metrics are each process's own, and the release feed keeps them true across processes:
