@@ -55,7 +55,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/support"))
-from loopback import free_port, listening, wait_for  # noqa: E402
+from loopback import die_with_parent, free_port, listening, wait_for  # noqa: E402
 
 
 def seconds(text):
@@ -105,6 +105,25 @@ def ready(port):
         return c.getresponse().status == 200
     except OSError:
         return False
+
+
+def start_daemons(a, work, name, configs, procs):
+    """One ratelimitd per config text, its config and log in `work` as <name><i>.yaml/.log, each
+    process appended to `procs` as it starts (the caller stops them; each dies with this script).
+    Returns once every one answers /readyz 200; raises RuntimeError with their logs if not."""
+    ports = []
+    for i, (port, text) in enumerate(configs):
+        cfg = os.path.join(work, "%s%d.yaml" % (name, i))
+        with open(cfg, "w") as f:
+            f.write(text)
+        log = open(os.path.join(work, "%s%d.log" % (name, i)), "w")
+        procs.append(subprocess.Popen([os.path.join(a.bin, "ratelimitd"), "--config", cfg],
+                                      stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent))
+        ports.append(port)
+    if not all(wait_for(lambda p=p: ready(p), 10) for p in ports):
+        logs = "".join(open(os.path.join(work, "%s%d.log" % (name, i))).read() for i in range(len(ports)))
+        raise RuntimeError(logs + "ratelimitd (%s) did not become ready" % name)
+    return ports
 
 
 def replay(requests, conns, policy, window_s):
@@ -181,37 +200,30 @@ def start_regions(a, work, redis_port, procs):
         p = free_port()
         procs.append(subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(p), "--save", "",
                                        "--appendonly", "no", "--dir", work],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      preexec_fn=die_with_parent))
         redis_ports.append(p)
     for p in redis_ports:
         if not wait_for(lambda p=p: listening(p, 0.5), 10):
             raise RuntimeError("redis-server did not listen")
         proxy = subprocess.Popen([os.path.join(a.bin, "ratelimit-delay-proxy"), str(p),
                                   str(int(seconds(a.cross_rtt) * 1e6 / 2))],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 preexec_fn=die_with_parent)
         procs.append(proxy)
         line = proxy.stdout.readline().split()
         if len(line) != 2 or line[0] != "port":
             raise RuntimeError("ratelimit-delay-proxy did not start")
         proxy_ports.append(int(line[1]))
     cross = ping_rtt(proxy_ports[0])
-    ports = []
+    configs = []
     for i in range(a.instances):
         port, region = free_port(), i % a.regions
         stores = "\n".join('    r%d: { redis: "redis://127.0.0.1:%d/0" }' %
                            (r, redis_ports[r] if r == region else proxy_ports[r]) for r in range(a.regions))
-        cfg = os.path.join(work, "r%d.yaml" % i)
-        with open(cfg, "w") as f:
-            f.write(REGIONS_CONFIG.format(port=port, region=region, sync=a.sync_interval, stores=stores,
-                                          limit=a.limit, window=a.window, run=os.getpid()))
-        log = open(os.path.join(work, "r%d.log" % i), "w")
-        procs.append(subprocess.Popen([os.path.join(a.bin, "ratelimitd"), "--config", cfg],
-                                      stdout=log, stderr=subprocess.STDOUT))
-        ports.append(port)
-    if not all(wait_for(lambda p=p: ready(p), 10) for p in ports):
-        for i in range(a.instances):
-            print(open(os.path.join(work, "r%d.log" % i)).read())
-        raise RuntimeError("ratelimitd (regions) did not become ready")
+        configs.append((port, REGIONS_CONFIG.format(port=port, region=region, sync=a.sync_interval, stores=stores,
+                                                    limit=a.limit, window=a.window, run=os.getpid())))
+    ports = start_daemons(a, work, "r", configs, procs)
     # The other regions' Redis are opened lazily, through the proxy: the connection and its
     # handshake take several cross round trips. The model starts connected, so the replay waits
     # until every daemon has read every other region once (its probe), not for a fixed time.
@@ -289,27 +301,22 @@ def main():
         redis_port = free_port()
         procs.append(subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port),
                                        "--save", "", "--appendonly", "no", "--dir", work],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      preexec_fn=die_with_parent))
 
         if not wait_for(lambda: listening(redis_port, 0.5), 10):
             print("redis-server did not listen")
             return 2
         single = [m for m in modes if m != "regions"]
-        ports = []
+        configs = []
         for i in range(a.instances if single else 0):
             port = free_port()
-            cfg = os.path.join(work, "i%d.yaml" % i)
-            with open(cfg, "w") as f:
-                f.write(CONFIG.format(port=port, redis=redis_port, limit=a.limit, window=a.window,
-                                      sync=a.sync_interval, lease_max=a.lease_max, run=os.getpid()))
-            log = open(os.path.join(work, "i%d.log" % i), "w")
-            procs.append(subprocess.Popen([os.path.join(a.bin, "ratelimitd"), "--config", cfg],
-                                          stdout=log, stderr=subprocess.STDOUT))
-            ports.append(port)
-        if not all(wait_for(lambda p=p: ready(p), 10) for p in ports):
-            for i in range(a.instances):
-                print(open(os.path.join(work, "i%d.log" % i)).read())
-            print("ratelimitd did not become ready")
+            configs.append((port, CONFIG.format(port=port, redis=redis_port, limit=a.limit, window=a.window,
+                                                sync=a.sync_interval, lease_max=a.lease_max, run=os.getpid())))
+        try:
+            ports = start_daemons(a, work, "i", configs, procs)
+        except RuntimeError as e:
+            print(e)
             return 2
         conns = [http.client.HTTPConnection("127.0.0.1", p, timeout=5) for p in ports]
         # A request answered in a later window than it was sent in cannot be attributed to one
