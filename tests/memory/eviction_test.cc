@@ -101,8 +101,14 @@ TEST(EvictionOrder, OneRequestKeysOfALimitOfOneDoNotFreeADeniedKey) {
   ASSERT_FALSE(store.acquire(p, "victim")->allowed);
   int refused = 0;
   for (int i = 0; i < 300; ++i) refused += store.acquire(p, key(i))->allowed ? 0 : 1;
-  EXPECT_FALSE(store.acquire(p, "victim")->allowed);
-  EXPECT_FALSE(store.holds(p, "victim") && store.eviction_counts().denied > 0);
+  // Flood keys the residue refused are denied entries too, so when the last 100 are mostly
+  // those, a denied entry is evicted, and the least recently used one is the victim. Whether it
+  // was is looked at before the victim is asked again: that acquire rebuilds an evicted victim
+  // from its residue and holds it once more (asked after it, this check failed ~1 run in 8).
+  const bool victim_held = store.holds(p, "victim");
+  EXPECT_TRUE(victim_held || store.eviction_counts().denied > 0)
+      << "the victim left the table without being counted as a denied eviction";
+  EXPECT_FALSE(store.acquire(p, "victim")->allowed) << "held or rebuilt from its residue: denied";
   // 200 one-request keys evicted before their window ended outnumber the 64 residue cells:
   // merged cells count their unit against every new key that shares them (issue 23: the
   // residue never forgets a use, so a flood beyond the table's size is refused, in part).
