@@ -25,14 +25,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "rule_set.h"
-
-// Assigns a Result's value to `lhs` or returns its error from the enclosing function.
-#define RL_ASSIGN(lhs, expr)           \
-  do {                                 \
-    auto rl_r_ = (expr);               \
-    if (!rl_r_) return rl_r_.status(); \
-    lhs = std::move(*rl_r_);           \
-  } while (0)
+#include "try.h"  // RL_TRY_ASSIGN
 
 namespace ratelimit::rls {
 

@@ -153,7 +153,7 @@ class Loader {
     if (fresh) it->second = std::make_unique<RuleSet::Node>();
     if (root["all_or_nothing"]) {
       bool all = false;
-      RL_ASSIGN(all, boolean(root["all_or_nothing"], "all_or_nothing"));
+      RL_TRY_ASSIGN(all, boolean(root["all_or_nothing"], "all_or_nothing"));
       // Merged files of one domain may each say it, but not differently: which one would win
       // is an accident of file order.
       if (it->second->all_or_nothing && *it->second->all_or_nothing != all) {
@@ -185,11 +185,11 @@ class Loader {
 
       auto node = std::make_unique<RuleSet::Node>();
       bool shadow = false, quota = false, detailed = false;
-      RL_ASSIGN(shadow, boolean(d["shadow_mode"], "shadow_mode"));
-      RL_ASSIGN(quota, boolean(d["quota_mode"], "quota_mode"));
-      RL_ASSIGN(detailed, boolean(d["detailed_metric"], "detailed_metric"));
-      RL_ASSIGN(node->value_to_metric, boolean(d["value_to_metric"], "value_to_metric"));
-      RL_ASSIGN(node->share_threshold, boolean(d["share_threshold"], "share_threshold"));
+      RL_TRY_ASSIGN(shadow, boolean(d["shadow_mode"], "shadow_mode"));
+      RL_TRY_ASSIGN(quota, boolean(d["quota_mode"], "quota_mode"));
+      RL_TRY_ASSIGN(detailed, boolean(d["detailed_metric"], "detailed_metric"));
+      RL_TRY_ASSIGN(node->value_to_metric, boolean(d["value_to_metric"], "value_to_metric"));
+      RL_TRY_ASSIGN(node->share_threshold, boolean(d["share_threshold"], "share_threshold"));
 
       const YAML::Node metadata = d["metadata"];
       std::string metadata_json;
@@ -234,14 +234,14 @@ class Loader {
     r->detailed_metric = detailed;
     r->file = file_;
     r->line = line_of(rl);
-    RL_ASSIGN(r->unlimited, boolean(rl["unlimited"], "unlimited"));
+    RL_TRY_ASSIGN(r->unlimited, boolean(rl["unlimited"], "unlimited"));
     if (const YAML::Node n = rl["requests_per_unit"]; n && !n.IsNull()) {
       int64_t v = 0;
-      RL_ASSIGN(v, integer(n, "requests_per_unit", 0, kMaxEveryHitLimit));
+      RL_TRY_ASSIGN(v, integer(n, "requests_per_unit", 0, kMaxEveryHitLimit));
       r->requests_per_unit = static_cast<uint32_t>(v);
     }
     std::string unit_text;
-    RL_ASSIGN(unit_text, string(rl["unit"], "unit"));
+    RL_TRY_ASSIGN(unit_text, string(rl["unit"], "unit"));
     const std::optional<Unit> unit = parse_unit(unit_text);
     if (r->unlimited) {
       if (unit) return error(rl["unit"], "should not specify rate limit unit when unlimited");
@@ -251,13 +251,13 @@ class Loader {
                                                      "week, month or year)");
     }
     r->unit = unit.value_or(Unit::kUnknown);
-    RL_ASSIGN(r->name, string(rl["name"], "name"));
+    RL_TRY_ASSIGN(r->name, string(rl["name"], "name"));
     const YAML::Node replaces = rl["replaces"];
     if (Status s = sequence(replaces, "replaces"); !s.is_ok()) return s;
     if (replaces) {
       for (size_t i = 0; i < replaces.size(); ++i) {
         std::string name;
-        RL_ASSIGN(name, string(replaces[i]["name"], "replaces.name"));
+        RL_TRY_ASSIGN(name, string(replaces[i]["name"], "replaces.name"));
         r->replaces.push_back(name);
       }
       for (size_t i = 0; i < r->replaces.size(); ++i) {
@@ -294,7 +294,7 @@ class Loader {
       return apply_consistency(rl, std::move(r));
     } else {
       std::string alg_name;
-      RL_ASSIGN(alg_name, string(alg, "algorithm"));
+      RL_TRY_ASSIGN(alg_name, string(alg, "algorithm"));
       auto a = parse_algorithm(alg_name);
       if (!a) {
         // The rate algorithms only: concurrency is refused below with its own reason.
@@ -317,7 +317,7 @@ class Loader {
       }
       const double rate = static_cast<double>(rpu) / static_cast<double>(unit_seconds(r->unit));
       int64_t burst = rpu;
-      if (const YAML::Node b = rl["burst"]) RL_ASSIGN(burst, integer(b, "burst", 1, kMaxLimit));
+      if (const YAML::Node b = rl["burst"]) RL_TRY_ASSIGN(burst, integer(b, "burst", 1, kMaxLimit));
       switch (*a) {
         case Algorithm::kFixedWindow: policy = Policy::fixed_window(rpu, Micros{window_us}); break;
         case Algorithm::kSlidingWindowLog:
@@ -331,7 +331,7 @@ class Loader {
           LeakyMode mode = LeakyMode::kPolice;
           if (const YAML::Node m = rl["mode"]) {
             std::string ms;
-            RL_ASSIGN(ms, string(m, "mode"));
+            RL_TRY_ASSIGN(ms, string(m, "mode"));
             if (ms == "shape") mode = LeakyMode::kShape;
             else if (ms != "police") return error(m, "mode must be police or shape, got '" + ms + "'");
           }

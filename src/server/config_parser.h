@@ -16,6 +16,7 @@
 
 #include "ratelimit/policy.h"
 #include "ratelimit/status.h"
+#include "try.h"  // RL_TRY, RL_TRY_ASSIGN
 
 namespace ratelimit::server::config_detail {
 
@@ -123,16 +124,6 @@ class Parser {
   std::string_view file_;
 };
 
-#define RL_TRY_ASSIGN(lhs, expr)          \
-  do {                                     \
-    auto rl_r_ = (expr);                   \
-    if (!rl_r_) return rl_r_.status();     \
-    lhs = std::move(*rl_r_);               \
-  } while (0)
-#define RL_TRY(expr)                       \
-  do {                                     \
-    Status rl_s_ = (expr);                 \
-    if (!rl_s_.is_ok()) return rl_s_;      \
-  } while (0)
+// RL_TRY / RL_TRY_ASSIGN: src/common/try.h (shared with the Envoy rule loader).
 
 }  // namespace ratelimit::server::config_detail
