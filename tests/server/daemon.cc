@@ -259,14 +259,10 @@ std::string lease_id(const Reply& r) {
   return std::string(v.at("lease_id").as_string());
 }
 
-bool hold_and_release(Client& c, const Reply& granted, std::chrono::milliseconds hold, std::atomic<int>& in_flight,
-                      std::atomic<int>& peak) {
-  const int now = ++in_flight;
-  int p = peak.load();
-  while (now > p && !peak.compare_exchange_weak(p, now)) {
-  }
+bool hold_and_release(Client& c, const Reply& granted, std::chrono::milliseconds hold, testing::HolderCount& holders) {
+  holders.held();
   std::this_thread::sleep_for(hold);
-  --in_flight;
+  holders.releasing();
   const Reply rel = c.request("DELETE", "/v1/leases/" + lease_id(granted));
   return rel.status == 200 && rel.json().at("released").as_bool();
 }

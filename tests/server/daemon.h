@@ -24,6 +24,8 @@
 #include <boost/json/value.hpp>
 #include <sys/types.h>
 
+#include "holder_count.h"
+
 namespace ratelimit::e2e {
 
 class Daemon {
@@ -117,12 +119,11 @@ bool wait_metric(uint16_t port, const std::string& name, int64_t want,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
 // The "lease_id" of a lease API answer, "" when it has none.
 std::string lease_id(const Reply& r);
-// Holds the lease of `granted` (a 200 from POST /v1/leases) for `hold`, counted in `in_flight`
-// meanwhile (its highest value in `peak`: raised after the grant, lowered before the release,
-// so it never exceeds what the store holds), then releases it through `c`. True when the
-// release freed it.
-bool hold_and_release(Client& c, const Reply& granted, std::chrono::milliseconds hold, std::atomic<int>& in_flight,
-                      std::atomic<int>& peak);
+// Holds the lease of `granted` (a 200 from POST /v1/leases), counted in `holders` meanwhile
+// (raised after the grant, lowered before the release, so it never exceeds what the store
+// holds; the first `limit` holders wait there until the key is saturated), for `hold`, then
+// releases it through `c`. True when the release freed it.
+bool hold_and_release(Client& c, const Reply& granted, std::chrono::milliseconds hold, testing::HolderCount& holders);
 
 struct StatusCounts {
   int ok = 0;      // 200

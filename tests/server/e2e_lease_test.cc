@@ -109,13 +109,14 @@ struct Contention {
 
 // `clients` HTTP clients, each on its own connection to ports[i % n], each taking one lease of
 // "db" (limit 10) on key "hot", holding it `hold`, then releasing it; a refused client retries
-// after 2 ms. in_flight rises after the 200 and falls before the DELETE, so it never exceeds
-// what the store holds.
+// after 2 ms. Counted by testing::HolderCount (raised after the 200, lowered before the DELETE,
+// so it never exceeds what the store holds; the first ten wait there until ten hold at once).
 Contention contend(const std::vector<uint16_t>& ports, int clients, milliseconds hold) {
-  std::atomic<int> in_flight{0}, peak{0}, admitted{0}, held{0}, other{0};
+  std::atomic<int> admitted{0}, held{0}, other{0};
   std::barrier sync(clients);
   std::vector<std::thread> threads;
   const auto stop_at = Clock::now() + std::chrono::seconds(90);
+  testing::HolderCount holders(10, stop_at);
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
       Client c(ports[static_cast<size_t>(i) % ports.size()]);
@@ -131,14 +132,14 @@ Contention contend(const std::vector<uint16_t>& ports, int clients, milliseconds
           return;
         }
         admitted++;
-        if (hold_and_release(c, r, hold, in_flight, peak)) held++;
+        if (hold_and_release(c, r, hold, holders)) held++;
         else other++;
         return;
       }
     });
   }
   for (auto& t : threads) t.join();
-  return {peak.load(), admitted.load(), held.load(), other.load()};
+  return {holders.peak(), admitted.load(), held.load(), other.load()};
 }
 
 TEST(E2ELeases, TwoHundredClientsOnLimitTenHoldAtMostTenMemory) {

@@ -369,9 +369,10 @@ TEST(E2EWait, TwoHundredWaitersOnLimitTenAcrossTwoDaemons) {
   ASSERT_TRUE(release(t.a.port(), warm));
   const int64_t before = script_calls(*t.rc);
   const int kClients = 200;
-  std::atomic<int> in_flight{0}, peak{0}, admitted{0}, other{0};
+  std::atomic<int> admitted{0}, other{0};
   std::vector<std::thread> threads;
   const auto t0 = Clock::now();
+  testing::HolderCount holders(10, t0 + std::chrono::seconds(30));
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
       Client c(i % 2 == 0 ? t.a.port() : t.b.port());
@@ -381,12 +382,12 @@ TEST(E2EWait, TwoHundredWaitersOnLimitTenAcrossTwoDaemons) {
         return;
       }
       admitted++;
-      if (!hold_and_release(c, r, milliseconds(25), in_flight, peak)) other++;
+      if (!hold_and_release(c, r, milliseconds(25), holders)) other++;
     });
   }
   for (auto& th : threads) th.join();
   const auto took = Clock::now() - t0;
-  EXPECT_EQ(peak.load(), 10);
+  EXPECT_EQ(holders.peak(), 10);
   EXPECT_EQ(admitted.load(), kClients);
   EXPECT_EQ(other.load(), 0);
   EXPECT_LT(took, std::chrono::seconds(30)) << "woken by releases, not by the 60 s lease expiry";

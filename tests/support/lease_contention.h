@@ -3,11 +3,11 @@
 // 10 at every instant", shared by the memory and Redis tests (header-only: it needs nothing but
 // a Store).
 //
-// How it counts: a holder increments `in_flight` after its acquire was admitted and decrements
-// it before it releases, so at every instant in_flight <= the units the store holds; an
-// in_flight above the limit therefore proves an over-admission, and the peak reaching the limit
-// shows the key was saturated. Every release must report the lease still held (nothing expires:
-// the TTL is far longer than the run). Bounded: every thread stops after `deadline`.
+// How it counts: HolderCount (holder_count.h), raised after an acquire was admitted and lowered
+// before the release, so a peak above the limit proves an over-admission; its gate holds the
+// first `limit` leases until they are all held at once, so the peak reaching the limit does not
+// depend on the machine's speed. Every release must report the lease still held (nothing
+// expires: the TTL is far longer than the run). Bounded: every thread stops after `deadline`.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "holder_count.h"
 #include "ratelimit/concurrency_limiter.h"
 
 namespace ratelimit::testing {
@@ -39,10 +40,10 @@ inline ContentionResult contend_for_leases(const ConcurrencyLimiter& limiter,
                                            int holds_per_thread, std::chrono::microseconds hold,
                                            std::chrono::microseconds backoff,
                                            std::chrono::seconds deadline) {
-  std::atomic<int> in_flight{0}, peak{0};
   std::atomic<int64_t> admitted{0}, denied{0}, held{0}, lost{0}, errors{0};
   std::atomic<int> done{0};
   const auto stop_at = std::chrono::steady_clock::now() + deadline;
+  HolderCount holders(static_cast<int>(limiter.policy().limit()), stop_at);
   std::latch start(threads);
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(threads));
@@ -65,12 +66,9 @@ inline ContentionResult contend_for_leases(const ConcurrencyLimiter& limiter,
         }
         ++got;
         admitted.fetch_add(1);
-        const int now = in_flight.fetch_add(1) + 1;
-        int p = peak.load();
-        while (now > p && !peak.compare_exchange_weak(p, now)) {
-        }
+        holders.held();
         std::this_thread::sleep_for(hold);
-        in_flight.fetch_sub(1);
+        holders.releasing();
         auto r = lease->release();
         if (!r.ok()) {
           errors.fetch_add(1);
@@ -85,7 +83,7 @@ inline ContentionResult contend_for_leases(const ConcurrencyLimiter& limiter,
   }
   for (auto& th : pool) th.join();
   ContentionResult r;
-  r.peak_in_flight = peak.load();
+  r.peak_in_flight = holders.peak();
   r.admitted = admitted.load();
   r.denied = denied.load();
   r.released_held = held.load();
