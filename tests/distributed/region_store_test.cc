@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eventually.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/region_store.h"
@@ -285,15 +286,6 @@ std::unique_ptr<Region> region(const std::string& name, const std::string& other
   return r;
 }
 
-bool wait_for(const std::function<bool()>& ok, std::chrono::milliseconds bound) {
-  const auto end = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < end) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return ok();
-}
-
 TEST(RegionStore, TwoRegionsConvergeAndSurviveTheOtherRegionsOutage) {
   testing::RedisServer a, b;
   ASSERT_TRUE(a.start().is_ok());
@@ -313,23 +305,24 @@ TEST(RegionStore, TwoRegionsConvergeAndSurviveTheOtherRegionsOutage) {
   // Converged: each region's peek (what one more would leave) sees 100 - 30 - 50 - 1 within two
   // sync intervals (+ scheduling).
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_for([&] {
+  // Polled every 2 ms: `took` below includes the poll's lag.
+  ASSERT_TRUE(testing::eventually([&] {
     return eu->store->peek(p, "k")->remaining == 19 && us->store->peek(p, "k")->remaining == 19;
-  }, 2s)) << eu->store->peek(p, "k")->remaining << " " << us->store->peek(p, "k")->remaining << " "
+  }, 2s, 2ms)) << eu->store->peek(p, "k")->remaining << " " << us->store->peek(p, "k")->remaining << " "
           << eu->store->regions()[0].reads << " " << eu->store->regions()[0].read_failures;
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LE(took, 2 * sync + 50ms) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
   // Together they admit exactly what is left.
   int admitted = 0;
   for (int i = 0; i < 15; ++i) admitted += eu->store->acquire(p, "k")->allowed;
-  ASSERT_TRUE(wait_for([&] { return us->store->peek(p, "k")->remaining == 4; }, 2s));
+  ASSERT_TRUE(testing::eventually([&] { return us->store->peek(p, "k")->remaining == 4; }, 2s));
   for (int i = 0; i < 15; ++i) admitted += us->store->acquire(p, "k")->allowed;
   EXPECT_EQ(admitted, 20);
-  ASSERT_TRUE(wait_for([&] { return eu->store->peek(p, "k")->reason == DecisionReason::kOverLimit; }, 2s));
+  ASSERT_TRUE(testing::eventually([&] { return eu->store->peek(p, "k")->reason == DecisionReason::kOverLimit; }, 2s));
 
   // us's Redis dies: eu reports it unreachable and keeps deciding on its own Redis.
   b.kill();
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(testing::eventually([&] {
     std::lock_guard lock(eu->mu);
     return !eu->events.empty() && eu->events.back() == "us down";
   }, 3s));
@@ -341,7 +334,7 @@ TEST(RegionStore, TwoRegionsConvergeAndSurviveTheOtherRegionsOutage) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->reason, DecisionReason::kOverLimit);  // its last view: 45 + 55 of 100
   ASSERT_TRUE(b.restart().is_ok());
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(testing::eventually([&] {
     std::lock_guard lock(eu->mu);
     return eu->events.back() == "us up";
   }, 5s));

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "redis_server.h"
 #include "rls_client.h"
 #include "rls_daemon.h"
@@ -81,16 +82,6 @@ CallCounts paced_calls(const std::vector<Server*>& servers, const RateLimitReque
   return {ok.load(), over.load(), failed.load()};
 }
 
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds bound = 5s) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
-
 class RlsConsistency : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -130,7 +121,7 @@ TEST_F(RlsConsistency, AsyncRuleStaysWithinItsBoundAndDecidesLocally) {
   // Every decision local but those that wait for an instance's first view of the key: at most
   // one per caller (each has one call in flight).
   EXPECT_GE(summed(both_, "ratelimitd_distributed_local_decisions_total"), 480 - 8) << "decisions went to Redis";
-  EXPECT_TRUE(eventually([&] { return summed(both_, "ratelimitd_async_units_over_limit_total") == n.ok - 300; }))
+  EXPECT_TRUE(testing::eventually([&] { return summed(both_, "ratelimitd_async_units_over_limit_total") == n.ok - 300; }, 5s))
       << "admitted " << n.ok << ", over-limit counted "
       << summed(both_, "ratelimitd_async_units_over_limit_total");
   RecordProperty("async_over_admitted", n.ok - 300);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 #include "store_test_util.h"
@@ -37,13 +38,6 @@ RedisStoreOptions one_thread_options(const RedisServer& server, milliseconds tim
   return o;
 }
 
-// Waits (bounded) for a flag another thread sets.
-bool wait_for(const std::atomic<bool>& flag, milliseconds bound = milliseconds(5000)) {
-  const auto until = steady_clock::now() + bound;
-  while (!flag.load() && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
-  return flag.load();
-}
-
 // A command queued while the I/O thread is busy (here: a completion sleeping 3x the timeout, as
 // a starved thread is descheduled) is asked of Redis only when the thread runs again: its
 // timeout starts then. Before the fix it "timed out" before it was written and failed open.
@@ -63,12 +57,12 @@ TEST(RedisTimeout, ACommandQueuedBehindABusyIoThreadIsNotTimedOutBeforeItIsSent)
       std::this_thread::sleep_for(milliseconds(300));  // the I/O thread, blocked
       first_done = true;
     });
-    ASSERT_TRUE(wait_for(sleeping));
+    ASSERT_TRUE(eventually([&] { return sleeping.load(); }, milliseconds(5000), milliseconds(1)));
     store->acquire_async(p, "b", 1, [&](Result<Decision> d) {
       second = std::move(d);
       second_done = true;
     });
-    ASSERT_TRUE(wait_for(second_done));
+    ASSERT_TRUE(eventually([&] { return second_done.load(); }, milliseconds(5000), milliseconds(1)));
     ASSERT_TRUE(first_done);
     ASSERT_TRUE(second.ok()) << second.status().to_string();
     EXPECT_EQ(second->reason, DecisionReason::kWithinLimit) << "round " << round;
@@ -104,8 +98,7 @@ TEST(RedisTimeout, AReplyThatArrivedWhileTheThreadWasBlockedIsTakenNotTimedOut) 
         ++done;
       });
     }
-    const auto until = steady_clock::now() + milliseconds(5000);
-    while (done.load() < 20 && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
+    eventually([&] { return done.load() >= 20; }, milliseconds(5000), milliseconds(1));
     ASSERT_EQ(done.load(), 20);
     EXPECT_EQ(failed.load(), 0) << "round " << round;
   }

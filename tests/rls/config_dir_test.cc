@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "eventually.h"
 #include "temp_dir.h"
 
 namespace ratelimit::rls {
@@ -39,15 +40,8 @@ uint32_t rpu_of(const RuleSet& set, const std::string& domain) {
   return out[0].rule()->requests_per_unit;
 }
 
-template <typename Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+// Every wait here is bounded at 5 s.
+constexpr std::chrono::milliseconds kWait{5000};
 
 TEST(ConfigDir, ReadsEveryFileInPathOrderSkippingDotFilesWhenAsked) {
   TempDir t;
@@ -176,7 +170,7 @@ TEST(ConfigDir, KubernetesDataSymlinkSwapReloadsUnderLoad) {
     fs::create_directory_symlink(next, cfg / "..data_tmp");
     fs::rename(cfg / "..data_tmp", cfg / "..data");
     fs::remove_all(cfg / (round == 2 ? "..2025_01_01_00_00_00.1" : prev));
-    ASSERT_TRUE(wait_for([&] { return rpu_of(*src.current(), "app") == 10u * round; }))
+    ASSERT_TRUE(testing::eventually([&] { return rpu_of(*src.current(), "app") == 10u * round; }, kWait))
         << "round " << round << ": still " << rpu_of(*src.current(), "app") << "; " << last_error;
   }
   EXPECT_GE(src.generation(), 4u);
@@ -189,11 +183,11 @@ TEST(ConfigDir, KubernetesDataSymlinkSwapReloadsUnderLoad) {
   fs::create_directory_symlink("..2025_01_01_00_00_09.1", cfg / "..data_tmp");
   fs::rename(cfg / "..data_tmp", cfg / "..data");
   const int before = reloads.load();
-  ASSERT_TRUE(wait_for([&] { return reloads.load() > before; }));
-  ASSERT_TRUE(wait_for([&] {
+  ASSERT_TRUE(testing::eventually([&] { return reloads.load() > before; }, kWait));
+  ASSERT_TRUE(testing::eventually([&] {
     std::lock_guard l(mu);
     return last_error.find("descriptor has empty key") != std::string::npos;
-  })) << last_error;
+  }, kWait)) << last_error;
   EXPECT_EQ(rpu_of(*src.current(), "app"), 40u);
   EXPECT_GT(load.resolved.load(), 0u);
   EXPECT_EQ(load.misses.load(), 0u) << "a resolver saw no rule during a swap";
@@ -215,10 +209,10 @@ TEST(ConfigDir, RuntimeRootSymlinkSwapReloads) {
   Resolvers load(src);
   fs::create_directory_symlink(t.path() / "v2", t.path() / "current.tmp");
   fs::rename(t.path() / "current.tmp", t.path() / "current");
-  ASSERT_TRUE(wait_for([&] { return rpu_of(*src.current(), "app") == 2u; }));
+  ASSERT_TRUE(testing::eventually([&] { return rpu_of(*src.current(), "app") == 2u; }, kWait));
   // And a plain edit in the new target is seen too (the watch moved with the symlink).
   write(t.path() / "v2" / "config" / "app.yaml", rule("app", 3));
-  ASSERT_TRUE(wait_for([&] { return rpu_of(*src.current(), "app") == 3u; }));
+  ASSERT_TRUE(testing::eventually([&] { return rpu_of(*src.current(), "app") == 3u; }, kWait));
   EXPECT_EQ(load.misses.load(), 0u);
 }
 
@@ -273,12 +267,12 @@ TEST(ConfigDir, TheWatcherCallsOncePerChangeNotForEver) {
   auto watcher = DirectoryWatcher::start({t.path().string()}, [&] { ++calls; });
   ASSERT_TRUE(watcher.ok());
   write(t.path() / "a.yaml", rule("a", 2));
-  ASSERT_TRUE(wait_for([&] { return calls.load() >= 1; }));
+  ASSERT_TRUE(testing::eventually([&] { return calls.load() >= 1; }, kWait));
   // Ten quiet periods later, still one call (it was about one per 100 ms before the fix).
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_EQ(calls.load(), 1);
   write(t.path() / "a.yaml", rule("a", 3));
-  ASSERT_TRUE(wait_for([&] { return calls.load() >= 2; }));
+  ASSERT_TRUE(testing::eventually([&] { return calls.load() >= 2; }, kWait));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(calls.load(), 2);
 }
