@@ -146,15 +146,10 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
       RL_TRY_ASSIGN(c.trusted_proxies, TrustedProxies::parse(cidrs));
     }
     if (fa["client_header"]) {
-      std::string h;
-      RL_TRY_ASSIGN(h, p.string(fa["client_header"], "forward_auth.client_header"));
-      if (h == "x-forwarded-for") {
-        c.client_header = ClientHeader::kXForwardedFor;
-      } else if (h == "forwarded") {
-        c.client_header = ClientHeader::kForwarded;
-      } else {
-        return p.error(fa["client_header"], "forward_auth.client_header must be x-forwarded-for or forwarded");
-      }
+      RL_TRY_ASSIGN(c.client_header,
+                    p.one_of<ClientHeader>(fa["client_header"], "forward_auth.client_header",
+                                           {{"x-forwarded-for", ClientHeader::kXForwardedFor},
+                                            {"forwarded", ClientHeader::kForwarded}}));
     }
     if (fa["key_header"]) {
       RL_TRY_ASSIGN(c.forward_auth_key_header, p.string(fa["key_header"], "forward_auth.key_header"));

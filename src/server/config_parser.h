@@ -1,7 +1,8 @@
 // config_parser.h — the strict YAML reader every part of the configuration parser shares
-// (config.cc, config_regions.cc): "file:line: reason" errors, maps checked against their known
-// keys, scalars parsed by hand (no yaml-cpp conversions, which accept "0x10" or "1e3" as
-// integers and throw). Internal to src/server.
+// (src/server/config*.cc): "file:line: reason" errors, maps checked against their known keys,
+// scalars parsed by hand (no yaml-cpp conversions, which accept "0x10" or "1e3" as integers and
+// throw), and a string naming one of a fixed set read into its enum (one_of), so each such key
+// is refused with the same message form. Internal to src/server.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -78,6 +80,26 @@ class Parser {
   Result<std::string> string(const YAML::Node& n, std::string_view what) const {
     if (!n.IsScalar()) return error(n, std::string(what) + " must be a string");
     return n.Scalar();
+  }
+
+  // A string that must be one of `choices`' names; the value paired with it. Otherwise the
+  // error lists the names in the order given: "<what> must be a or b, got 'x'" ("a, b or c").
+  template <typename T>
+  Result<T> one_of(const YAML::Node& n, std::string_view what,
+                   std::initializer_list<std::pair<std::string_view, T>> choices) const {
+    auto s = string(n, what);
+    if (!s) return s.status();
+    for (const auto& [name, value] : choices) {
+      if (*s == name) return value;
+    }
+    std::string m = std::string(what) + " must be ";
+    size_t i = 0;
+    for (const auto& c : choices) {
+      if (i > 0) m += i + 1 == choices.size() ? " or " : ", ";
+      m += c.first;
+      ++i;
+    }
+    return error(n, m + ", got '" + *s + "'");
   }
 
   Result<int64_t> integer(const YAML::Node& n, std::string_view what, int64_t lo,

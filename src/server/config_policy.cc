@@ -125,11 +125,8 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
     } else {
       LeakyMode mode = LeakyMode::kPolice;
       if (n["mode"]) {
-        std::string m;
-        RL_TRY_ASSIGN(m, p.string(n["mode"], what + ".mode"));
-        if (m == "police") mode = LeakyMode::kPolice;
-        else if (m == "shape") mode = LeakyMode::kShape;
-        else return p.error(n["mode"], what + ".mode must be police or shape, got '" + m + "'");
+        RL_TRY_ASSIGN(mode, p.one_of<LeakyMode>(n["mode"], what + ".mode",
+                                                {{"police", LeakyMode::kPolice}, {"shape", LeakyMode::kShape}}));
       }
       policy = Policy::leaky_bucket(rate, burst, mode);
     }

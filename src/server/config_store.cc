@@ -57,10 +57,9 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
                                   "key_layout"}));
   if (n["denial_cache"]) RL_TRY(parse_denial_cache(p, n["denial_cache"], out.denial_cache));
   if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
-  std::string type;
-  RL_TRY_ASSIGN(type, p.string(n["type"], "store.type"));
-  if (type == "memory") {
-    out.type = StoreType::kMemory;
+  RL_TRY_ASSIGN(out.type, p.one_of<StoreType>(n["type"], "store.type",
+                                               {{"memory", StoreType::kMemory}, {"redis", StoreType::kRedis}}));
+  if (out.type == StoreType::kMemory) {
     for (const char* k : {"url", "connections", "pool", "connect_timeout", "command_timeout", "on_failure", "key_prefix",
                           "tls", "require_noeviction", "sentinel_user", "sentinel_password", "key_layout"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: redis");
@@ -80,8 +79,7 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
       RL_TRY_ASSIGN(v, p.integer(n["max_bytes"], "store.max_bytes", int64_t{1} << 20, int64_t{1} << 40));
       out.max_bytes = static_cast<size_t>(v);
     }
-  } else if (type == "redis") {
-    out.type = StoreType::kRedis;
+  } else {
     for (const char* k : {"max_keys", "max_bytes", "shards"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: memory");
     }
@@ -108,18 +106,13 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
     if (n["connect_timeout"]) RL_TRY_ASSIGN(out.connect_timeout, p.duration(n["connect_timeout"], "store.connect_timeout"));
     if (n["command_timeout"]) RL_TRY_ASSIGN(out.command_timeout, p.duration(n["command_timeout"], "store.command_timeout"));
     if (n["key_layout"]) {  // where envoyproxy/ratelimit-style counters live (RedisKeyLayout)
-      std::string l;
-      RL_TRY_ASSIGN(l, p.string(n["key_layout"], "store.key_layout"));
-      if (l == "native") out.key_layout = RedisKeyLayout::kNative;
-      else if (l == "envoy") out.key_layout = RedisKeyLayout::kEnvoy;
-      else return p.error(n["key_layout"], "store.key_layout must be native or envoy, got '" + l + "'");
+      RL_TRY_ASSIGN(out.key_layout,
+                    p.one_of<RedisKeyLayout>(n["key_layout"], "store.key_layout",
+                                             {{"native", RedisKeyLayout::kNative}, {"envoy", RedisKeyLayout::kEnvoy}}));
     }
     if (n["on_failure"]) {
-      std::string f;
-      RL_TRY_ASSIGN(f, p.string(n["on_failure"], "store.on_failure"));
-      if (f == "open") out.on_failure = FailurePolicy::kOpen;
-      else if (f == "closed") out.on_failure = FailurePolicy::kClosed;
-      else return p.error(n["on_failure"], "store.on_failure must be open or closed, got '" + f + "'");
+      RL_TRY_ASSIGN(out.on_failure, p.one_of<FailurePolicy>(n["on_failure"], "store.on_failure",
+                                                            {{"open", FailurePolicy::kOpen}, {"closed", FailurePolicy::kClosed}}));
     }
     if (n["key_prefix"]) {
       RL_TRY_ASSIGN(out.key_prefix, p.string(n["key_prefix"], "store.key_prefix"));
@@ -128,8 +121,6 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
         return p.error(n["key_prefix"], "store.key_prefix must not contain '{' or '}' (they would change the hash tag)");
       }
     }
-  } else {
-    return p.error(n["type"], "store.type must be memory or redis, got '" + type + "'");
   }
   return {};
 }

@@ -377,6 +377,22 @@ TEST(Config, StructuralErrors) {
   expect_error("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\nforward_auth: {key_header: \"X User\"}\n", "cfg.yaml:2: ", "header name");
 }
 
+// A key naming one of a fixed set (config_parser.h's one_of) is refused with its choices and the
+// value given, in one form for every such key.
+TEST(Config, AKeyOfAFixedSetNamesItsChoicesAndTheValueGiven) {
+  const std::string p = "policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n";
+  EXPECT_EQ(fails("store: {type: dynamo}\n" + p).message(), "cfg.yaml:1: store.type must be memory or redis, got 'dynamo'");
+  EXPECT_EQ(fails("store: {type: [memory]}\n" + p).message(), "cfg.yaml:1: store.type must be a string");
+  EXPECT_EQ(fails("store: {type: redis, key_layout: flat}\n" + p).message(),
+            "cfg.yaml:1: store.key_layout must be native or envoy, got 'flat'");
+  EXPECT_EQ(fails("store: {type: redis, on_failure: maybe}\n" + p).message(),
+            "cfg.yaml:1: store.on_failure must be open or closed, got 'maybe'");
+  EXPECT_EQ(fails("policies:\n  a: {algorithm: leaky_bucket, rate: 5, burst: 1, mode: queue}\n").message(),
+            "cfg.yaml:2: policy 'a'.mode must be police or shape, got 'queue'");
+  EXPECT_EQ(fails(p + "forward_auth: {client_header: x-real-ip}\n").message(),
+            "cfg.yaml:2: forward_auth.client_header must be x-forwarded-for or forwarded, got 'x-real-ip'");
+}
+
 TEST(Config, ForwardAuthClientIdentityAndDenyStatus) {
   auto c = parse_config("policies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n"
                         "forward_auth: {deny_status: 403, trusted_proxies: [127.0.0.1/32, \"::1\", fd00::/8], client_header: forwarded}\n",
