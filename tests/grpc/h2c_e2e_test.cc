@@ -127,6 +127,17 @@ policies:
   db: { algorithm: concurrency, limit: 1, lease_ttl: 60s, max_wait: 20s, max_queue: 10 }
 )";
 
+// The body of every request these tests send: key k of policy db.
+const std::string kDbOnK = R"({"key":"k","policy":"db"})";
+
+// Starts `d` on kWaitYaml and takes db's one lease over HTTP/1.1, so that the next request for it
+// waits; `holder` is that lease's id.
+void start_with_the_lease_held(e2e::Daemon& d, std::string& holder) {
+  ASSERT_TRUE(d.start(kWaitYaml)) << d.log();
+  holder = e2e::lease_id(e2e::http_post(d.port(), "/v1/leases", kDbOnK));
+  ASSERT_FALSE(holder.empty());
+}
+
 void expect_the_gone_waiter_cost_nothing(e2e::Daemon& d, const std::string& holder, int64_t cancelled) {
   ASSERT_TRUE(e2e::wait_metric(d.port(), "ratelimitd_wait_cancelled_total", cancelled)) << "the server saw the stream go";
   EXPECT_EQ(e2e::metric_value(d.port(), "ratelimitd_wait_waiting"), 0);
@@ -136,7 +147,7 @@ void expect_the_gone_waiter_cost_nothing(e2e::Daemon& d, const std::string& hold
     r = c.request("DELETE", "/v1/leases/" + holder);
   }
   ASSERT_EQ(r.status, 200U);
-  EXPECT_EQ(e2e::http_post(d.port(), "/v1/peek", R"({"key":"k","policy":"db"})").json().at("remaining").as_int64(), 1)
+  EXPECT_EQ(e2e::http_post(d.port(), "/v1/peek", kDbOnK).json().at("remaining").as_int64(), 1)
       << "the gone waiter must not have taken the freed lease";
   const std::string m = e2e::http_get(d.port(), "/metrics").body;
   EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"db\",outcome=\"allowed\"} 1\n"), std::string::npos) << m;
@@ -147,17 +158,16 @@ void expect_the_gone_waiter_cost_nothing(e2e::Daemon& d, const std::string& hold
 
 TEST(H2cE2e, AWaitingStreamResetByTheClientLeavesTheQueue) {
   e2e::Daemon d;
-  ASSERT_TRUE(d.start(kWaitYaml)) << d.log();
-  const std::string holder = e2e::lease_id(e2e::http_post(d.port(), "/v1/leases", R"({"key":"k","policy":"db"})"));
-  ASSERT_FALSE(holder.empty());
+  std::string holder;
+  ASSERT_NO_FATAL_FAILURE(start_with_the_lease_held(d, holder));
   SocketClient c(d.port());
-  const int32_t id = c.client.request("/v1/leases", kJson, R"({"key":"k","policy":"db"})");
+  const int32_t id = c.client.request("/v1/leases", kJson, kDbOnK);
   c.flush();
   ASSERT_TRUE(e2e::wait_metric(d.port(), "ratelimitd_wait_queued_total", 1));
   nghttp2_submit_rst_stream(c.client.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
   c.flush();
   expect_the_gone_waiter_cost_nothing(d, holder, 1);
-  const int32_t next = c.client.request("/v1/peek", kJson, R"({"key":"k","policy":"db"})");
+  const int32_t next = c.client.request("/v1/peek", kJson, kDbOnK);
   ASSERT_TRUE(c.until([&] { return c.client.responses[next].closed; }));
   EXPECT_EQ(c.client.responses[next].headers[":status"], "200") << "the connection serves on";
   EXPECT_FALSE(c.client.responses[id].headers.contains(":status")) << "no answer on the reset stream";
@@ -165,13 +175,12 @@ TEST(H2cE2e, AWaitingStreamResetByTheClientLeavesTheQueue) {
 
 TEST(H2cE2e, AWaitingStreamWhoseConnectionClosesLeavesTheQueue) {
   e2e::Daemon d;
-  ASSERT_TRUE(d.start(kWaitYaml)) << d.log();
-  const std::string holder = e2e::lease_id(e2e::http_post(d.port(), "/v1/leases", R"({"key":"k","policy":"db"})"));
-  ASSERT_FALSE(holder.empty());
+  std::string holder;
+  ASSERT_NO_FATAL_FAILURE(start_with_the_lease_held(d, holder));
   {
     SocketClient c(d.port());
-    c.client.request("/v1/leases", kJson, R"({"key":"k","policy":"db"})");
-    c.client.request("/v1/leases", kJson, R"({"key":"k","policy":"db"})");
+    c.client.request("/v1/leases", kJson, kDbOnK);
+    c.client.request("/v1/leases", kJson, kDbOnK);
     c.flush();
     ASSERT_TRUE(e2e::wait_metric(d.port(), "ratelimitd_wait_queued_total", 2));
   }  // the client closes its socket with two streams waiting
