@@ -28,6 +28,7 @@ RATELIMIT_TEST_PACKAGES=(
   python3-redis python3-fastapi python3-starlette python3-uvicorn python3-flask python3-httpx
   golang-go golang-github-gomodule-redigo-dev
   default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
+  util-linux  # setpriv --pdeathsig: the client tests' servers die with them (Essential in Debian)
 )
 RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}")
 # The peers of the benchmarks (bench/peers, docs/BENCHMARKS.md): not needed to build or test.

@@ -1,9 +1,10 @@
 // support.ts — what the tests start: a throwaway redis-server and a real ratelimitd (the
-// project's build), on free loopback ports, each stopped by pid; every wait bounded.
+// project's build), on free loopback ports, each stopped by pid; every wait bounded; each dies
+// with this process however it dies (dyingWithUs).
 // Environment: RATELIMIT_TEST_REDIS_URL (a Redis to share; else one is started),
 // RATELIMIT_BIN_DIR (ratelimitd), RATELIMIT_REDIS_LIBRARY (the library file or its directory),
 // RATELIMIT_VECTORS_DIR (tests/vectors).
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess, SpawnOptions, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
@@ -40,6 +41,15 @@ export async function waitPort(port: number, proc: ChildProcess, what: string, m
   throw new Error(`${what} did not listen on ${port} within ${ms} ms`);
 }
 
+/** `cmd args` as a child that the kernel SIGKILLs when this process dies, however it dies (a
+ *  runner killed by a timeout runs no `after` hook, and an orphaned redis-server or ratelimitd
+ *  holds its port and files): util-linux's setpriv sets PR_SET_PDEATHSIG and execs the server,
+ *  so the pid we stop is the server's own. The signal follows the *thread* that forked; Node
+ *  forks from its main thread, which lives as long as the process. */
+function dyingWithUs(cmd: string, args: string[], options: SpawnOptions): ChildProcess {
+  return spawn('setpriv', ['--pdeathsig', 'KILL', '--', cmd, ...args], options);
+}
+
 export interface Started { url: string; port: number; stop: () => Promise<void>; proc: ChildProcess }
 
 async function stop(proc: ChildProcess): Promise<void> {
@@ -55,7 +65,7 @@ async function stop(proc: ChildProcess): Promise<void> {
 export async function startRedis(): Promise<Started> {
   const port = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-redis-'));
-  const proc = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  const proc = dyingWithUs('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
   await waitPort(port, proc, 'redis-server');
   return { url: `redis://127.0.0.1:${port}/0`, port, proc, stop: async () => { await stop(proc); fs.rmSync(dir, { recursive: true, force: true }); } };
 }
@@ -74,7 +84,7 @@ export async function startRatelimitd(yaml: string): Promise<Started> {
   const config = path.join(dir, 'ratelimit.yaml');
   fs.writeFileSync(config, `listen: 127.0.0.1:${port}\n${yaml}`);
   const bin = path.join(BIN_DIR, 'ratelimitd');
-  const proc = spawn(bin, ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = dyingWithUs(bin, ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   proc.stderr!.on('data', (b) => { log += b; });
   try {
@@ -97,4 +107,17 @@ export async function inFlight<T, R>(items: T[], width: number, fn: (t: T) => Pr
   };
   await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
   return out;
+}
+
+/** Returns when a `windowUs` window has at least `roomMs` left, sleeping past the boundary
+ *  when it lacks it (to 50 ms after it: a known instant, not a guess). fixed_window and
+ *  sliding_window_counter count in windows aligned to the Unix epoch on Redis' clock (this
+ *  machine's: the tests use loopback Redis), so a test asserting exact counts on the server's
+ *  clock flips when a boundary falls mid-count: the count resets or is reweighted. A test calls
+ *  it just before it counts, with `roomMs` its own generous bound on how long the counting takes.
+ *  As e6ba94f did for tests/server/e2e_regions_test.cc's hour windows. */
+export async function awaitWindowRoom(windowUs: number, roomMs: number): Promise<void> {
+  if (roomMs * 1000 >= windowUs) throw new Error('awaitWindowRoom: room must be below the window');
+  const leftMs = (windowUs - ((Date.now() * 1000) % windowUs)) / 1000;
+  if (leftMs < roomMs) await new Promise((r) => setTimeout(r, leftMs + 50));
 }
