@@ -8,6 +8,7 @@
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 #include "store_test_util.h"
+#include "window_room.h"
 
 namespace ratelimit {
 namespace {
@@ -42,6 +43,9 @@ TEST(DenialCacheRedis, TenOfTwoHundredAtFiftyInFlightAndRepeatsCostNoRoundTrip) 
              : a == Algorithm::kTokenBucket ? Policy::token_bucket(1e-6, 10).value()
                                             : Policy::leaky_bucket(1e-6, 10).value();
     p = p.with_name(std::string("p_") + algorithm_name(a)).value();
+    // The 10 min windows are aligned to Redis' clock: a boundary between the two rounds would
+    // admit 10 more. The rounds take well under a second; they start with 30 s of it left.
+    testing::await_window_room(p, std::chrono::seconds(30));
     const std::string key = "hot";
     auto first = fire(200, 50, [&](auto done) { cache->acquire_async(p, key, 1, done); });
     ASSERT_TRUE(first.finished);
@@ -75,6 +79,7 @@ TEST(DenialCacheRedis, ResetThroughTheCacheIsHonouredAtOnce) {
   ASSERT_NE(redis, nullptr);
   auto cache = DenialCache::wrap(redis).value();
   const Policy p = Policy::fixed_window(1, Micros{600'000'000}).value().with_name("r").value();
+  testing::await_window_room(p, std::chrono::seconds(5));  // one Redis window for all (above)
   ASSERT_TRUE(cache->acquire(p, "k")->allowed);
   ASSERT_FALSE(cache->acquire(p, "k")->allowed);
   ASSERT_FALSE(cache->acquire(p, "k")->allowed);
@@ -95,6 +100,7 @@ TEST(DenialCacheRedis, ResetThroughAnotherInstanceIsSeenAfterMaxTtl) {
   o.max_ttl = Micros{500'000};
   auto cache = DenialCache::wrap(redis, o).value();
   const Policy p = Policy::fixed_window(1, Micros{600'000'000}).value().with_name("o").value();
+  testing::await_window_room(p, std::chrono::seconds(5));  // one Redis window for all (above)
   ASSERT_TRUE(cache->acquire(p, "k")->allowed);
   ASSERT_FALSE(cache->acquire(p, "k")->allowed);
   ASSERT_TRUE(other->reset(p, "k").is_ok());

@@ -25,6 +25,7 @@
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 #include "rls_client.h"
+#include "window_room.h"
 
 namespace ratelimit::grpc_api {
 namespace {
@@ -45,6 +46,10 @@ descriptors:
 struct Rig {
   explicit Rig(std::shared_ptr<Store> store, rls::ServiceOptions options = {})
       : decisions(store, nullptr), rules("", false, rls::LoadOptions{}) {
+    // The rules count per minute and per hour in windows aligned to the clock (the memory
+    // store's SystemClock, Redis' TIME): a boundary mid-test would give counts back. A test
+    // here takes well under 10 s; it starts with 10 s of the minute and the hour left.
+    testing::await_window_room({std::chrono::seconds(60), std::chrono::hours(1)}, std::chrono::seconds(10));
     std::vector<rls::SourceFile> files = {{"config.yaml", kConfig}};
     auto loaded = rls::RuleSet::load(files);
     EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();

@@ -25,6 +25,7 @@
 #include "h2_client.h"
 #include "ratelimit/memory_store.h"
 #include "rls_client.h"
+#include "window_room.h"
 #include "rls_service.h"
 #include "rls_stats.h"
 
@@ -97,6 +98,10 @@ descriptors:
 struct Rig {
   explicit Rig(h2::ConnectionOptions connection = {})
       : decisions(std::make_shared<MemoryStore>(), nullptr), rules("", false, rls::LoadOptions{}) {
+    // The rules count per minute and per hour in windows aligned to the clock (the memory
+    // store's SystemClock, Redis' TIME): a boundary mid-test would give counts back. A test
+    // here takes well under 10 s; it starts with 10 s of the minute and the hour left.
+    testing::await_window_room({std::chrono::seconds(60), std::chrono::hours(1)}, std::chrono::seconds(10));
     std::vector<rls::SourceFile> files = {{"config.yaml", kConfig}};
     auto loaded = rls::RuleSet::load(files);
     EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();

@@ -15,6 +15,7 @@
 
 #include "daemon.h"
 #include "rls_client.h"
+#include "window_room.h"
 
 namespace ratelimit::grpc_test {
 
@@ -25,7 +26,12 @@ struct Server {
   std::shared_ptr<::grpc::Channel> channel;
   std::unique_ptr<RateLimitService::Stub> stub;
 
+  // Starts ratelimitd on `yaml` once the clock's minute, hour and day have 10 s left: the e2e
+  // configurations count per minute, hour and day, in windows aligned to the clock, and a
+  // boundary mid-test would give counts back (a test here takes well under 10 s).
   bool start(const std::string& yaml) {
+    testing::await_window_room({std::chrono::seconds(60), std::chrono::hours(1), std::chrono::hours(24)},
+                               std::chrono::seconds(10));
     if (!daemon.start(yaml)) {
       ADD_FAILURE() << "ratelimitd did not start:\n" << daemon.log();
       return false;

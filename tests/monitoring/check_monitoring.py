@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import die_with_parent, free_port  # noqa: E402
+from loopback import await_window_room, die_with_parent, free_port  # noqa: E402
 
 MODE, SRC, BIN = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
 MON = os.path.join(SRC, "examples/monitoring")
@@ -113,6 +113,7 @@ def scrape_all(work):
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(p)
             wait_http(port, "/healthz", p)
+            await_window_room([60], 5)  # "api"'s 60 s window is the clock's minute: both in one
             for _ in range(2):  # one admitted, one denied
                 request(port, "POST", "/v1/acquire", '{"key":"k","policy":"api"}')
             status, text = request(port, "GET", "/metrics")

@@ -12,6 +12,7 @@
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 #include "store_test_util.h"
+#include "window_room.h"
 
 namespace ratelimit::testing {
 namespace {
@@ -82,11 +83,9 @@ TEST(EnvoyCounter, TheStoreSharesItsCountWithEnvoysCommands) {
   const Policy p = Policy::fixed_window_every_hit(10, std::chrono::seconds(3600))
                        .value().with_name("rls:every_hit:HOUR").value();
   // envoyproxy/ratelimit's hits: INCRBY then EXPIRE on its key for this hour.
-  int64_t now_s = SystemClock::instance().now().count() / 1'000'000;
-  if (now_s % 3600 > 3590) {  // stay within one hour's window: wait (at most 10 s) for the next
-    std::this_thread::sleep_for(std::chrono::seconds(3601 - now_s % 3600));
-    now_s = SystemClock::instance().now().count() / 1'000'000;
-  }
+  // Stay within one hour's window: start with at least 10 s of it left (else in the next).
+  await_window_room(p, std::chrono::seconds(10));
+  const int64_t now_s = SystemClock::instance().now().count() / 1'000'000;
   const std::string key = base + std::to_string(now_s / 3600 * 3600);
   for (int i = 0; i < 4; ++i) {
     ASSERT_EQ(client->command({"INCRBY", key, "1"})->integer, i + 1);

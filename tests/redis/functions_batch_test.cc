@@ -23,6 +23,7 @@
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 #include "store_test_util.h"
+#include "window_room.h"
 #include "vectors.h"
 
 namespace ratelimit::testing {
@@ -55,6 +56,9 @@ void vectors_and_exactness(RedisStoreOptions o, bool expect_functions) {
   ASSERT_NE(live, nullptr);
   EXPECT_EQ(live->uses_functions(), expect_functions);
   for (const Policy& p : limit_ten_policies()) {
+    // fw10 and swc10: 60 s windows on Redis' clock; a minute boundary mid-round would admit
+    // 20. A round takes well under a second; it starts with 10 s of the minute left.
+    await_window_room(p, seconds(10));
     auto r = fire(200, 50, [&](auto done) { live->acquire_async(p, "hot", 1, std::move(done)); });
     ASSERT_TRUE(r.finished) << p.name();
     EXPECT_EQ(r.allowed, 10) << p.name();
@@ -103,6 +107,9 @@ TEST(RedisFunctions, FunctionFlushMidRunIsInvisibleAndCountsStayExact) {
   ASSERT_TRUE(store->uses_functions());
   const auto before = store->counters();
   const Policy p = named(Policy::fixed_window(500, seconds(60)), "fw500");
+  // Four waves in one 60 s window on Redis' clock: a minute boundary between them would admit
+  // more than 500. They take well under a second; they start with 10 s of the minute left.
+  await_window_room(p, seconds(10));
   int allowed = 0;
   for (int wave = 0; wave < 4; ++wave) {
     std::thread flusher([&] {
@@ -211,6 +218,7 @@ TEST(RedisBatching, MaxBatchOneSendsEveryDecisionAlone) {
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
   const Policy p = named(Policy::fixed_window(10, seconds(60)), "fw10");
+  await_window_room(p, seconds(10));  // one minute on Redis' clock for all 200 (as above)
   auto r = fire(200, 50, [&](auto done) { store->acquire_async(p, "hot", 1, std::move(done)); });
   ASSERT_TRUE(r.finished);
   EXPECT_EQ(r.allowed, 10);

@@ -13,6 +13,7 @@
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
 #include "store_test_util.h"
+#include "window_room.h"
 
 namespace ratelimit::testing {
 namespace {
@@ -120,6 +121,9 @@ TEST(RedisAcl, ReadmeUserIsEnough) {
       Policy::sliding_window_counter(3, seconds(60))->with_name("swc").value(),
       Policy::token_bucket(1, 3)->with_name("tb").value(),
       Policy::leaky_bucket(1, 3)->with_name("lb").value()};
+  // fw and swc count in 60 s windows on Redis' clock (aligned to the minute): a boundary among
+  // the five calls would admit a fifth. They take milliseconds; 5 s of the minute is left.
+  await_window_room(policies, seconds(5));
   for (const auto& p : policies) {
     int allowed = 0;
     for (int i = 0; i < 5; ++i) {

@@ -16,6 +16,7 @@
 #include "script_codec.h"
 #include "store_test_util.h"
 #include "vectors.h"
+#include "window_room.h"
 
 namespace ratelimit::testing {
 namespace {
@@ -134,6 +135,9 @@ TEST_F(RedisStoreTest, AcquireAllIsAllOrNothing) {
   ASSERT_NE(store, nullptr);
   std::vector<Policy> ps = {named(Policy::fixed_window(2, seconds(60)), "small"),
                             named(Policy::sliding_window_log(5, seconds(60)), "big")};
+  // "small" is a 60 s fixed window on Redis' clock (aligned to the minute): a boundary between
+  // these calls would give its units back. They take milliseconds; 5 s of the minute is left.
+  await_window_room(ps, seconds(5));
   for (int i = 0; i < 2; ++i) {
     auto d = store->acquire_all(ps, "u", 1);
     ASSERT_TRUE(d.ok());
@@ -171,6 +175,9 @@ TEST_F(RedisStoreTest, ExactlyTenOf200With50InFlightForEveryAlgorithm) {
   auto store = must_connect(o);
   ASSERT_NE(store, nullptr);
   for (const Policy& p : limit_ten_policies()) {
+    // fw10 and swc10 count in 60 s windows on Redis' clock (aligned to the minute): a boundary
+    // mid-round would admit 20. A round takes well under a second; it starts with 10 s left.
+    await_window_room(p, seconds(10));
     auto r = fire(200, 50, [&](auto done) { store->acquire_async(p, "hot", 1, std::move(done)); });
     ASSERT_TRUE(r.finished) << p.name();
     EXPECT_EQ(r.allowed, 10) << p.name();
@@ -197,6 +204,9 @@ TEST_F(RedisStoreTest, ScriptFlushMidRunIsInvisibleAndCountsStayExact) {
                : base.algorithm() == Algorithm::kTokenBucket
                    ? named(Policy::token_bucket(1e-6, 500), "tb500")
                    : named(Policy::leaky_bucket(1e-6, 500), "lb500");
+    // Four waves of one 60 s window on Redis' clock (fw500, swc500): a minute boundary between
+    // them would admit more than 500. They take well under a second; 10 s of the minute left.
+    await_window_room(p, seconds(10));
     int allowed = 0;
     for (int wave = 0; wave < 4; ++wave) {
       std::thread flusher([&] {
@@ -310,6 +320,9 @@ TEST_F(RedisStoreTest, EveryWriteSetsATtlAndIdleKeysDisappear) {
     // A peek on a fresh key writes nothing.
     ASSERT_TRUE(store->peek(c.policy, "idle").ok());
     EXPECT_EQ(client_->command({"EXISTS", key})->integer, 0) << c.policy.name();
+    // A fixed window's TTL ends with its window (200 ms, aligned to Redis' clock): the PTTL
+    // below must come before that end, so the acquires start with 150 ms of it left.
+    if (c.policy.algorithm() == Algorithm::kFixedWindow) await_window_room(c.policy, milliseconds(150));
     for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->acquire(c.policy, "idle")->allowed);
     std::vector<std::string> keys = {key};
     if (c.policy.algorithm() == Algorithm::kSlidingWindowLog) keys.push_back(key + "#log");
@@ -343,6 +356,9 @@ TEST_F(RedisStoreTest, HostileKeysAreStoredSafelyOrRejected) {
       "}{",           "{plain}",           "plain}:once",   "%7B",        "%7Bplain%7D",
       "%",            "%25",               "\xff\xfe\x80",  "\xc3\x28",   std::string("nul\0x", 5),
       "*",            "?",                 "[a-z]",         "#log",       std::string(512, 'k')};
+  // "once" is a 60 s fixed window on Redis' clock: a minute boundary between the two rounds
+  // would admit the second. They take milliseconds; 5 s of the minute is left.
+  await_window_room(p, seconds(5));
   for (const auto& k : keys) {
     auto d = store->acquire(p, k);
     ASSERT_TRUE(d.ok()) << d.status().to_string();
@@ -474,6 +490,9 @@ TEST(RedisStoreConfig, AuthSelectAndUnixSocket) {
 
   // Password with a percent-escape; database 3: the key lands there.
   o.url = "redis://:s3cr%25t@" + hostport + "/3";
+  // p is a 60 s fixed window on Redis' clock: the denial over the unix socket below must fall
+  // in the same minute as this acquire. Milliseconds apart; 5 s of the minute is left.
+  await_window_room(p, seconds(5));
   auto good = RedisStore::connect(o);
   ASSERT_TRUE(good.ok()) << good.status().to_string();
   EXPECT_TRUE((*good)->acquire(p, "in-db-3")->allowed);

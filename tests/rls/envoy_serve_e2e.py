@@ -32,7 +32,7 @@ usage: envoy_serve_e2e.py memory|redis|reload|refused|env|mixed BIN_DIR
 import http.client, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../support"))
-from loopback import die_with_parent, free_port, listening, wait_for  # noqa: E402
+from loopback import await_window_room, die_with_parent, free_port, listening, wait_for  # noqa: E402
 
 SCENARIO, BIN = sys.argv[1], sys.argv[2]
 RATELIMITD = os.path.join(BIN, "ratelimitd")
@@ -679,6 +679,11 @@ def scenario_env(work):
 
 def main():
     work = tempfile.mkdtemp(prefix=f"envoy-serve-{SCENARIO}-")
+    # The descriptors count per minute and per hour in windows aligned to the clock (in
+    # ratelimitd and in Redis): a boundary mid-scenario gives counts back. A scenario takes
+    # 3-7 s here; it starts with 20 s of the minute and the hour left (once, before any daemon:
+    # a wait between two daemons of one scenario would be the boundary it avoids).
+    await_window_room([60, 3600], 20)
     try:
         {"memory": scenario_memory, "redis": scenario_redis, "reload": scenario_reload,
          "refused": scenario_refused, "env": scenario_env, "mixed": scenario_mixed}[SCENARIO](work)

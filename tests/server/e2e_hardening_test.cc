@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "daemon.h"
+#include "window_room.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -155,6 +156,10 @@ const char* kPolicies = R"(policies:
 class Hardening : public ::testing::Test {
  protected:
   void start(const std::string& extra_yaml = "") {
+    // "one" is a 60 s fixed window aligned to the clock's minute: across a boundary a key's
+    // unit comes back, and "untouched" or "429 after" would be checked against a fresh window.
+    // A test here takes well under a second; it starts with at least 5 s of its minute left.
+    testing::await_window_room(std::chrono::seconds(60), std::chrono::seconds(5));
     ASSERT_TRUE(d.start(std::string(kPolicies) + extra_yaml)) << d.log();
   }
   // A peek answers what an acquire would: 200 while the key's one unit is unspent, 429 after.

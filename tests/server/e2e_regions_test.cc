@@ -23,6 +23,7 @@
 #include "daemon.h"
 #include "delay_proxy.h"
 #include "redis_server.h"
+#include "window_room.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -60,10 +61,7 @@ struct Regions {
     // The policies' 1 h fixed windows are aligned to the clock's hour: a test that runs across
     // an hour boundary sees every count reset mid-test (a full run at 06:59:55 did). A test
     // takes seconds, so one starting in an hour's last 60 s starts after the boundary instead.
-    const auto into_hour = std::chrono::system_clock::now().time_since_epoch() % std::chrono::hours(1);
-    if (into_hour > std::chrono::minutes(59)) {
-      std::this_thread::sleep_for(std::chrono::hours(1) - into_hour + std::chrono::seconds(1));
-    }
+    testing::await_window_room(std::chrono::hours(1), std::chrono::seconds(60));
     ASSERT_TRUE(a.start().is_ok());
     ASSERT_TRUE(b.start().is_ok());
     ASSERT_TRUE(to_eu.start(a.port()).is_ok());

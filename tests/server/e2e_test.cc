@@ -14,6 +14,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "daemon.h"
+#include "window_room.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -38,6 +39,10 @@ int64_t num(const json::value& v, const char* k) { return v.at(k).as_int64(); }
 class E2E : public ::testing::Test {
  protected:
   void start(const std::string& yaml = kBase, const std::vector<std::string>& extra = {}) {
+    // The fixed windows (60 s) are aligned to the clock's minute: a test that ran across a
+    // minute boundary would see its counts reset ("one" admitting twice). A test here takes
+    // well under a second; it starts with at least 5 s of its minute left.
+    testing::await_window_room(std::chrono::seconds(60), std::chrono::seconds(5));
     ASSERT_TRUE(d.start(yaml, extra)) << d.log();
   }
   uint16_t port() const { return d.port(); }

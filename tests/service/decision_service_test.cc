@@ -15,6 +15,7 @@
 #include "ratelimit/memory_store.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
+#include "window_room.h"
 
 namespace ratelimit::service {
 namespace {
@@ -83,6 +84,10 @@ struct Fixture {
 
 // Every scenario, on any store. `inline_store`: the store answers inline.
 void run_scenarios(std::shared_ptr<Store> store, bool inline_store, const std::string& prefix) {
+  // The rules are 60 s fixed windows on the real clock (the memory store's SystemClock, Redis'
+  // TIME), aligned to the minute: a boundary mid-run would give their units back. The
+  // scenarios take milliseconds; they start with 5 s of the minute left.
+  testing::await_window_room(std::chrono::seconds(60), std::chrono::seconds(5));
   CountingObserver observer;
   DecisionService service(store, &observer);
   Fixture f(prefix);
@@ -220,6 +225,9 @@ TEST(DecisionService, RedisExactUnderConcurrency) {
   RuleCounters c;
   Snapshot snap;
   snap.rules.emplace("ten", Rule{fixed(10, "ten"), false, &c});
+  // A 60 s window on Redis' clock: a minute boundary mid-run would admit 20. The 200
+  // decisions take well under a second; they start with 10 s of the minute left.
+  testing::await_window_room(std::chrono::seconds(60), std::chrono::seconds(10));
   DecisionService service(store, nullptr);
   std::atomic<int> allowed{0}, answered{0};
   std::vector<std::thread> threads;

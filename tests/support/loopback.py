@@ -1,6 +1,6 @@
 """loopback.py — the small helpers every Python test and bench script of this repository needs
 to run real processes on this machine: a free loopback port, a bounded wait, "does anything
-listen there".
+listen there", and a start with room left in the clock's rate-limit windows.
 
 Why one module: these lines were copied into six scripts (tests/fault, tests/monitoring,
 tests/proxies, tests/docs, tests/rls, tools/sim) and had begun to drift. A script imports it by
@@ -55,3 +55,21 @@ def die_with_parent():
     killed by a ctest timeout leaves no server holding ports, files or the quiet lock. The
     signal follows the *thread* that started the child: start servers from the main thread."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def await_window_room(windows_s, room_s):
+    """Returns when each window (seconds; fixed_window, sliding_window_counter and Envoy's
+    per-unit counters count in windows aligned to the Unix epoch on the wall clock, in
+    ratelimitd and in Redis alike) has at least `room_s` seconds left, sleeping past the
+    nearest boundary that lacks it. A script that asserts exact counts calls it before it
+    counts, with `room_s` its own generous bound on how long the counting takes: else a
+    boundary mid-count (at certain times of day) gives the units back. The Python twin of
+    tests/support/window_room.h."""
+    if any(room_s >= w for w in windows_s):
+        raise ValueError("await_window_room: room must be below the window")
+    for _ in range(len(windows_s) + 1):
+        now = time.time()
+        lacking = [w - now % w for w in windows_s if w - now % w < room_s]
+        if not lacking:
+            return
+        time.sleep(min(lacking) + 0.05)  # a known instant, not a guess: 50 ms past the boundary
