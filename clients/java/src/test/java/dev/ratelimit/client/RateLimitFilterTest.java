@@ -5,7 +5,8 @@
 // ratelimitd down. A plain main (no test framework is packaged with this JDK setup): every
 // check failing is counted, exit 1 if any.
 // Arguments: none; environment RATELIMIT_BIN_DIR, RATELIMIT_TEST_REDIS_URL (else a redis-server
-// is started). Every process is stopped by handle; every wait is bounded.
+// is started). Every process is stopped by handle, and dies with this JVM however it dies
+// (start); every wait is bounded.
 package dev.ratelimit.client;
 
 import java.io.IOException;
@@ -64,6 +65,31 @@ public final class RateLimitFilterTest {
     throw new IllegalStateException(what + " did not listen on " + port + " within 10 s");
   }
 
+  /** The one thread that starts processes: a daemon that lives as long as the JVM. */
+  static final ExecutorService SPAWNER = Executors.newSingleThreadExecutor(r -> {
+    Thread t = new Thread(r, "spawner");
+    t.setDaemon(true);
+    return t;
+  });
+
+  /** Starts `pb`'s command as a child that the kernel SIGKILLs when this JVM dies, however it
+   *  dies (a runner killed by a timeout runs no finally, and an orphaned redis-server or
+   *  ratelimitd holds its port and files): util-linux's setpriv sets PR_SET_PDEATHSIG and execs
+   *  the command, so the Process is the server's own pid. The signal follows the *thread* that
+   *  forked (ProcessBuilder forks from the calling thread), and fires when that thread ends even
+   *  if the JVM lives on: every start goes through SPAWNER, whose one thread ends only with the
+   *  JVM, whichever thread asks. */
+  static Process start(ProcessBuilder pb) throws Exception {
+    List<String> cmd = new ArrayList<>(List.of("setpriv", "--pdeathsig", "KILL", "--"));
+    cmd.addAll(pb.command());
+    pb.command(cmd);
+    try {
+      return SPAWNER.submit(pb::start).get(30, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw e.getCause() instanceof Exception c ? c : e;
+    }
+  }
+
   static void stop(Process p) throws InterruptedException {
     if (p == null) return;
     p.destroy();
@@ -91,8 +117,8 @@ public final class RateLimitFilterTest {
   }
 
   static Process startRedis(Path dir, int port) throws Exception {
-    Process p = new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "" + port, "--save", "", "--appendonly", "no",
-        "--dir", dir.toString()).redirectErrorStream(true).redirectOutput(dir.resolve("redis-" + port + ".log").toFile()).start();
+    Process p = start(new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "" + port, "--save", "", "--appendonly", "no",
+        "--dir", dir.toString()).redirectErrorStream(true).redirectOutput(dir.resolve("redis-" + port + ".log").toFile()));
     waitPort(port, p, "redis-server");
     return p;
   }
@@ -104,8 +130,8 @@ public final class RateLimitFilterTest {
     Files.writeString(config, "listen: 127.0.0.1:" + port + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
         + RUN + ":\", on_failure: " + onFailure + ", command_timeout: 5s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
     String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
-    Process p = new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString()).redirectErrorStream(true)
-        .redirectOutput(dir.resolve("ratelimitd-" + port + ".log").toFile()).start();
+    Process p = start(new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString()).redirectErrorStream(true)
+        .redirectOutput(dir.resolve("ratelimitd-" + port + ".log").toFile()));
     waitPort(port, p, "ratelimitd");
     return p;
   }
