@@ -21,12 +21,12 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
-#include "mutex.h"
+#include "background_thread.h"
 #include "key_state.h"
+#include "mutex.h"
 
 namespace ratelimit {
 namespace {
@@ -82,10 +82,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   std::atomic<int64_t> offset_us{0};  // the store's clock minus ours, from the last reply
   std::atomic<int64_t> earliest_due{0};  // local time before which no key has work
 
-  Mutex ticker_mu;
-  std::condition_variable ticker_wake;
-  bool stopping RL_GUARDED_BY(ticker_mu) = false;
-  std::thread ticker;
+  BackgroundThread ticker;  // run_ticker(); due_by() wakes it
 
   // Calls in flight, for flush().
   Mutex flight_mu;
@@ -172,12 +169,12 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   }
 
   void run_ticker() {
-    MutexLock lock(ticker_mu);
-    while (!stopping) {
+    MutexLock lock(ticker.mu);
+    while (!ticker.stopping) {
       const int64_t wait =
           std::clamp<int64_t>(earliest_due.load(std::memory_order_relaxed) - now(), 500, 100'000);
-      lock.wait_for(ticker_wake, std::chrono::microseconds(wait));
-      if (stopping) break;
+      lock.wait_for(ticker.wake, std::chrono::microseconds(wait));
+      if (ticker.stopping) break;
       lock.unlock();
       tick();
       lock.lock();
@@ -188,8 +185,8 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
   void due_by(int64_t due) {
     if (due >= earliest_due.load(std::memory_order_relaxed)) return;
     earliest_due.store(due, std::memory_order_relaxed);
-    MutexLock lock(ticker_mu);  // no lost wake-up: the thread waits holding it
-    ticker_wake.notify_one();
+    MutexLock lock(ticker.mu);  // no lost wake-up: the thread waits holding it
+    ticker.wake.notify_one();
   }
 
   // Everything held goes back to the store now.
@@ -277,7 +274,7 @@ Result<std::shared_ptr<DistributedStore>> DistributedStore::wrap(
   if (options.clock != nullptr) core->clock = options.clock;
   core->inner = inner;
   core->shared = std::move(shared);
-  core->ticker = std::thread([c = core.get()] { c->run_ticker(); });
+  core->ticker.start([c = core.get()] { c->run_ticker(); });
   return std::shared_ptr<DistributedStore>(new DistributedStore(std::move(inner), std::move(core)));
 }
 
@@ -285,12 +282,7 @@ DistributedStore::DistributedStore(std::shared_ptr<Store> inner, std::shared_ptr
     : core_(std::move(core)), inner_(std::move(inner)) {}
 
 DistributedStore::~DistributedStore() {
-  {
-    MutexLock lock(core_->ticker_mu);
-    core_->stopping = true;
-  }
-  core_->ticker_wake.notify_all();
-  core_->ticker.join();
+  core_->ticker.stop();
   core_->flush_all();
   core_->wait_flights(core_->options.flush_timeout);
 }

@@ -9,15 +9,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "background_thread.h"
 #include "mutex.h"
 #include "ratelimit/region_store.h"
 
@@ -54,12 +53,9 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
 
   std::atomic<uint64_t> decisions{0}, capped{0}, denied_by_others{0}, untracked{0};
 
-  Mutex wake_mu;
-  std::condition_variable wake;
-  bool stopping RL_GUARDED_BY(wake_mu) = false;
+  BackgroundThread exchange;  // run(), unless options.run_exchange is false
   // A key was added: read it now rather than at the next round.
-  bool new_key RL_GUARDED_BY(wake_mu) = false;
-  std::thread exchange;
+  bool new_key RL_GUARDED_BY(exchange.mu) = false;
 
   static int64_t steady_us();
   static std::string map_key(const Policy& policy, std::string_view key);

@@ -10,6 +10,7 @@
 // once each, outside the lock.
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "mutex.h"
 #include "region_core.h"
@@ -30,13 +31,13 @@ std::string ms(int64_t us) { return std::to_string(us / 1000) + " ms"; }
 }  // namespace
 
 void RegionStore::Core::run() {
-  MutexLock lock(wake_mu);
+  MutexLock lock(exchange.mu);
   auto next = std::chrono::steady_clock::now();
   auto last_early = next - std::chrono::seconds(1);
-  while (!stopping) {
-    while (!stopping && !new_key && lock.wait_until(wake, next) != std::cv_status::timeout) {
+  while (!exchange.stopping) {
+    while (!exchange.stopping && !new_key && lock.wait_until(exchange.wake, next) != std::cv_status::timeout) {
     }
-    if (stopping) break;
+    if (exchange.stopping) break;
     const auto now = std::chrono::steady_clock::now();
     const bool early = now < next;
     if (early && now - last_early < std::chrono::milliseconds(1)) {

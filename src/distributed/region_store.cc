@@ -74,21 +74,14 @@ Result<std::shared_ptr<RegionStore>> RegionStore::wrap(std::shared_ptr<Store> ow
   core->own = own;
   core->share = core->options.share > 0 ? core->options.share
                                         : 1.0 / static_cast<double>(core->peers.size() + 1);
-  if (core->options.run_exchange) core->exchange = std::thread([c = core.get()] { c->run(); });
+  if (core->options.run_exchange) core->exchange.start([c = core.get()] { c->run(); });
   return std::shared_ptr<RegionStore>(new RegionStore(std::move(own), std::move(core)));
 }
 
 RegionStore::RegionStore(std::shared_ptr<Store> own, std::shared_ptr<Core> core)
     : own_(std::move(own)), core_(std::move(core)) {}
 
-RegionStore::~RegionStore() {
-  {
-    MutexLock lock(core_->wake_mu);
-    core_->stopping = true;
-  }
-  core_->wake.notify_all();
-  if (core_->exchange.joinable()) core_->exchange.join();
-}
+RegionStore::~RegionStore() { core_->exchange.stop(); }
 
 Store& RegionStore::own() const { return *own_; }
 
@@ -179,10 +172,10 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   }
   if (added) {
     {
-      MutexLock lock(c.wake_mu);
+      MutexLock lock(c.exchange.mu);
       c.new_key = true;
     }
-    c.wake.notify_one();
+    c.exchange.wake.notify_one();
   }
   auto core = core_;
   own_->decide_many_async(sent, atomicity, [info, core, done = std::move(done)](

@@ -67,23 +67,16 @@ Status validate_options(const RedisStoreOptions& o) {
 }  // namespace
 
 RedisStore::Impl::~Impl() {
-  if (poller.joinable()) {
-    {
-      MutexLock lock(poller_mu);
-      stopping = true;
-    }
-    poller_wake.notify_all();
-    poller.join();
-  }
+  poller.stop();
   if (router != nullptr) router->close();  // pending calls complete (failure policy) here
 }
 
 void RedisStore::Impl::start_poller() {
   if (options.server_info_interval.count() == 0) return;
-  poller = std::thread([this] {
+  poller.start([this] {
     const auto command =
         std::make_shared<const std::string>(encode_command(std::vector<std::string>{"INFO"}));
-    MutexLock lock(poller_mu);
+    MutexLock lock(poller.mu);
     for (;;) {
       lock.unlock();
       router->send(kAnySlot, command, [w = info.get()](const Status& e, const redisReply* r) {
@@ -93,9 +86,9 @@ void RedisStore::Impl::start_poller() {
       });
       lock.lock();
       const auto next = std::chrono::steady_clock::now() + options.server_info_interval;
-      while (!stopping && lock.wait_until(poller_wake, next) != std::cv_status::timeout) {
+      while (!poller.stopping && lock.wait_until(poller.wake, next) != std::cv_status::timeout) {
       }
-      if (stopping) return;
+      if (poller.stopping) return;
     }
   });
 }

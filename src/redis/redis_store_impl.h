@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "background_thread.h"
 #include "mutex.h"
 #include "ratelimit/redis_store.h"
 #include "router.h"
@@ -54,10 +55,7 @@ struct RedisStore::Impl {
   // Timeouts, backoff and stream of a release subscriber's connection (watch_releases).
   std::shared_ptr<const redis_detail::ConnectionConfig> pubsub_config;
   // The INFO poller (evicted_keys growth, a changed policy): one thread asleep between polls.
-  std::thread poller;
-  Mutex poller_mu;
-  std::condition_variable poller_wake;
-  bool stopping RL_GUARDED_BY(poller_mu) = false;
+  BackgroundThread poller;
 
   ~Impl();
 
