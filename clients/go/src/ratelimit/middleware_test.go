@@ -20,15 +20,18 @@ import (
 	"time"
 )
 
+// bucket refills one unit in 1000 s, longer than the tests may run: the shared-count test's
+// remaining counts cannot gain a unit between its calls however slowly they run (at 1 per second,
+// a second between its first and last call would add one).
 var policies = map[string]PolicySpec{
 	"api":    {Algorithm: "sliding_window_log", Limit: 10, Window: time.Minute},
-	"bucket": {Algorithm: "token_bucket", Rate: 1, Burst: 5},
+	"bucket": {Algorithm: "token_bucket", Rate: 0.001, Burst: 5},
 }
 
 const daemonYAML = `store: { type: redis, url: "%s", key_prefix: "%s", on_failure: closed, command_timeout: 5s }
 policies:
   api:    { algorithm: sliding_window_log, limit: 10, window: 60s }
-  bucket: { algorithm: token_bucket, rate: 1, burst: 5 }
+  bucket: { algorithm: token_bucket, rate: 0.001, burst: 5 }
 `
 
 type fixture struct {
