@@ -26,6 +26,7 @@
 
 #include "background_thread.h"
 #include "key_state.h"
+#include "map_key.h"
 #include "mutex.h"
 
 namespace ratelimit {
@@ -58,15 +59,6 @@ struct Batch {
     done(std::span<const Decision>(decisions));
   }
 };
-
-std::string map_key(const Policy& policy, std::string_view key) {
-  std::string out;
-  out.reserve(policy.name().size() + 1 + key.size());
-  out += policy.name();
-  out += '\0';
-  out += key;
-  return out;
-}
 
 }  // namespace
 
@@ -219,7 +211,7 @@ struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::C
     bool new_key = false;
     {
       MutexLock lock(mu);
-      std::string mk = map_key(*op.policy, op.key);
+      std::string mk = distributed_detail::map_key(*op.policy, op.key);
       auto it = keys.find(mk);
       if (it == keys.end()) {
         if (keys.size() >= options.max_keys) {
@@ -381,7 +373,7 @@ void DistributedStore::acquire_all_async(std::span<const Policy> policies, std::
 void DistributedStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
   {
     MutexLock lock(core_->mu);
-    auto it = core_->keys.find(map_key(policy, key));
+    auto it = core_->keys.find(distributed_detail::map_key(policy, key));
     if (it != core_->keys.end()) it->second.forget();
   }
   inner_->reset_async(policy, key, std::move(done));

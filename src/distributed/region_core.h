@@ -58,7 +58,6 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
   bool new_key RL_GUARDED_BY(exchange.mu) = false;
 
   static int64_t steady_us();
-  static std::string map_key(const Policy& policy, std::string_view key);
   int peer_index(const std::string& name) const;
   // Under mu: whether the share cap applies now (a region unreachable or its view too old).
   bool partitioned_locked(int64_t local) const RL_REQUIRES(mu);

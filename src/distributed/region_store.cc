@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "map_key.h"
 #include "mutex.h"
 #include "region_core.h"
 
@@ -18,15 +19,6 @@ int64_t RegionStore::Core::steady_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string RegionStore::Core::map_key(const Policy& policy, std::string_view key) {
-  std::string out;
-  out.reserve(policy.name().size() + 1 + key.size());
-  out += policy.name();
-  out += '\0';
-  out += key;
-  return out;
 }
 
 int RegionStore::Core::peer_index(const std::string& name) const {
@@ -119,7 +111,7 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
       (*info)[i].limit = policy.limit();
       c.decisions.fetch_add(1, std::memory_order_relaxed);
       std::span<const algo::RegionCount> others;
-      std::string mk = Core::map_key(policy, ops[i].key);
+      std::string mk = distributed_detail::map_key(policy, ops[i].key);
       auto it = c.keys.find(mk);
       if (it == c.keys.end() || it->second.policy != policy) {
         if (it == c.keys.end() && c.keys.size() >= c.options.max_keys) {
@@ -243,7 +235,7 @@ Status RegionStore::seen(const Policy& policy, std::string_view key, const std::
   MutexLock lock(core_->mu);
   const int i = core_->peer_index(region);
   if (i < 0) return Status::invalid_argument("unknown region '" + region + "'");
-  std::string mk = Core::map_key(policy, key);
+  std::string mk = distributed_detail::map_key(policy, key);
   auto it = core_->keys.find(mk);
   if (it == core_->keys.end() || it->second.policy != policy) {
     Core::Key k{policy, std::string(key), Core::steady_us(),
