@@ -115,7 +115,7 @@ export async function inFlight<T, R>(items: T[], width: number, fn: (t: T) => Pr
  *  machine's: the tests use loopback Redis), so a test asserting exact counts on the server's
  *  clock flips when a boundary falls mid-count: the count resets or is reweighted. A test calls
  *  it just before it counts, with `roomMs` its own generous bound on how long the counting takes.
- *  As e6ba94f did for tests/server/e2e_regions_test.cc's hour windows. */
+ *  The Node twin of tests/support/window_room.h and loopback.await_window_room. */
 export async function awaitWindowRoom(windowUs: number, roomMs: number): Promise<void> {
   if (roomMs * 1000 >= windowUs) throw new Error('awaitWindowRoom: room must be below the window');
   const leftMs = (windowUs - ((Date.now() * 1000) % windowUs)) / 1000;

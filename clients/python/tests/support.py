@@ -20,7 +20,7 @@ os.environ.setdefault("RATELIMIT_REDIS_LIBRARY", os.path.join(SOURCE, "build", "
 RUN_ID = f"{os.getpid()}-{int(time.time() * 1000)}"
 
 sys.path.insert(0, os.path.join(SOURCE, "tests", "support"))
-from loopback import die_with_parent  # noqa: E402  (servers die with the test: PR_SET_PDEATHSIG)
+from loopback import await_window_room, die_with_parent  # noqa: E402,F401  (servers die with the test: PR_SET_PDEATHSIG)
 
 
 def free_port() -> int:

@@ -22,12 +22,15 @@ from ratelimit_client.starlette import RateLimitMiddleware
 from support import RUN_ID, free_port, in_flight, start_ratelimitd, start_redis, test_redis, wait_port
 
 PREFIX = f"rl:py-{RUN_ID}:"
+# `bucket` refills one unit in 1000 s, longer than these tests may run: the shared-count test's
+# remaining counts cannot gain a unit between its calls however slowly they run (at 1 per second,
+# a second between its first and last call would add one).
 POLICIES = {"api": {"algorithm": "sliding_window_log", "limit": 10, "window": "60s"},
-            "bucket": {"algorithm": "token_bucket", "rate": 1, "burst": 5}}
+            "bucket": {"algorithm": "token_bucket", "rate": 0.001, "burst": 5}}
 YAML = """store: {{ type: redis, url: "{url}", key_prefix: "{prefix}", on_failure: closed, command_timeout: 5s }}
 policies:
   api:    {{ algorithm: sliding_window_log, limit: 10, window: 60s }}
-  bucket: {{ algorithm: token_bucket, rate: 1, burst: 5 }}
+  bucket: {{ algorithm: token_bucket, rate: 0.001, burst: 5 }}
 """
 
 

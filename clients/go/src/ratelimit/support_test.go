@@ -153,8 +153,8 @@ func inFlight[R any](n, width int, fn func(int) R) []R {
 // and sliding_window_counter count in windows aligned to the Unix epoch on Redis' clock (this
 // machine's: the tests use loopback Redis), so a test asserting exact counts on the server's
 // clock flips when a boundary falls mid-count: the count resets or is reweighted. A test calls
-// it just before it counts, with room its own generous bound on how long the counting takes (as
-// e6ba94f did for tests/server/e2e_regions_test.cc's hour windows).
+// it just before it counts, with room its own generous bound on how long the counting takes.
+// The Go twin of tests/support/window_room.h and loopback.await_window_room.
 func awaitWindowRoom(t *testing.T, window, room time.Duration) {
 	if room >= window {
 		t.Fatalf("awaitWindowRoom: room %v must be below the window %v", room, window)
