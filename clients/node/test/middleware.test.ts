@@ -187,13 +187,23 @@ test('a library version Redis lacks and the client cannot load: a clear error, n
   } finally { await l.close(); }
 });
 
+// Before Redis goes, `l` has had a real answer (connected, the library loaded). Its first call
+// also loads the library, which a busy machine may not finish within a 200 ms command timeout:
+// the failure policy answering then is the limiter doing its job, not what the test is about,
+// so it asks again, on fresh keys, up to 50 times (10 s at most).
+async function answersWithinLimit(l: RedisLimiter): Promise<void> {
+  for (let i = 0; i < 50; i++) if ((await l.acquire('api', `warm-${i}`)).reason === 'within_limit') return;
+  assert.fail('no within_limit answer in 50 calls while Redis was up');
+}
+
 test('Redis down: the failure policy answers within the command timeout', async () => {
   const own = await startRedis();
   const closed = new RedisLimiter({ redis: own.url, policies: POLICIES, onFailure: 'closed', commandTimeoutMs: 200 });
   const open = new RedisLimiter({ redis: own.url, policies: POLICIES, onFailure: 'open', commandTimeoutMs: 200 });
   try {
-    assert.equal((await closed.acquire('api', 'k')).reason, 'within_limit');
-    assert.equal((await open.acquire('api', 'k')).reason, 'within_limit');
+    await answersWithinLimit(closed);
+    await answersWithinLimit(open);
+    const failedBefore = [closed.failures, open.failures];
     await own.stop();
     // "Within the command timeout" as an order of events, not a wall-clock figure: both answers
     // come before a 2 s timer (10x the 200 ms command timeout) armed beside them fires. An event
@@ -212,7 +222,7 @@ test('Redis down: the failure policy answers within the command timeout', async 
     assert.equal(dc.retryAfterUs, 1_000_000);
     assert.equal(dopen.reason, 'failed_open');
     assert.equal(dopen.allowed, true);
-    assert.ok(closed.failures >= 1 && open.failures >= 1);
+    assert.ok(closed.failures > failedBefore[0] && open.failures > failedBefore[1]);
     // An Express app on the closed limiter answers 429 with Retry-After: 1.
     const port = await expressApp(closed);
     const a = await get(port, '/items', 'x');

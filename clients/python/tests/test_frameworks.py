@@ -233,6 +233,24 @@ class Frameworks(unittest.TestCase):
         self.assertRegex(str(cm.exception), r"it has ratelimit_[0-9a-f]{12}")
         lim.close()
 
+    @staticmethod
+    def answers_within_limit(acquire):
+        """Before Redis goes, the limiter has had a real answer (connected, the library loaded).
+        Its first call also loads the library, which a busy machine may not finish within a 0.2 s
+        timeout: the failure policy answering then is the limiter doing its job, not what the test
+        is about, so it asks again, on fresh keys, up to 50 times (10 s at most)."""
+        for i in range(50):
+            if acquire("api", f"warm-{i}").reason == "within_limit":
+                return True
+        return False
+
+    @staticmethod
+    async def answers_within_limit_async(acquire):
+        for i in range(50):
+            if (await acquire("api", f"warm-{i}")).reason == "within_limit":
+                return True
+        return False
+
     def test_redis_down(self):
         own = start_redis()
         closed = RedisLimiter(own.url, POLICIES, on_failure="closed", timeout=0.2)
@@ -240,23 +258,24 @@ class Frameworks(unittest.TestCase):
 
         async def async_side():  # one event loop for the asyncio limiter's whole life
             aclosed = AsyncRedisLimiter(own.url, POLICIES, on_failure="closed", timeout=0.2)
-            before = await aclosed.acquire("api", "k")
+            before = await self.answers_within_limit_async(aclosed.acquire)
             own.stop()
             after = await asyncio.wait_for(aclosed.acquire("api", "k"), 3)
             await aclosed.close()
             return before, after
         try:
-            self.assertEqual(closed.acquire("api", "k").reason, "within_limit")
-            self.assertEqual(opened.acquire("api", "k").reason, "within_limit")
+            self.assertTrue(self.answers_within_limit(closed.acquire))
+            self.assertTrue(self.answers_within_limit(opened.acquire))
+            failed_before = closed.failures
             before, da = asyncio.run(async_side())
-            self.assertEqual(before.reason, "within_limit")
+            self.assertTrue(before)
             t0 = time.monotonic()
             dc, do = closed.acquire("api", "k"), opened.acquire("api", "k")
             self.assertLess(time.monotonic() - t0, 3)
             self.assertEqual((dc.allowed, dc.reason, dc.retry_after_us), (False, "failed_closed", 1_000_000))
             self.assertEqual((do.allowed, do.reason), (True, "failed_open"))
             self.assertEqual((da.allowed, da.reason), (False, "failed_closed"))
-            self.assertGreaterEqual(closed.failures, 1)
+            self.assertGreater(closed.failures, failed_before)
             server = FlaskThread(flask_app(closed))
             try:
                 status, h, _ = get(server.port, "/items", "x")
