@@ -41,12 +41,14 @@ bool bindable(uint16_t port) {
   return ok;
 }
 
-// A cluster node needs its port and the bus port (port + 10000, so port <= 55535) free. Ports
-// 20000 ... 29999 lie below Linux's ephemeral range, so outgoing connections rarely take them.
+// A cluster node needs its port and the bus port (port + 10000) free. Ports 20000 ... 22767
+// (buses 30000 ... 32767) lie below Linux's default ephemeral range (32768 ...), so outgoing
+// connections do not take them between this check and redis-server's bind (bus ports up to
+// 39999 did: "bind: Address already in use" on a busy machine); start() also retries.
 Result<uint16_t> free_cluster_port() {
   std::random_device rd;
   for (int i = 0; i < 500; ++i) {
-    const auto port = static_cast<uint16_t>(20000 + rd() % 10000);
+    const auto port = static_cast<uint16_t>(20000 + rd() % 2768);
     if (bindable(port) && bindable(static_cast<uint16_t>(port + 10000))) return port;
   }
   return Status::unavailable("no free port pair (p, p + 10000) for a cluster node");
@@ -66,14 +68,23 @@ Status RedisCluster::start(milliseconds node_timeout, milliseconds timeout) {
   const auto deadline = steady_clock::now() + timeout;
   std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
   for (size_t i = 0; i < kNodes; ++i) {
-    auto n = std::make_unique<RedisServer>();
-    auto port = free_cluster_port();
-    if (!port.ok()) return port.status();
-    // Validity factor 0: a replica always stands for election, however long ago it last heard
-    // from its master (a young test cluster's replicas would otherwise count as too stale).
-    Status s = n->start(*port, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                "--cluster-node-timeout", std::to_string(node_timeout.count()),
-                                "--cluster-replica-validity-factor", "0"});
+    std::unique_ptr<RedisServer> n;
+    Status s = Status::unavailable("no attempt");
+    // A port found free can be taken before redis-server binds it (or its bus port): another
+    // pair, up to five times, when that is why it exited (a fresh server: its own directory,
+    // no nodes.conf left by the attempt that failed).
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto port = free_cluster_port();
+      if (!port.ok()) return port.status();
+      n = std::make_unique<RedisServer>();
+      // Validity factor 0: a replica always stands for election, however long ago it last
+      // heard from its master (a young test cluster's replicas would otherwise count as too
+      // stale).
+      s = n->start(*port, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                           "--cluster-node-timeout", std::to_string(node_timeout.count()),
+                           "--cluster-replica-validity-factor", "0"});
+      if (s.is_ok() || s.message().find("Address already in use") == std::string::npos) break;
+    }
     if (!s.is_ok()) return s;
     create.push_back("127.0.0.1:" + std::to_string(n->port()));
     nodes_.push_back(std::move(n));
