@@ -78,15 +78,20 @@ TEST(RedisFault, KilledMidRunEveryCallCompletesByPolicyThenRecovers) {
   // Every call that Redis did answer admitted (the limit is wide); all others failed closed.
   EXPECT_EQ(r.denied, 0);
 
-  // While Redis is down, later calls fail closed fast (no ready connection: no waiting).
-  const auto t0 = steady_clock::now();
+  // While Redis is down, later calls fail closed fast (no ready connection: no waiting). Each
+  // call is timed on its own: at most one (the one that finds the connection just lost) may
+  // wait a command timeout; the others answer at once. (A bound on the sum of all 20 counted
+  // a loaded machine's stalls against the store.)
+  int waited = 0;
   for (int i = 0; i < 20; ++i) {
+    const auto t0 = steady_clock::now();
     auto d = store->acquire(p, "k");
+    waited += steady_clock::now() - t0 >= kCommandTimeout ? 1 : 0;
     ASSERT_TRUE(d.ok());
     EXPECT_FALSE(d->allowed);
     EXPECT_EQ(d->reason, DecisionReason::kStoreFailedClosed);
   }
-  EXPECT_LT(steady_clock::now() - t0, kCommandTimeout + milliseconds(500));
+  EXPECT_LE(waited, 1) << "calls waited a command timeout with Redis down";
   EXPECT_GT(store->counters().failed_closed, 0u);
   EXPECT_GT(store->counters().disconnects, 0u);
 
@@ -113,8 +118,9 @@ TEST(RedisFault, HungRedisTimesOutWithinTheCommandTimeout) {
   EXPECT_EQ(r.failed, 300);  // fail open: admitted, marked
   EXPECT_EQ(r.errors, 0);
   // Timed out within the timeout plus the timer's resolution (a quarter of it) and slack for a
-  // loaded machine; then the connections are down and later calls fail at once.
-  EXPECT_LT(took, kCommandTimeout * 2 + milliseconds(700));
+  // loaded machine; then the connections are down and later calls fail at once. The slack is
+  // 2 s (was 700 ms, a guess at this machine): a hung store would take fire()'s whole 10 s.
+  EXPECT_LT(took, kCommandTimeout * 2 + milliseconds(2000));
   const auto c = store->counters();
   EXPECT_GT(c.timeouts, 0u);
   EXPECT_EQ(c.failed_open, 300u);

@@ -294,8 +294,11 @@ TEST_F(CheckConnect, ASilentPortIsGivenUpWithinTheBound) {
   ::close(fd);
   EXPECT_NE(out.find("unreachable after "), std::string::npos) << out;
   EXPECT_NE(out.find("took longer than 3000 ms"), std::string::npos) << out;
+  // Timed over the whole run (process start, config, connect): at least the bound, and well
+  // before connect_timeout (10 s) — 9 s leaves a loaded machine's process start room (6 s was
+  // a guess at this one's).
   EXPECT_GE(took.count(), 2900);
-  EXPECT_LT(took.count(), 6000);
+  EXPECT_LT(took.count(), 9000);
   // A shorter connect_timeout is the bound then.
   const int fd2 = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd2, 0);
@@ -307,7 +310,9 @@ TEST_F(CheckConnect, ASilentPortIsGivenUpWithinTheBound) {
   const std::string url2 = "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/0";
   EXPECT_EQ(check("store: { type: redis, url: \"" + url2 + "\", connect_timeout: 300ms }\n", out, &took), 1) << out;
   ::close(fd2);
-  EXPECT_LT(took.count(), 2500) << out;
+  // The bound it gave up at, as it says it (machine-independent), and before the 3 s one.
+  EXPECT_NE(out.find("took longer than 300 ms"), std::string::npos) << out;
+  EXPECT_LT(took.count(), 2900) << out;
 }
 
 TEST(CheckConnectFlags, ConnectNeedsCheck) {
