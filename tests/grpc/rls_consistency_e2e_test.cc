@@ -31,7 +31,7 @@ using namespace std::chrono_literals;
 // Windows of a day: a run cannot straddle one (bar one run in tens of thousands, at midnight UTC).
 std::string config(const std::string& url, const std::string& prefix) {
   return "store: { type: redis, url: \"" + url + "\", key_prefix: \"" + prefix +
-         "\", command_timeout: 500ms, connect_timeout: 2s }\n"
+         "\", command_timeout: 2s, connect_timeout: 2s }\n"
          "grpc_listen: 127.0.0.1:0\n"
          "domains:\n"
          "  - domain: edge\n"

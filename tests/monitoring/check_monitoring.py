@@ -104,7 +104,7 @@ def scrape_all(work):
                 break
             time.sleep(0.05)
         for name, store in (("memory", "{ type: memory }"),
-                            ("redis", f'{{ type: redis, url: "redis://127.0.0.1:{redis_port}/0", denial_cache: {{}} }}')):
+                            ("redis", f'{{ type: redis, url: "redis://127.0.0.1:{redis_port}/0", command_timeout: 2s, denial_cache: {{}} }}')):
             port = free_port()
             cfg = os.path.join(work, f"{name}.yaml")
             open(cfg, "w").write(f"listen: 127.0.0.1:{port}\nthreads: 1\nstore: {store}\n"

@@ -34,7 +34,7 @@ std::string fresh_prefix(const char* test) {
 
 std::string config(const std::string& url, const std::string& prefix) {
   return "store: { type: redis, url: \"" + url + "\", key_prefix: \"" + prefix +
-         "\", command_timeout: 500ms, connect_timeout: 2s }\n"
+         "\", command_timeout: 2s, connect_timeout: 2s }\n"
          "policies:\n"
          "  leased: { algorithm: fixed_window, limit: 300, window: 1h, consistency: lease, lease_max: 20, lease_ttl: 300ms, sync_interval: 20ms }\n"
          "  leased_swc: { algorithm: sliding_window_counter, limit: 300, window: 1h, consistency: lease, lease_max: 20, lease_ttl: 300ms, sync_interval: 20ms }\n"

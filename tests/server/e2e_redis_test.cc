@@ -34,7 +34,7 @@ std::string fresh_prefix(const char* test) {
 
 std::string config(const std::string& url, const std::string& prefix, const std::string& on_failure = "open") {
   return "store: { type: redis, url: \"" + url + "\", key_prefix: \"" + prefix + "\", on_failure: " +
-         on_failure + ", command_timeout: 200ms, connect_timeout: 1s }\n"
+         on_failure + ", command_timeout: 2s, connect_timeout: 1s }\n"
          "policies:\n"
          "  ten: { algorithm: sliding_window_log, limit: 10, window: 60s }\n"
          "  a10: { algorithm: fixed_window, limit: 10, window: 60s }\n"

@@ -97,11 +97,12 @@ TEST(E2ERequestLimit, RedisStore) {
   const std::string prefix = "e2e:request_limit:" + std::to_string(getpid()) + ":" + std::to_string(n++) + ":" +
                              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ":";
   Daemon d;
-  ASSERT_TRUE(d.start("threads: 1\nstore: { type: redis, url: \"" + *url + "\", key_prefix: \"" + prefix + "\" }\n" +
+  ASSERT_TRUE(d.start("threads: 1\nstore: { type: redis, url: \"" + *url + "\", key_prefix: \"" + prefix + "\", command_timeout: 2s }\n" +
                       kPolicies))
       << d.log();
   check_plan_changes(d);
   check_refusals(d);
+  if (HasFailure()) ADD_FAILURE() << "ratelimitd's log:\n" << d.log();
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ def seconds(text):
 
 CONFIG = """listen: 127.0.0.1:{port}
 threads: 1
-store: {{ type: redis, url: "redis://127.0.0.1:{redis}/0", key_prefix: "cmp{run}:", on_failure: closed, connect_timeout: 5s }}
+store: {{ type: redis, url: "redis://127.0.0.1:{redis}/0", key_prefix: "cmp{run}:", on_failure: closed, command_timeout: 2s, connect_timeout: 5s }}
 policies:
   exact: {{ algorithm: fixed_window, limit: {limit}, window: {window} }}
   lease: {{ algorithm: fixed_window, limit: {limit}, window: {window}, consistency: lease, lease_max: {lease_max}, sync_interval: {sync} }}
