@@ -15,7 +15,7 @@ const PREFIX = `rl:node-${RUN_ID}:`;
 // remaining counts cannot gain a unit between its calls however slowly they run (at 1 per second,
 // a second between its first and last call would add one).
 const POLICIES = { api: { algorithm: 'sliding_window_log', limit: 10, window: '60s' }, bucket: { algorithm: 'token_bucket', rate: 0.001, burst: 5 } } as const;
-const YAML = (redisUrl: string, prefix = PREFIX) => `store: { type: redis, url: "${redisUrl}", key_prefix: "${prefix}", on_failure: closed, command_timeout: 5s }
+const YAML = (redisUrl: string, prefix = PREFIX) => `store: { type: redis, url: "${redisUrl}", key_prefix: "${prefix}", on_failure: closed, command_timeout: 30s }
 policies:
   api:    { algorithm: sliding_window_log, limit: 10, window: 60s }
   bucket: { algorithm: token_bucket, rate: 0.001, burst: 5 }
@@ -30,9 +30,12 @@ const fastifies: { close: () => Promise<unknown> }[] = [];
 before(async () => {
   redis = await testRedis();
   daemon = await startRatelimitd(YAML(redis.url));
-  // Generous timeouts: a loaded CI machine must not turn into failure-policy answers here.
-  viaRedis = new RedisLimiter({ redis: redis.url, keyPrefix: PREFIX, policies: POLICIES, commandTimeoutMs: 5000, onFailure: 'closed' });
-  viaDaemon = new RatelimitdLimiter({ url: daemon.url, timeoutMs: 5000, onFailure: 'closed' });
+  // Generous timeouts, each a hang guard and not a claim: a loaded CI machine must not turn into
+  // failure-policy answers here. Under 4 CPU hogs the 200-request race through ratelimitd took
+  // 4.6 s end to end (client, app and limiter share this process, so a request waits about that
+  // long), against the 5 s these were; 30 s.
+  viaRedis = new RedisLimiter({ redis: redis.url, keyPrefix: PREFIX, policies: POLICIES, commandTimeoutMs: 30_000, onFailure: 'closed' });
+  viaDaemon = new RatelimitdLimiter({ url: daemon.url, timeoutMs: 30_000, onFailure: 'closed' });
 });
 after(async () => {
   // Every handle closed, so the test process exits by itself (keep-alive sockets included).
@@ -46,7 +49,7 @@ after(async () => {
 interface Answer { status: number; headers: http.IncomingHttpHeaders; body: string }
 function get(port: number, path: string, client: string): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path, headers: { 'x-client': client }, timeout: 5000 }, (res) => {
+    const req = http.get({ host: '127.0.0.1', port, path, headers: { 'x-client': client }, timeout: 30_000 }, (res) => {
       let body = '';
       res.on('data', (c) => { body += c; });
       res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
