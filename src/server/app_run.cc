@@ -64,8 +64,10 @@ int App::run() {
       }
       stopping = true;
       systemd::notify_stopping();
-      log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
+      // Logged once draining: a client that reads the line (the tests do) then finds /readyz
+      // and /healthcheck unready; logged first, a request answered in between saw them ready.
       drain();
+      log_line("info", std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining connections");
       const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.config->limits.request_timeout) +
                          std::chrono::seconds(2);
       grace.expires_after(limit);

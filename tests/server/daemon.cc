@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <atomic>
 #include <barrier>
@@ -202,6 +203,36 @@ bool Client::send_raw(std::string_view bytes) {
   stream_.expires_after(std::chrono::seconds(10));
   asio::write(stream_, asio::buffer(bytes.data(), bytes.size()), ec);
   return !ec;
+}
+
+bool Client::wait_read_by_server(std::chrono::milliseconds timeout) {
+  boost::system::error_code ec;
+  const auto local = stream_.socket().local_endpoint(ec);
+  const auto remote = stream_.socket().remote_endpoint(ec);
+  if (ec) return false;
+  // /proc/net/tcp names 127.0.0.1:port as 0100007F:PORT (hex) and has "tx_queue:rx_queue" in
+  // field 5. Read when this end has nothing unacknowledged (the bytes reached the server's
+  // socket) and the server's end has nothing left to read (its process took them).
+  auto hex = [](uint16_t port) {
+    char b[16];
+    std::snprintf(b, sizeof b, "0100007F:%04X", port);
+    return std::string(b);
+  };
+  const std::string server_end = hex(remote.port()), client_end = hex(local.port());
+  return testing::eventually([&] {
+    std::ifstream in("/proc/net/tcp");
+    std::string line;
+    std::getline(in, line);  // the header
+    bool sent = false, taken = false;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string sl, from, to, state, queues;
+      fields >> sl >> from >> to >> state >> queues;
+      if (from == client_end && to == server_end) sent = queues.substr(0, queues.find(':')) == "00000000";
+      if (from == server_end && to == client_end) taken = queues.substr(queues.find(':') + 1) == "00000000";
+    }
+    return sent && taken;
+  }, timeout, std::chrono::milliseconds(1));
 }
 
 Reply Client::read_reply(std::chrono::milliseconds timeout) {

@@ -98,6 +98,10 @@ class Client {
   Reply read_reply(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // True once the server has closed the connection (EOF or reset) within `timeout`.
   bool wait_closed(std::chrono::milliseconds timeout);
+  // True once the server has read every byte sent on this connection (its socket's receive
+  // queue in /proc/net/tcp is empty), polled within `timeout`: the event "the server has read
+  // this partial request", which no answer shows, instead of a guessed wait.
+  bool wait_read_by_server(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:
   boost::asio::io_context ioc_;

@@ -1,6 +1,7 @@
 """loopback.py — the small helpers every Python test and bench script of this repository needs
 to run real processes on this machine: a free loopback port, a bounded wait, "does anything
-listen there", and a start with room left in the clock's rate-limit windows.
+listen there", "has the server read what I sent", and a start with room left in the clock's
+rate-limit windows.
 
 Why one module: these lines were copied into six scripts (tests/fault, tests/monitoring,
 tests/proxies, tests/docs, tests/rls, tools/sim) and had begun to drift. A script imports it by
@@ -73,3 +74,27 @@ def await_window_room(windows_s, room_s):
         if not lacking:
             return
         time.sleep(min(lacking) + 0.05)  # a known instant, not a guess: 50 ms past the boundary
+
+
+def read_by_server(sock, timeout=10.0):
+    """True once the server's end of `sock` (a TCP connection on 127.0.0.1) has read every byte
+    sent on it: this end has nothing unacknowledged and the server's socket nothing left to read
+    (/proc/net/tcp's tx_queue:rx_queue). The event "the server has read this partial request",
+    which no answer shows, instead of a guessed sleep. The Python twin of
+    tests/server/daemon.h's Client::wait_read_by_server."""
+    me = "0100007F:%04X" % sock.getsockname()[1]
+    server = "0100007F:%04X" % sock.getpeername()[1]
+
+    def done():
+        sent = taken = False
+        with open("/proc/net/tcp") as f:
+            next(f)  # the header
+            for line in f:
+                fields = line.split()
+                tx, rx = fields[4].split(":")
+                if fields[1] == me and fields[2] == server:
+                    sent = int(tx, 16) == 0
+                if fields[1] == server and fields[2] == me:
+                    taken = int(rx, 16) == 0
+        return sent and taken
+    return wait_for(done, timeout, step=0.001)
