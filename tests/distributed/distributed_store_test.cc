@@ -14,6 +14,7 @@
 #include "ratelimit/distributed_store.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
+#include "window_room.h"
 
 namespace ratelimit {
 namespace {
@@ -37,6 +38,10 @@ Instance instance(const std::string& url, const std::string& prefix) {
   EXPECT_TRUE(store.ok()) << store.status().to_string();
   return {*redis, *store};
 }
+
+// The policies count in 1 h fixed windows aligned to Redis' clock: each test (seconds) starts
+// with at least 60 s of the hour left, so no hour boundary resets a count mid-test.
+void start_within_one_hour() { testing::await_window_room(std::chrono::hours(1), std::chrono::seconds(60)); }
 
 Policy policy(Consistency mode, int64_t limit) {
   ConsistencyOptions o;
@@ -84,6 +89,7 @@ int64_t redis_count(const std::string& url, const std::string& pre, const std::s
 TEST(DistributedStore, LeaseNeverOverAdmitsAndGivesBackOnDestruction) {
   auto url = testing::shared_test_redis_url();
   ASSERT_TRUE(url.ok()) << url.status().to_string();
+  start_within_one_hour();
   const std::string pre = prefix("lease");
   Instance a = instance(*url, pre), b = instance(*url, pre);
   const Policy p = policy(Consistency::kLease, 200);
@@ -101,6 +107,7 @@ TEST(DistributedStore, LeaseNeverOverAdmitsAndGivesBackOnDestruction) {
 TEST(DistributedStore, AsyncPushesEveryHitAndStaysNearTheLimit) {
   auto url = testing::shared_test_redis_url();
   ASSERT_TRUE(url.ok()) << url.status().to_string();
+  start_within_one_hour();
   const std::string pre = prefix("async");
   Instance a = instance(*url, pre), b = instance(*url, pre);
   const Policy p = policy(Consistency::kAsync, 200);
@@ -122,6 +129,7 @@ TEST(DistributedStore, AsyncPushesEveryHitAndStaysNearTheLimit) {
 TEST(DistributedStore, ExactAndAllOrNothingPassThroughAndBadInputIsAnError) {
   auto url = testing::shared_test_redis_url();
   ASSERT_TRUE(url.ok()) << url.status().to_string();
+  start_within_one_hour();
   const std::string pre = prefix("exact");
   Instance a = instance(*url, pre);
   const Policy exact = Policy::fixed_window(3, std::chrono::hours(1))->with_name("e").value();

@@ -20,6 +20,7 @@
 #include "daemon.h"
 #include "eventually.h"
 #include "redis_server.h"
+#include "window_room.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -92,6 +93,9 @@ class E2EDistributed : public ::testing::Test {
     auto url = testing::shared_test_redis_url();
     ASSERT_TRUE(url.ok()) << url.status().message();
     url_ = *url;
+    // The policies count in 1 h windows aligned to Redis' clock: a test (seconds) starts with
+    // at least 60 s of the hour left, so no hour boundary resets a count mid-test.
+    testing::await_window_room(std::chrono::hours(1), std::chrono::seconds(60));
   }
   std::string url_;
 };
