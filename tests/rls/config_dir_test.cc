@@ -258,6 +258,15 @@ TEST(ConfigDir, ARefusedSetIsRefusedOncePerChange) {
   EXPECT_EQ(rpu_of(*src.current(), "a"), 6u);
 }
 
+// Replaces `p` in one event (a rename from beside the watched directory): an in-place write is
+// a truncate and a write, which a stall longer than the watcher's quiet period (100 ms, a loaded
+// machine's) between them turns into two changes, and two calls.
+void replace(const fs::path& p, const std::string& text) {
+  const fs::path incoming = p.parent_path().string() + ".incoming";
+  std::ofstream(incoming) << text;
+  fs::rename(incoming, p);
+}
+
 // The root cause of the loop: the watcher took the kernel's IN_IGNORED (sent for every watch
 // it removes while re-arming) for a change, so each call scheduled the next one.
 TEST(ConfigDir, TheWatcherCallsOncePerChangeNotForEver) {
@@ -266,12 +275,12 @@ TEST(ConfigDir, TheWatcherCallsOncePerChangeNotForEver) {
   std::atomic<int> calls{0};
   auto watcher = DirectoryWatcher::start({t.path().string()}, [&] { ++calls; });
   ASSERT_TRUE(watcher.ok());
-  write(t.path() / "a.yaml", rule("a", 2));
+  replace(t.path() / "a.yaml", rule("a", 2));
   ASSERT_TRUE(testing::eventually([&] { return calls.load() >= 1; }, kWait));
   // Ten quiet periods later, still one call (it was about one per 100 ms before the fix).
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_EQ(calls.load(), 1);
-  write(t.path() / "a.yaml", rule("a", 3));
+  replace(t.path() / "a.yaml", rule("a", 3));
   ASSERT_TRUE(testing::eventually([&] { return calls.load() >= 2; }, kWait));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(calls.load(), 2);
