@@ -5,7 +5,9 @@
 //   - `mu` guards keys (RL_GUARDED_BY) and peers' status (Peer's fields, which the annotation
 //     cannot name from a nested struct); no completion, store call or callback runs under it;
 //   - a key's seen[i] belongs to peers[i] and only grows (merge_region_count);
-//   - at most one read per (key, peer) and one probe per peer is in flight.
+//   - at most one read per (key, peer) and one probe per peer is in flight;
+//   - peers[i].counts is set by wrap() and moved out only by ~RegionStore, after the exchange
+//     thread stopped (nothing else reads it once the RegionStore is gone).
 #pragma once
 
 #include <atomic>
@@ -52,6 +54,8 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
   std::unordered_map<std::string, Key> keys RL_GUARDED_BY(mu);
 
   std::atomic<uint64_t> decisions{0}, capped{0}, denied_by_others{0}, untracked{0};
+  // Set by ~RegionStore before it closes the peers' stores: completions then report nothing.
+  std::atomic<bool> closing{false};
 
   BackgroundThread exchange;  // run(), unless options.run_exchange is false
   // A key was added: read it now rather than at the next round.

@@ -166,7 +166,7 @@ void RegionStore::Core::mark(size_t peer, bool ok, const std::string& why) {
       }
     }
   }
-  if (tell && options.on_reachability) options.on_reachability(name, ok, why);
+  if (tell && !closing.load() && options.on_reachability) options.on_reachability(name, ok, why);
 }
 
 }  // namespace ratelimit

@@ -73,7 +73,23 @@ Result<std::shared_ptr<RegionStore>> RegionStore::wrap(std::shared_ptr<Store> ow
 RegionStore::RegionStore(std::shared_ptr<Store> own, std::shared_ptr<Core> core)
     : own_(std::move(own)), core_(std::move(core)) {}
 
-RegionStore::~RegionStore() { core_->exchange.stop(); }
+RegionStore::~RegionStore() {
+  core_->exchange.stop();
+  // Reads still in flight hold the core (their completions capture it), and the core holds the
+  // other regions' stores: left alone, both would outlive this object until those reads answer
+  // (a partitioned region: the whole command timeout) and then be destroyed on a store's I/O
+  // thread, after reporting reachability to an owner that has gone. So nothing is reported from
+  // here on, and the other regions' stores are closed now, on this thread: their pending reads
+  // complete (failure policy) inside their destructors. In ratelimitd the core is their only
+  // owner; a caller that shares one keeps it open, and its completions then see `closing`.
+  core_->closing.store(true);
+  std::vector<std::shared_ptr<SharedCounts>> peers;
+  {
+    MutexLock lock(core_->mu);
+    for (Core::Peer& p : core_->peers) peers.push_back(std::move(p.counts));
+  }
+  peers.clear();
+}
 
 Store& RegionStore::own() const { return *own_; }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <atomic>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -357,6 +358,57 @@ TEST(RegionStore, TwoRegionsConvergeAndSurviveTheOtherRegionsOutage) {
     return eu->events->list.back() == "us up";
   }, 5s));
   EXPECT_TRUE(eu->store->regions()[0].reachable);
+}
+
+// Destroyed while reads of the other region are in flight (its Redis paused): each read's
+// completion holds the store's core, and the core held the other region's RedisStore — its only
+// owner, as in ratelimitd. Before, the core and that store outlived ~RegionStore until the
+// paused Redis answered (3 s here), were destroyed on whichever thread ran the last completion,
+// and could report a reachability change after the owner had gone (the callback's captures
+// were then used after they were freed — a heap corruption seen once in a test). Now
+// ~RegionStore closes the other regions' stores on its own thread (their reads complete by the
+// failure policy there), promptly, and reports no reachability change once it has begun.
+// (Should no read have been issued yet on a starved machine, this passes without exercising
+// the path; it cannot fail falsely.)
+TEST(RegionStore, DestroyedWithReadsInFlightClosesOnItsOwnThreadAndTellsNothingLate) {
+  testing::RedisServer other;
+  ASSERT_TRUE(other.start().is_ok());
+  auto pauser = testing::RedisClient::connect(other.url());
+  ASSERT_TRUE(pauser.ok());
+  RedisStoreOptions ro;
+  ro.url = other.url();
+  ro.key_prefix = unique("destroyed");
+  ro.command_timeout = 5000ms;
+  auto peer = RedisStore::connect(ro);
+  ASSERT_TRUE(peer.ok()) << peer.status().to_string();
+  std::weak_ptr<RedisStore> peer_alive = *peer;
+  auto told = std::make_shared<std::atomic<int>>(0);
+  RegionStoreOptions o;
+  o.region = "eu";
+  o.sync_interval = 20ms;
+  o.on_reachability = [told](const std::string&, bool, const std::string&) { told->fetch_add(1); };
+  auto store = RegionStore::wrap(std::make_shared<MemoryStore>(MemoryStoreOptions{}),
+                                 {{"us", std::move(*peer)}}, o).value();
+  ConsistencyOptions g;
+  g.across_regions = true;
+  const Policy p = Policy::fixed_window(100, 3600s)->with_name("g")->with_consistency(g).value();
+  ASSERT_TRUE(store->acquire(p, "k")->allowed);
+  ASSERT_TRUE(testing::eventually([&] { return store->regions()[0].reachable; }, 5s));
+  auto paused = pauser->command({"CLIENT", "PAUSE", "3000", "ALL"});
+  ASSERT_TRUE(paused.ok() && !paused->is_error());
+  ASSERT_TRUE(store->acquire(p, "k2")->allowed);  // a new key: read at once
+  std::this_thread::sleep_for(200ms);              // ten rounds: reads and probes now wait on Redis
+  const int told_before = told->load();
+  const auto t0 = std::chrono::steady_clock::now();
+  store.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2500ms) << "closing does not wait for the paused Redis";
+  EXPECT_TRUE(peer_alive.expired()) << "the other region's store is closed by ~RegionStore, on this thread";
+  EXPECT_EQ(told->load(), told_before) << "no reachability change reported after destruction began";
+  // Had a completion kept the store, it would be destroyed when Redis answers: stay until then.
+  auto pong = testing::RedisClient::connect(other.url());
+  ASSERT_TRUE(pong.ok());
+  EXPECT_TRUE(pong->command({"PING"}).ok());
+  std::this_thread::sleep_for(100ms);
 }
 
 }  // namespace
