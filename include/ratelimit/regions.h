@@ -82,6 +82,20 @@ void merge_region_count(const Policy& policy, RegionCount& into, const RegionCou
 int64_t effective_limit(const Policy& policy, std::span<const RegionCount> others, int64_t now_us,
                         int64_t cap);
 
+// What a region sends its own store for a request of `cost` on a global policy, given the other
+// regions' counts and the cap in force (the limit, or partition_cap during a partition): the
+// limit to decide with — effective_limit clamped to [1, limit], as a policy's limit is at least
+// 1 — and whether the others alone deny it (effective_limit < cost). Such a request must count
+// nothing in this region (its own count is what the others read): it is sent as a peek and
+// answered by region_denial. A cost above the policy's limit is decided on the policy itself
+// (the store answers kExceedsCapacity). One rule for RegionStore and the simulator.
+struct RegionSend {
+  int64_t limit = 0;
+  bool denied_by_others = false;
+};
+RegionSend region_send(const Policy& policy, std::span<const RegionCount> others, int64_t now_us,
+                       int64_t cap, int64_t cost);
+
 // The answer when effective_limit < cost (so no own count could admit): denied (kOverLimit),
 // remaining 0, and reset_after / retry_after the algorithm's own on the others' counts alone
 // (at least until the current window ends when the cap is the reason).

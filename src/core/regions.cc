@@ -70,6 +70,13 @@ int64_t effective_limit(const Policy& policy, std::span<const RegionCount> other
   return std::min(cap, policy.limit() - weighed);
 }
 
+RegionSend region_send(const Policy& policy, std::span<const RegionCount> others, int64_t now_us,
+                       int64_t cap, int64_t cost) {
+  if (cost > policy.limit()) return {policy.limit(), false};
+  const int64_t eff = effective_limit(policy, others, now_us, cap);
+  return {std::clamp<int64_t>(eff, 1, policy.limit()), eff < cost};
+}
+
 Decision region_denial(const Policy& policy, std::span<const RegionCount> others, int64_t now_us,
                        int64_t cost) {
   const Weight w = sum_at(policy, others, now_us);

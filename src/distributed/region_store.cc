@@ -149,14 +149,14 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
         cap = algo::partition_cap(policy, c.share);
         c.capped.fetch_add(1, std::memory_order_relaxed);
       }
-      const int64_t eff = algo::effective_limit(policy, others, now, cap);
-      if (ops[i].cost > policy.limit()) continue;  // exceeds the capacity itself: the store says so
-      if (eff < ops[i].cost) {
+      const algo::RegionSend send = algo::region_send(policy, others, now, cap, ops[i].cost);
+      if (send.denied_by_others) {
+        // Sent as a peek (below), so nothing is counted for it; its answer is replaced above.
         (*info)[i].denied_by_others = true;
         (*info)[i].denial = algo::region_denial(policy, others, now, ops[i].cost);
       }
-      // Sent as a peek (below), so nothing is counted for it; its answer is replaced above.
-      auto with = policy.with_limit(std::clamp<int64_t>(eff, 1, policy.limit()));
+      if (send.limit == policy.limit()) continue;  // decided on the policy itself
+      auto with = policy.with_limit(send.limit);
       if (!with) continue;  // cannot happen for 1 <= limit <= L; decided on the real limit
       lowered.push_back(*std::move(with));
       sent[i].policy = &lowered.back();

@@ -4,13 +4,13 @@
 #include "distributed.h"
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <map>
 #include <queue>
 #include <unordered_map>
 
 #include "distributed_regions.h"
+#include "recent_count.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/consistency.h"
 
@@ -19,24 +19,6 @@ namespace {
 
 enum Mode : size_t { kExact = 0, kLease = 1, kAsync = 2, kRegions = 3, kModes = 4 };
 const char* const kModeNames[kModes] = {"exact", "lease", "async", "regions"};
-
-// Admissions within the last `span` µs, and the most there ever were.
-struct RecentCount {
-  std::deque<std::pair<int64_t, int64_t>> items;  // (time, units)
-  int64_t sum = 0, peak = 0;
-  void add(int64_t t, int64_t units, int64_t span) {
-    items.emplace_back(t, units);
-    sum += units;
-    drop(t, span);
-    peak = std::max(peak, sum);
-  }
-  void drop(int64_t now, int64_t span) {
-    while (!items.empty() && items.front().first <= now - span) {
-      sum -= items.front().second;
-      items.pop_front();
-    }
-  }
-};
 
 struct Batch {
   uint64_t id = 0;

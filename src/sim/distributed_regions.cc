@@ -5,13 +5,13 @@
 #include "distributed_regions.h"
 
 #include <algorithm>
-#include <deque>
 #include <unordered_map>
 #include <vector>
 
 #include "ratelimit/algorithms.h"
 #include "ratelimit/consistency.h"
 #include "ratelimit/regions.h"
+#include "recent_count.h"
 
 namespace ratelimit::sim {
 namespace {
@@ -28,21 +28,6 @@ struct Key {
   std::vector<View> views;                // per instance
 };
 
-// Admissions of one region within the last `span` µs, and the most there ever were.
-struct Recent {
-  std::deque<std::pair<int64_t, int64_t>> items;
-  int64_t sum = 0, peak = 0;
-  void add(int64_t t, int64_t units, int64_t span) {
-    items.emplace_back(t, units);
-    sum += units;
-    while (!items.empty() && items.front().first <= t - span) {
-      sum -= items.front().second;
-      items.pop_front();
-    }
-    peak = std::max(peak, sum);
-  }
-};
-
 }  // namespace
 
 struct RegionsModel::Impl {
@@ -53,7 +38,7 @@ struct RegionsModel::Impl {
   std::vector<Key> keys;
   std::vector<std::vector<uint32_t>> used;  // per instance: keys in use
   std::unordered_map<int64_t, Policy> lowered;  // by limit
-  std::vector<Recent> recent;                   // per region
+  std::vector<RecentCount> recent;              // per region: admissions within sync + cross rtt
   int64_t reads = 0, own_calls = 0;
 
   Impl(const Policy& p, const DistributedOptions& options, Schedule s)
@@ -156,13 +141,12 @@ RegionsModel::Outcome RegionsModel::decide(int64_t t, uint32_t id, int64_t cost,
     if (s != r) others.push_back(v.seen[static_cast<size_t>(s)]);
   }
   const Policy& p = m.policy;
-  const int64_t eff = algo::effective_limit(p, others, t, p.limit());
+  const algo::RegionSend send = algo::region_send(p, others, t, p.limit(), cost);
   ++m.own_calls;
   const Outcome out{.allowed = false, .latency_us = m.o.rtt.count()};
   algo::AlgorithmState& state = k.own[static_cast<size_t>(r)];
-  if (cost <= p.limit() && eff < cost) return out;  // denied by the others: a peek, nothing counted
-  const Policy& sent = cost > p.limit() ? p : m.with_limit(std::clamp<int64_t>(eff, 1, p.limit()));
-  const bool allowed = algo::decide(sent, state, t, cost, algo::Op::kAcquire).allowed;
+  if (send.denied_by_others) return out;  // a peek: nothing counted
+  const bool allowed = algo::decide(m.with_limit(send.limit), state, t, cost, algo::Op::kAcquire).allowed;
   if (allowed) m.recent[static_cast<size_t>(r)].add(t, cost, m.o.sync_interval.count() + m.o.cross_rtt.count());
   return {allowed, m.o.rtt.count()};
 }
@@ -174,7 +158,7 @@ int64_t RegionsModel::bound() const {
   const Impl& m = *impl_;
   if (m.regions < 2) return 0;
   int64_t peak = 0;
-  for (const Recent& r : m.recent) peak = std::max(peak, r.peak);
+  for (const RecentCount& r : m.recent) peak = std::max(peak, r.peak);
   const double span_s = static_cast<double>(m.o.sync_interval.count() + m.o.cross_rtt.count()) / 1e6;
   return algo::latency_over_admission_bound(m.regions, static_cast<double>(peak) / span_s, m.o.sync_interval,
                                             m.o.cross_rtt, m.policy.limit());

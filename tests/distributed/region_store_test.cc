@@ -122,6 +122,38 @@ TEST(RegionVectors, MergeIsTheGCounterJoin) {
   }
 }
 
+// region_send, the one rule RegionStore and the simulator's regions model decide by: the limit
+// sent is effective_limit clamped to [1, limit]; the others deny when it is below the cost; a
+// cost above the limit is left to the store (kExceedsCapacity).
+TEST(RegionSend, ClampsTheEffectiveLimitAndDeniesBelowTheCost) {
+  ConsistencyOptions g;
+  g.across_regions = true;
+  const Policy p = Policy::fixed_window(10, 60s)->with_name("s")->with_consistency(g).value();
+  const int64_t t = 120'000'000;  // in the window starting at 120 s
+  auto others = [&](int64_t curr) { return std::vector<algo::RegionCount>{{120'000'000, 0, curr}}; };
+  auto send = [&](int64_t curr, int64_t cap, int64_t cost) {
+    const auto o = others(curr);
+    return algo::region_send(p, o, t, cap, cost);
+  };
+  EXPECT_EQ(send(0, 10, 1).limit, 10);
+  EXPECT_FALSE(send(0, 10, 1).denied_by_others);
+  EXPECT_EQ(send(4, 10, 6).limit, 6);
+  EXPECT_FALSE(send(4, 10, 6).denied_by_others);
+  EXPECT_EQ(send(4, 10, 7).limit, 6);
+  EXPECT_TRUE(send(4, 10, 7).denied_by_others);
+  EXPECT_EQ(send(12, 10, 1).limit, 1) << "the others past the limit: clamped to 1, denied";
+  EXPECT_TRUE(send(12, 10, 1).denied_by_others);
+  EXPECT_EQ(send(0, 5, 5).limit, 5) << "the partition cap";
+  EXPECT_TRUE(send(0, 5, 6).denied_by_others);
+  EXPECT_EQ(send(9, 10, 11).limit, 10) << "a cost above the limit: the policy itself";
+  EXPECT_FALSE(send(9, 10, 11).denied_by_others);
+  // The same as effective_limit wherever it is within [1, limit].
+  for (int64_t curr = 0; curr <= 9; ++curr) {
+    const auto o = others(curr);
+    EXPECT_EQ(send(curr, 10, 1).limit, algo::effective_limit(p, o, t, 10)) << curr;
+  }
+}
+
 TEST(RegionVectors, MemoryStore) {
   auto url = testing::shared_test_redis_url();
   ASSERT_TRUE(url.ok()) << url.status().to_string();
