@@ -122,6 +122,24 @@ Response render_decision(const Decision& decision, const PolicyInfo& policy,
 void render_decisions(std::span<const Decision> decisions, std::span<const PolicyInfo> policies,
                       Response& out, const RenderOptions& options = {});
 
+// The pieces of the rules above, for a front-end whose own protocol carries the fields and
+// chooses their values (Envoy's RLS response_headers_to_add: the descriptor closest to its
+// limit, reset = its duration_until_reset): the same names, order and syntax as an HTTP answer.
+// The single-valued triple's names (kDraft6, kXRateLimit, or an operator's own).
+struct TripleNames {
+  std::string_view limit, remaining, reset;
+};
+// What one limit's fields say; reset already in whole seconds.
+struct LimitState {
+  int64_t limit = 0;
+  int64_t remaining = 0;
+  int64_t reset_seconds = 0;
+};
+// Appends names.limit, names.remaining and names.reset with `state`'s values.
+void append_triple(std::vector<Field>& out, const TripleNames& names, const LimitState& state);
+// Appends RateLimit-Policy and RateLimit, one item each for `policy` (q and w, r and t).
+void append_ietf_fields(std::vector<Field>& out, const PolicyInfo& policy, const LimitState& state);
+
 // {"error": <error>, "message": <message>} with the given status. Overwrites `out`.
 void render_error(unsigned status, std::string_view error, std::string_view message,
                   Response& out);

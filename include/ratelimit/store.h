@@ -71,8 +71,13 @@ enum class Atomicity : uint8_t {
   kAllOrNothing,
 };
 
-// Most ops in one decide_many_async call.
+// Most ops in one decide_many_async call — the one bound on the items of one decision: the
+// decision service's batch and an Envoy request's descriptors (rls::kMaxDescriptors) are this
+// constant under their own names, each checked by validate_op_count.
 inline constexpr size_t kMaxOpsPerCall = 64;
+
+// kInvalidArgument "between 1 and 64 <what>, got <n>" unless 1 <= n <= kMaxOpsPerCall.
+[[nodiscard]] Status validate_op_count(size_t n, std::string_view what);
 
 // The decisions of decide_many_async: decisions[i] answers ops[i]. The span is valid only
 // during the call of the completion (copy what must outlive it).

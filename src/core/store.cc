@@ -43,11 +43,14 @@ Status validate_acquire_all(std::span<const Policy> policies, std::string_view k
   return validate_cost(cost);
 }
 
+Status validate_op_count(size_t n, std::string_view what) {
+  if (n >= 1 && n <= kMaxOpsPerCall) return {};
+  return Status::invalid_argument("between 1 and " + std::to_string(kMaxOpsPerCall) + " " + std::string(what) +
+                                  ", got " + std::to_string(n));
+}
+
 Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
-  if (ops.empty() || ops.size() > kMaxOpsPerCall) {
-    return Status::invalid_argument("between 1 and " + std::to_string(kMaxOpsPerCall) +
-                                    " operations per call, got " + std::to_string(ops.size()));
-  }
+  if (Status s = validate_op_count(ops.size(), "operations per call"); !s.is_ok()) return s;
   for (size_t i = 0; i < ops.size(); ++i) {
     const StoreOp& op = ops[i];
     if (op.policy == nullptr) return Status::invalid_argument("operation without a policy");

@@ -59,13 +59,15 @@ void add_policy_item(std::string& v, const PolicyInfo& p) {
   append_int(v, ceil_seconds(p.window));
 }
 
-void add_limit_item(std::string& v, const PolicyInfo& p, const Decision& d) {
-  append_sf_string(v, p.name);
+void add_limit_item(std::string& v, std::string_view name, const LimitState& s) {
+  append_sf_string(v, name);
   v += ";r=";
-  append_int(v, d.remaining);
+  append_int(v, s.remaining);
   v += ";t=";
-  append_int(v, reset_seconds(d));
+  append_int(v, s.reset_seconds);
 }
+
+LimitState state_of(const Decision& d) { return {d.limit, d.remaining, reset_seconds(d)}; }
 
 // An sf-list of one item per policy, in order ("a", "b" → `"a";…, "b";…`).
 template <typename AddItem>
@@ -83,9 +85,7 @@ std::string policy_list(std::span<const PolicyInfo> policies) {
 }
 
 // The names of the draft-06 triple per header set (kIetf and kNone have no triple).
-struct Triple {
-  std::string_view limit, remaining, reset;
-};
+using Triple = TripleNames;
 constexpr Triple kDraft6Triple{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"};
 constexpr Triple kXTriple{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"};
 
@@ -172,12 +172,10 @@ void render_group(std::span<const Decision> decisions, std::span<const PolicyInf
     out.fields.push_back({"RateLimit-Policy", policy_list(policies)});
     out.fields.push_back(
         {"RateLimit", sf_list(policies.size(), [&](std::string& v, size_t i) {
-           add_limit_item(v, policies[i], decisions[i]);
+           add_limit_item(v, policies[i].name, state_of(decisions[i]));
          })});
   } else if (const Triple* t = triple_of(o.headers)) {
-    out.fields.push_back({t->limit, int_string(d.limit)});
-    out.fields.push_back({t->remaining, int_string(d.remaining)});
-    out.fields.push_back({t->reset, int_string(reset_seconds(d))});
+    append_triple(out.fields, *t, state_of(d));
   }
   if (!d.allowed) {
     out.fields.push_back({"Retry-After", int_string(retry_after_seconds(d))});
@@ -195,6 +193,21 @@ void render_group(std::span<const Decision> decisions, std::span<const PolicyInf
 }
 
 }  // namespace
+
+void append_triple(std::vector<Field>& out, const TripleNames& names, const LimitState& state) {
+  out.push_back({names.limit, int_string(state.limit)});
+  out.push_back({names.remaining, int_string(state.remaining)});
+  out.push_back({names.reset, int_string(state.reset_seconds)});
+}
+
+void append_ietf_fields(std::vector<Field>& out, const PolicyInfo& policy, const LimitState& state) {
+  std::string p;
+  add_policy_item(p, policy);
+  std::string l;
+  add_limit_item(l, policy.name, state);
+  out.push_back({"RateLimit-Policy", std::move(p)});
+  out.push_back({"RateLimit", std::move(l)});
+}
 
 const std::string* Response::field(std::string_view name) const {
   for (const Field& f : fields) {

@@ -195,10 +195,7 @@ Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& ou
       if (x.is_null()) continue;
       if (!x.is_array()) return bad("descriptors", std::string("must be an array, got ") + json_kind_name(x.kind()));
       const json::array& a = x.get_array();
-      if (a.size() > kMaxDescriptors) {
-        return bad("descriptors", "at most " + std::to_string(kMaxDescriptors) + " descriptors per request, got " +
-                                      std::to_string(a.size()));
-      }
+      if (Status s = check_descriptor_count(a.size()); !s.is_ok()) return bad("descriptors", s.message());
       out.descriptors.resize(a.size());
       for (size_t i = 0; i < a.size(); ++i) {
         if (Status s = parse_descriptor(a[i], "descriptors[" + std::to_string(i) + "]", out.descriptors[i]);

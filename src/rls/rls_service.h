@@ -76,8 +76,17 @@ inline const char* code_name(Code code) {
   }
 }
 
-inline constexpr size_t kMaxDescriptors = 64;  // per request (one store call holds them all)
-inline constexpr size_t kMaxEntries = 64;      // per descriptor
+// Per request: one decision holds them all, so this is the store's bound under Envoy's name.
+inline constexpr size_t kMaxDescriptors = kMaxOpsPerCall;
+static_assert(kMaxDescriptors <= kMaxOpsPerCall, "a request's descriptors are decided in one store call");
+inline constexpr size_t kMaxEntries = 64;  // per descriptor
+// "at most 64 descriptors per request, got <n>" when n > kMaxDescriptors (the service and the
+// /json parser, which stops reading there, refuse with the same words).
+[[nodiscard]] inline Status check_descriptor_count(size_t n) {
+  if (n <= kMaxDescriptors) return {};
+  return Status::invalid_argument("at most " + std::to_string(kMaxDescriptors) + " descriptors per request, got " +
+                                  std::to_string(n));
+}
 
 struct RequestEntry {
   std::string key;
@@ -160,16 +169,17 @@ class Call {
   // Called exactly once from a store thread when should_rate_limit() returned false.
   virtual void done() = 0;
 
+  struct State;  // the service's per-request state (src/rls/rls_call.h, internal)
+
  private:
   friend class RateLimitService;
-  struct State;
   std::unique_ptr<State> state_;
 };
 
 class RateLimitService {
  public:
   // The rules as a Call reads them: a RuleSet with, per rule, its service::Rule and statistics
-  // slot. Immutable once built (defined in rls_service.cc).
+  // slot. Immutable once built (defined in rls_call.h).
   struct Snapshot;
   // `rules` (RuleSource generation `generation`) ready to serve; `outcomes` (the decision
   // service's per-rule outcome counters for every Envoy rule) must never be freed.
@@ -204,7 +214,11 @@ class RateLimitService {
   static void prepare(Call::State& st);
   bool step(Call& call);   // starts the current phase; true when it completed inline
   bool after(Call& call);  // takes a phase's result; true when another phase is to run
+  // The answer (rls_answer.cc).
   void finish(Call& call);
+  void answer_descriptor(Call& call, size_t i, DescriptorStatus& ds);
+  HitCounters* counters_for(const Call::State& st, std::string_view domain, size_t i, uint64_t total_hits);
+  void add_headers(const DescriptorStatus& closest, const Rule& rule, RateLimitResponse& resp) const;
 
   service::DecisionService& decisions_;
   const ServiceOptions options_;

@@ -1,8 +1,6 @@
-// rule_set.cc — what a loaded RuleSet answers (see rule_set.h): units, wildcard and stat names,
-// the per-rule hit statistics, and resolve(). Loading is rule_set_load.cc.
-//
-// Matching (resolve) follows GetLimit in envoyproxy/ratelimit's config_impl.go step by step,
-// including its metric-key rules; see rule_set.h for the summary.
+// rule_set.cc — what a loaded RuleSet answers besides matching (see rule_set.h): units,
+// wildcard and stat names, the per-rule hit statistics, the queries and the dump. Matching
+// (resolve) is rule_set_match.cc; loading is rule_set_load.cc.
 #include "rule_set.h"
 
 #include <algorithm>
@@ -104,6 +102,14 @@ bool wildcard_match(std::string_view pattern, std::string_view text) {
   return true;
 }
 
+std::string stat_name(std::string_view key, std::string_view domain) {
+  std::string s = sanitize_stat_name(key);
+  if (s.size() > domain.size() && std::string_view(s).starts_with(domain) && s[domain.size()] == '.') {
+    s.erase(0, domain.size() + 1);
+  }
+  return s;
+}
+
 std::string sanitize_stat_name(std::string_view key) {
   std::string s(key);
   for (char& c : s) {
@@ -188,198 +194,6 @@ std::string RuleSet::dump() const {
     out += '\n';
   }
   return out;
-}
-
-// ---------------------------------------------------------------------------------------
-// Matching
-
-namespace {
-
-std::string descriptor_key(std::string_view domain, std::span<const Entry> entries) {
-  std::string k;
-  for (const Entry& e : entries) {
-    if (!k.empty()) k += '.';
-    k += e.key;
-    if (!e.value.empty()) {
-      k += '_';
-      k += e.value;
-    }
-  }
-  return std::string(domain) + "." + k;
-}
-
-}  // namespace
-
-Status RuleSet::resolve(std::string_view domain, std::span<const Descriptor> descriptors,
-                        std::vector<Applied>& out) const {
-  out.clear();
-  out.resize(descriptors.size());
-  auto dit = domains_.find(std::string(domain));
-  if (dit == domains_.end()) return {};
-  const Node* root = dit->second.get();
-
-  std::string final_key;
-  for (size_t di = 0; di < descriptors.size(); ++di) {
-    const Descriptor& desc = descriptors[di];
-    Applied& a = out[di];
-    std::vector<std::string> share(desc.entries.size());
-    bool any_share = false;
-
-    if (desc.limit) {
-      const std::optional<Unit> unit = unit_from_wire(desc.limit->unit);
-      if (!unit) {
-        return Status::invalid_argument("descriptor " + std::to_string(di) +
-                                        ": limit override has unit " +
-                                        std::to_string(desc.limit->unit) +
-                                        " (expected SECOND=1 ... YEAR=6, WEEK=7)");
-      }
-      Rule r;
-      r.requests_per_unit = desc.limit->requests_per_unit;
-      r.unit = *unit;
-      r.full_key = descriptor_key(domain, desc.entries);
-      auto p = envoy_counter(r.requests_per_unit, *unit);
-      if (!p) return p.status();
-      r.policy = *p;
-      a.stats_key = r.full_key;
-      a.override_rule = std::move(r);
-    } else {
-      const Node* level = root;
-      const Rule* found = nullptr;
-      std::string detailed_key(domain), vtm_key(domain);
-      for (size_t i = 0; i < desc.entries.size(); ++i) {
-        const Entry& e = desc.entries[i];
-        final_key.assign(e.key);
-        final_key += '_';
-        final_key += e.value;
-        detailed_key += '.';
-        detailed_key += final_key;
-
-        const Node* next = nullptr;
-        std::string_view matched_wildcard;
-        if (auto it = level->children.find(final_key); it != level->children.end()) {
-          next = it->second.get();
-        }
-        if (!next) {
-          for (const auto& [pattern, node] : level->wildcards) {
-            if (wildcard_match(pattern, final_key)) {
-              next = node;
-              matched_wildcard = pattern;
-              break;
-            }
-          }
-        }
-        const bool matched_using_value = next != nullptr;
-        if (!next) {
-          if (auto it = level->children.find(std::string(e.key)); it != level->children.end()) {
-            next = it->second.get();
-          }
-        }
-        const std::string key_prefix = std::string(e.key) + "_";
-        auto trim = [&](std::string_view s) {
-          return s.starts_with(key_prefix) ? s.substr(key_prefix.size()) : s;
-        };
-        if (!matched_wildcard.empty() && next && next->share_threshold &&
-            !next->wildcard_pattern.empty()) {
-          share[i] = std::string(trim(next->wildcard_pattern));
-          any_share = true;
-        }
-
-        vtm_key += '.';
-        vtm_key += e.key;
-        if (next) {
-          std::string_view use;
-          if (!matched_wildcard.empty()) {
-            if (!share[i].empty()) use = share[i];
-            else if (next->value_to_metric) use = e.value;
-            else use = trim(matched_wildcard);
-          } else if (matched_using_value) {
-            use = e.value;
-          } else if (next->value_to_metric) {
-            use = e.value;
-          }
-          if (!use.empty()) {
-            vtm_key += '_';
-            vtm_key += use;
-          }
-        }
-
-        if (next && next->rule && i + 1 == desc.entries.size()) found = next->rule;
-        if (!next || next->children.empty()) break;
-        level = next;
-      }
-      if (found) {
-        a.configured = found;
-        if (found->detailed_metric) {
-          a.detailed = true;
-          if (any_share) {
-            std::string k(domain);
-            for (size_t i = 0; i < desc.entries.size(); ++i) {
-              const Entry& e = desc.entries[i];
-              k += '.';
-              k += e.key;
-              if (!share[i].empty()) {
-                k += '_';
-                k += share[i];
-              } else if (!e.value.empty()) {
-                k += '_';
-                k += e.value;
-              }
-            }
-            a.stats_key = std::move(k);
-          } else {
-            a.stats_key = std::move(detailed_key);
-          }
-        } else {
-          a.stats_key = vtm_key != found->full_key ? std::move(vtm_key) : found->full_key;
-        }
-      }
-    }
-
-    const Rule* rule = a.rule();
-    if (!rule) continue;
-    if (rule->unlimited) continue;  // cache key unused
-    std::string& ck = a.cache_key;
-    ck = cache_key_prefix_;
-    ck += domain;
-    ck += '_';
-    for (size_t i = 0; i < desc.entries.size(); ++i) {
-      ck += desc.entries[i].key;
-      ck += '_';
-      if (any_share && !share[i].empty()) ck += share[i];
-      else ck += desc.entries[i].value;
-      ck += '_';
-    }
-    if (ck.size() > kMaxKeyLength) {
-      return Status::invalid_argument("descriptor " + std::to_string(di) + ": its cache key is " +
-                                      std::to_string(ck.size()) + " bytes, more than " +
-                                      std::to_string(kMaxKeyLength));
-    }
-  }
-
-  // Unlimited rules answer OK and count nothing; replaced rules act as no match.
-  std::unordered_set<std::string_view> replaced;
-  for (const Applied& a : out) {
-    if (const Rule* r = a.rule()) {
-      for (const std::string& name : r->replaces) replaced.insert(name);
-    }
-  }
-  for (Applied& a : out) {
-    const Rule* r = a.rule();
-    if (!r) continue;
-    if (r->unlimited) {
-      a.unlimited = true;
-      a.configured = nullptr;
-      a.cache_key.clear();
-      continue;
-    }
-    if (!r->name.empty() && replaced.count(r->name)) {
-      a.configured = nullptr;
-      a.override_rule.reset();
-      a.cache_key.clear();
-      a.stats_key.clear();
-    }
-  }
-  return {};
 }
 
 }  // namespace ratelimit::rls

@@ -50,6 +50,7 @@
 // and call resolve() from any number of threads.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -91,6 +92,9 @@ struct Rule {
   // The stats key envoyproxy/ratelimit gives the rule: "domain.key_value.key" (the config's
   // composite key, values as configured). Metric names are built from it.
   std::string full_key;
+  // The metric name of that key: stat_name(full_key, domain), computed at load so that no
+  // request sanitizes a configured key (only keys built from request values are).
+  std::string stats_name;
   // What to decide with: by default Policy::fixed_window_every_hit(requests_per_unit, unit)
   // (envoyproxy/ratelimit's counter); with the `algorithm` extension, that algorithm. Unset
   // for unlimited rules.
@@ -179,14 +183,26 @@ class RuleSet {
   std::string dump() const;
   const std::vector<std::unique_ptr<Rule>>& rules() const { return rules_; }
 
-  struct Node;  // one descriptor level (defined in rule_set.cc)
+  // envoyproxy/ratelimit's counter for a request's limit override in `unit` (SECOND ... WEEK),
+  // built at load; an override decides with it at its own limit (Policy::with_limit: same
+  // name, so an override and the configured limit of one key count together).
+  const Policy& override_counter(Unit unit) const { return *override_counters_[static_cast<size_t>(unit)]; }
+
+  struct Node;  // one descriptor level (defined in rule_set_detail.h)
 
  private:
   RuleSet() = default;
   friend class Loader;
+  Status resolve_override(std::string_view domain, size_t di, const Descriptor& desc, Applied& a) const;
+  // The store key into a.cache_key (`share`: per entry, the value share_threshold puts in its
+  // place, or empty); kInvalidArgument when longer than kMaxKeyLength.
+  Status set_cache_key(std::string_view domain, size_t di, std::span<const Entry> entries,
+                       std::span<const std::string> share, Applied& a) const;
+
   std::unordered_map<std::string, std::unique_ptr<Node>> domains_;
   std::vector<std::unique_ptr<Rule>> rules_;
   std::string cache_key_prefix_;
+  std::array<std::optional<Policy>, 8> override_counters_;  // by Unit; kUnknown unset
 };
 
 // What one descriptor's decision adds to its rule's counters, as envoyproxy/ratelimit's
@@ -199,6 +215,10 @@ struct HitStats {
 };
 HitStats hit_stats(uint32_t limit, float near_limit_ratio, uint64_t hits, bool allowed,
                    int64_t remaining, bool shadow);
+
+// The metric name of a stats key: sanitize_stat_name(key) without its leading "domain." (every
+// key starts with its domain, which labels the metric apart).
+std::string stat_name(std::string_view key, std::string_view domain);
 
 // envoyproxy/ratelimit's SanitizeStatName: ':' and '|' become '_', and the dots of anything
 // shaped like an IPv4 address (d.d.d.d, 1-3 digits each) become '_'.

@@ -1,8 +1,8 @@
 // rule_set_detail.h — what the parts of the RuleSet implementation share (internal to src/rls):
 // the descriptor tree's node, envoyproxy/ratelimit's counter policy, and the YAML typing rules
 // the loader applies. The parts:
-//   rule_set.cc       units, names (wildcards, stat names), hit statistics, the queries and
-//                     resolve() — the matching that runs on every request
+//   rule_set.cc       units, names (wildcards, stat names), hit statistics, the queries
+//   rule_set_match.cc resolve() — the matching that runs on every request
 //   rule_set_load.cc  configuration files -> RuleSet (the two passes, every semantic check)
 //   rule_set_yaml.cc  how a YAML leaf is typed as yaml.v2 types it, and `metadata` as JSON
 //

@@ -229,6 +229,7 @@ class Loader {
                                           bool shadow, bool quota, bool detailed) {
     auto r = std::make_unique<Rule>();
     r->full_key = full_key;
+    r->stats_name = stat_name(full_key, domain_);
     r->shadow_mode = shadow;
     r->quota_mode = quota;
     r->detailed_metric = detailed;
@@ -376,6 +377,11 @@ Result<std::shared_ptr<const RuleSet>> RuleSet::load(std::span<const SourceFile>
                                                      const LoadOptions& options) {
   std::shared_ptr<RuleSet> set(new RuleSet());
   set->cache_key_prefix_ = options.cache_key_prefix;
+  for (int u = 1; u <= 7; ++u) {
+    auto counter = envoy_counter(0, static_cast<Unit>(u));
+    if (!counter) return counter.status();  // cannot happen: every unit's window is valid
+    set->override_counters_[static_cast<size_t>(u)] = std::move(*counter);
+  }
   Loader loader(*set, options);
   for (const SourceFile& f : files) {
     if (Status s = loader.load_file(f); !s.is_ok()) return s;

@@ -41,9 +41,8 @@ bool DecisionService::decide(const Snapshot& snapshot, std::span<const Item> ite
   p.slots_.resize(n);
   p.ops_.clear();
   p.items_.clear();
-  if (n == 0 || n > kMaxOpsPerCall) {
-    p.status = Status::invalid_argument("between 1 and " + std::to_string(kMaxOpsPerCall) +
-                                        " decisions per request, got " + std::to_string(n));
+  if (Status s = validate_op_count(n, "decisions per request"); !s.is_ok()) {
+    p.status = std::move(s);
     return true;
   }
   size_t enforced = 0;

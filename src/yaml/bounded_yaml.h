@@ -1,6 +1,6 @@
 // bounded_yaml.h — the one check every YAML configuration reader runs before it lets yaml-cpp
 // build a document: ratelimitd's own file (src/server/config.cc), envoyproxy/ratelimit rule
-// files and `domains:` (src/rls/rule_set.cc, and through it the watched directory and
+// files and `domains:` (src/rls/rule_set_load.cc, and through it the watched directory and
 // `--envoy-env --check`).
 //
 // Why: yaml-cpp keeps an alias as a second reference to its anchor's node, so a document is
