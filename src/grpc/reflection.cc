@@ -36,6 +36,13 @@ void not_found(ServerReflectionResponse& out, const std::string& what) {
   e->set_error_message(what + " not found");
 }
 
+// The file found for the request's `what` with its imports, or "<what> not found".
+void add_file(const pb::FileDescriptor* file, const std::string& what, ServerReflectionResponse& out) {
+  if (file == nullptr) return not_found(out, what);
+  std::set<const pb::FileDescriptor*> seen;
+  add_with_imports(file, seen, out);
+}
+
 }  // namespace
 
 Status reflect(std::string_view request, std::string& reply) {
@@ -47,24 +54,16 @@ Status reflect(std::string_view request, std::string& reply) {
   out.set_valid_host(req.host());
   *out.mutable_original_request() = req;
   const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
-  std::set<const pb::FileDescriptor*> seen;
   switch (req.message_request_case()) {
     case ServerReflectionRequest::kListServices:
       for (const char* name : kServices) out.mutable_list_services_response()->add_service()->set_name(name);
       break;
     case ServerReflectionRequest::kFileByFilename:
-      if (const pb::FileDescriptor* f = pool->FindFileByName(req.file_by_filename())) {
-        add_with_imports(f, seen, out);
-      } else {
-        not_found(out, "file " + req.file_by_filename());
-      }
+      add_file(pool->FindFileByName(req.file_by_filename()), "file " + req.file_by_filename(), out);
       break;
     case ServerReflectionRequest::kFileContainingSymbol:
-      if (const pb::FileDescriptor* f = pool->FindFileContainingSymbol(req.file_containing_symbol())) {
-        add_with_imports(f, seen, out);
-      } else {
-        not_found(out, "symbol " + req.file_containing_symbol());
-      }
+      add_file(pool->FindFileContainingSymbol(req.file_containing_symbol()), "symbol " + req.file_containing_symbol(),
+               out);
       break;
     case ServerReflectionRequest::kFileContainingExtension:
       not_found(out, "extension " + std::to_string(req.file_containing_extension().extension_number()) + " of " +

@@ -217,98 +217,77 @@ Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& ou
   return {};
 }
 
-void append_rate_limit_response_json(const RateLimitResponse& r, std::string& out) {
-  out += '{';
-  bool first = true;
-  auto field = [&](const char* name) {
-    if (!first) out += ',';
-    first = false;
-    out += '"';
-    out += name;
-    out += "\":";
-  };
-  if (r.overall_code != Code::kUnknown) {
-    field("overallCode");
-    out += '"';
-    out += code_name(r.overall_code);
-    out += '"';
+namespace {
+
+// The members of one JSON object, written in order: the braces and the commas between members.
+// proto3 JSON omits a member at its default value, so each caller writes only those set.
+class Members {
+ public:
+  explicit Members(std::string& out) : out_(out) { out_ += '{'; }
+  ~Members() { out_ += '}'; }
+  Members(const Members&) = delete;
+  Members& operator=(const Members&) = delete;
+  // Starts member `name`; the caller appends its value.
+  std::string& key(const char* name) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_ += name;
+    out_ += "\":";
+    return out_;
   }
+  // A member whose value is a string that needs no escaping (an enum name, a duration).
+  void plain_string(const char* name, std::string_view value) {
+    key(name) += '"';
+    out_ += value;
+    out_ += '"';
+  }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+void append_current_limit(const CurrentLimit& l, std::string& out) {
+  Members m(out);
+  if (l.requests_per_unit != 0) append_uint(m.key("requestsPerUnit"), l.requests_per_unit);
+  if (l.unit != Unit::kUnknown) m.plain_string("unit", unit_name(l.unit));
+  if (!l.name.empty()) http::append_json_string(m.key("name"), l.name);
+}
+
+void append_status(const DescriptorStatus& s, std::string& out) {
+  Members m(out);
+  if (s.code != Code::kUnknown) m.plain_string("code", code_name(s.code));
+  if (s.current_limit) append_current_limit(*s.current_limit, m.key("currentLimit"));
+  if (s.limit_remaining != 0) append_uint(m.key("limitRemaining"), s.limit_remaining);
+  if (s.duration_until_reset_seconds) {
+    m.plain_string("durationUntilReset", std::to_string(*s.duration_until_reset_seconds) + "s");
+  }
+}
+
+}  // namespace
+
+void append_rate_limit_response_json(const RateLimitResponse& r, std::string& out) {
+  Members m(out);
+  if (r.overall_code != Code::kUnknown) m.plain_string("overallCode", code_name(r.overall_code));
   if (!r.statuses.empty()) {
-    field("statuses");
-    out += '[';
+    m.key("statuses") += '[';
     for (size_t i = 0; i < r.statuses.size(); ++i) {
-      const DescriptorStatus& s = r.statuses[i];
       if (i) out += ',';
-      out += '{';
-      bool f = true;
-      auto sub = [&](const char* name) {
-        if (!f) out += ',';
-        f = false;
-        out += '"';
-        out += name;
-        out += "\":";
-      };
-      if (s.code != Code::kUnknown) {
-        sub("code");
-        out += '"';
-        out += code_name(s.code);
-        out += '"';
-      }
-      if (s.current_limit) {
-        sub("currentLimit");
-        out += '{';
-        bool g = true;
-        auto leaf = [&](const char* name) {
-          if (!g) out += ',';
-          g = false;
-          out += '"';
-          out += name;
-          out += "\":";
-        };
-        if (s.current_limit->requests_per_unit != 0) {
-          leaf("requestsPerUnit");
-          append_uint(out, s.current_limit->requests_per_unit);
-        }
-        if (s.current_limit->unit != Unit::kUnknown) {
-          leaf("unit");
-          out += '"';
-          out += unit_name(s.current_limit->unit);
-          out += '"';
-        }
-        if (!s.current_limit->name.empty()) {
-          leaf("name");
-          http::append_json_string(out, s.current_limit->name);
-        }
-        out += '}';
-      }
-      if (s.limit_remaining != 0) {
-        sub("limitRemaining");
-        append_uint(out, s.limit_remaining);
-      }
-      if (s.duration_until_reset_seconds) {
-        sub("durationUntilReset");
-        out += '"';
-        out += std::to_string(*s.duration_until_reset_seconds);
-        out += "s\"";
-      }
-      out += '}';
+      append_status(r.statuses[i], out);
     }
     out += ']';
   }
   if (!r.response_headers_to_add.empty()) {
-    field("responseHeadersToAdd");
-    out += '[';
+    m.key("responseHeadersToAdd") += '[';
     for (size_t i = 0; i < r.response_headers_to_add.size(); ++i) {
       if (i) out += ',';
-      out += "{\"key\":";
-      http::append_json_string(out, r.response_headers_to_add[i].key);
-      out += ",\"value\":";
-      http::append_json_string(out, r.response_headers_to_add[i].value);
-      out += '}';
+      Members h(out);
+      http::append_json_string(h.key("key"), r.response_headers_to_add[i].key);
+      http::append_json_string(h.key("value"), r.response_headers_to_add[i].value);
     }
     out += ']';
   }
-  out += '}';
 }
 
 }  // namespace ratelimit::rls
