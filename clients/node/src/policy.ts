@@ -8,6 +8,9 @@
 // Invariants: every Policy value passed validation; `args` is computed once, never mutated.
 
 import { RateLimitError } from './errors';
+// The bounds of include/ratelimit/policy.h, generated into this package (policy_bounds.json;
+// tests/redis/policy_bounds_test.cc fails when it drifts), never copied by hand.
+import BOUNDS from './policy_bounds.json';
 
 export type Algorithm =
   | 'fixed_window' | 'sliding_window_log' | 'sliding_window_counter' | 'token_bucket' | 'leaky_bucket';
@@ -23,18 +26,18 @@ export type PolicySpec =
   | { algorithm: 'token_bucket' | 'leaky_bucket'; rate: number; burst: number;
       mode?: 'police' | 'shape'; countDenied?: boolean };
 
-export const MAX_LIMIT = 1_000_000_000;
-export const MAX_EVERY_HIT_LIMIT = 4_294_967_295;
-export const MAX_COST = 1_000_000_000;
-export const MAX_SLIDING_LOG_LIMIT = 100_000;
-export const MAX_KEY_BYTES = 512;
-const MIN_WINDOW_US = 1_000;
-const MAX_WINDOW_US = 366 * 24 * 3600 * 1_000_000;
-const MIN_RATE = 1e-6;
-const MAX_RATE = 1e9;
-const UNIT = 1_000_000;
-const TWO_POW_53 = 9007199254740992;
-const NAME_RE = /^[A-Za-z0-9_.:-]{1,64}$/;
+export const MAX_LIMIT: number = BOUNDS.max_limit;
+export const MAX_EVERY_HIT_LIMIT: number = BOUNDS.max_every_hit_limit;
+export const MAX_COST: number = BOUNDS.max_cost;
+export const MAX_SLIDING_LOG_LIMIT: number = BOUNDS.max_sliding_log_limit;
+export const MAX_KEY_BYTES: number = BOUNDS.max_key_bytes;
+const MIN_WINDOW_US: number = BOUNDS.min_window_us;
+const MAX_WINDOW_US: number = BOUNDS.max_window_us;
+const MIN_RATE: number = BOUNDS.min_rate;
+const MAX_RATE: number = BOUNDS.max_rate;
+const UNIT: number = BOUNDS.unit;
+const TWO_POW_53: number = BOUNDS.exact_integer_limit;
+const NAME_RE = new RegExp(BOUNDS.policy_name_pattern);
 
 /** A validated policy: its name, capacity, window (µs) and the library's arguments. */
 export interface Policy {

@@ -3,7 +3,9 @@ and the five policy arguments the Redis function library takes (docs/redis-funct
 The arguments must be the very numbers ratelimitd sends for the same policy: the bucket window
 is time_to_drain_us of a full bucket in the same double arithmetic, and the rate is repr(), which
 parses back to the same double."""
+import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Tuple, Union
@@ -11,16 +13,20 @@ from typing import Tuple, Union
 from .errors import RateLimitError
 
 ALGORITHMS = ("fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket")
-MAX_LIMIT = 1_000_000_000
-MAX_EVERY_HIT_LIMIT = 4_294_967_295
-MAX_COST = 1_000_000_000
-MAX_SLIDING_LOG_LIMIT = 100_000
-MAX_KEY_BYTES = 512
-_MIN_WINDOW_US, _MAX_WINDOW_US = 1_000, 366 * 24 * 3600 * 1_000_000
-_MIN_RATE, _MAX_RATE = 1e-6, 1e9
-_UNIT = 1_000_000
-_TWO_POW_53 = 2.0 ** 53
-_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+# The bounds of include/ratelimit/policy.h, generated into this package (policy_bounds.json;
+# tests/redis/policy_bounds_test.cc fails when it drifts), never copied by hand.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy_bounds.json"), encoding="utf-8") as _f:
+    _BOUNDS = json.load(_f)
+MAX_LIMIT = _BOUNDS["max_limit"]
+MAX_EVERY_HIT_LIMIT = _BOUNDS["max_every_hit_limit"]
+MAX_COST = _BOUNDS["max_cost"]
+MAX_SLIDING_LOG_LIMIT = _BOUNDS["max_sliding_log_limit"]
+MAX_KEY_BYTES = _BOUNDS["max_key_bytes"]
+_MIN_WINDOW_US, _MAX_WINDOW_US = _BOUNDS["min_window_us"], _BOUNDS["max_window_us"]
+_MIN_RATE, _MAX_RATE = float(_BOUNDS["min_rate"]), float(_BOUNDS["max_rate"])
+_UNIT = _BOUNDS["unit"]
+_TWO_POW_53 = float(_BOUNDS["exact_integer_limit"])
+_NAME = re.compile(_BOUNDS["policy_name_pattern"])
 _DURATION = re.compile(r"^([0-9]+)(us|ms|s|m|h|d)$")
 _SCALE = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 

@@ -6,6 +6,8 @@
 package ratelimit
 
 import (
+	_ "embed"
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -16,20 +18,47 @@ import (
 // Algorithms, in the library's order (their index is the algorithm argument).
 var Algorithms = []string{"fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "leaky_bucket"}
 
-const (
-	MaxLimit           = 1_000_000_000
-	MaxEveryHitLimit   = 4_294_967_295
-	MaxCost            = 1_000_000_000
-	MaxSlidingLogLimit = 100_000
-	MaxKeyBytes        = 512
-	minWindowUs        = 1_000
-	maxWindowUs        = 366 * 24 * 3600 * 1_000_000
-	minRate, maxRate   = 1e-6, 1e9
-	unit               = 1_000_000
-	twoPow53           = 9007199254740992.0
-)
+// The bounds of include/ratelimit/policy.h, generated into this package (policy_bounds.json;
+// tests/redis/policy_bounds_test.cc fails when it drifts), never copied by hand.
+//
+//go:embed policy_bounds.json
+var policyBoundsJSON []byte
 
-var policyName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+type policyBounds struct {
+	MaxLimit           int64   `json:"max_limit"`
+	MaxEveryHitLimit   int64   `json:"max_every_hit_limit"`
+	MaxCost            int64   `json:"max_cost"`
+	MaxSlidingLogLimit int64   `json:"max_sliding_log_limit"`
+	MinWindowUs        int64   `json:"min_window_us"`
+	MaxWindowUs        int64   `json:"max_window_us"`
+	MinRate            float64 `json:"min_rate"`
+	MaxRate            float64 `json:"max_rate"`
+	MaxKeyBytes        int     `json:"max_key_bytes"`
+	NamePattern        string  `json:"policy_name_pattern"`
+	ExactIntegerLimit  float64 `json:"exact_integer_limit"`
+	Unit               int64   `json:"unit"`
+}
+
+var bounds = func() (b policyBounds) {
+	if err := json.Unmarshal(policyBoundsJSON, &b); err != nil {
+		panic("ratelimit: policy_bounds.json: " + err.Error())
+	}
+	return b
+}()
+
+var (
+	MaxLimit           = bounds.MaxLimit
+	MaxEveryHitLimit   = bounds.MaxEveryHitLimit
+	MaxCost            = bounds.MaxCost
+	MaxSlidingLogLimit = bounds.MaxSlidingLogLimit
+	MaxKeyBytes        = bounds.MaxKeyBytes
+	minWindowUs        = bounds.MinWindowUs
+	maxWindowUs        = bounds.MaxWindowUs
+	minRate, maxRate   = bounds.MinRate, bounds.MaxRate
+	unit               = bounds.Unit
+	twoPow53           = bounds.ExactIntegerLimit
+	policyName         = regexp.MustCompile(bounds.NamePattern)
+)
 
 // PolicySpec is a policy as configured: window algorithms take Limit and Window, buckets Rate
 // and Burst (and Mode "police" or "shape" for the leaky bucket).
@@ -100,7 +129,7 @@ func NewPolicy(name string, s PolicySpec) (Policy, error) {
 		if math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) || s.Rate < minRate || s.Rate > maxRate {
 			return Policy{}, invalid("policy %q: rate must be a finite number of units per second between 1e-06 and 1e9, got %v", name, s.Rate)
 		}
-		if 2*float64(s.Burst)*unit/s.Rate > twoPow53 {
+		if 2*float64(s.Burst)*float64(unit)/s.Rate > twoPow53 {
 			return Policy{}, invalid("policy %q: burst / rate is too long (over 140 years to refill)", name)
 		}
 		shape := "0"
