@@ -21,16 +21,15 @@
 
 namespace ratelimit::rls {
 
+// The environment's names for the service's settings (ietf_headers is ours: no variable).
 ServiceOptions ServiceOptions::from(const EnvoySettings& s) {
-  ServiceOptions o;
-  o.near_limit_ratio = s.near_limit_ratio;
-  o.shadow_mode = s.shadow_mode;
-  o.stop_increment_when_over_limit = s.stop_cache_key_increment_when_overlimit;
-  o.response_headers = s.limit_response_headers_enabled;
-  o.limit_header = s.limit_limit_header;
-  o.remaining_header = s.limit_remaining_header;
-  o.reset_header = s.limit_reset_header;
-  return o;
+  return {.near_limit_ratio = s.near_limit_ratio,
+          .shadow_mode = s.shadow_mode,
+          .stop_increment_when_over_limit = s.stop_cache_key_increment_when_overlimit,
+          .response_headers = s.limit_response_headers_enabled,
+          .limit_header = s.limit_limit_header,
+          .remaining_header = s.limit_remaining_header,
+          .reset_header = s.limit_reset_header};
 }
 
 Call::Call() : state_(std::make_unique<State>()) { state_->pending.call = this; }
