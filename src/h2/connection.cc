@@ -26,7 +26,7 @@ Connection::~Connection() {
 
 void Connection::start(std::unique_ptr<Handler> handler, std::string_view already_read) {
   handler_ = std::move(handler);
-  session_.emplace(*handler_, options_.limits);
+  session_.emplace(*handler_, options_.limits, options_.stats);
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   last_read_ = std::chrono::steady_clock::now();
@@ -124,13 +124,27 @@ void Connection::check_deadline(std::chrono::steady_clock::time_point now) {
     return;
   }
   Session& s = *session_;
+  if (stalled_out_) {
+    stalled_out_ = false;
+    s.terminate(NGHTTP2_NO_ERROR);
+    if (options_.stats != nullptr) options_.stats->stalled_connections_closed.fetch_add(1, std::memory_order_relaxed);
+    write();
+    return;
+  }
   const auto idle = got_byte_ ? options_.idle_timeout : std::min(options_.first_byte_timeout, options_.idle_timeout);
   if (s.open_streams() == 0 && now - last_read_ >= idle) {
     s.terminate(NGHTTP2_NO_ERROR);  // GOAWAY; write() closes once it is out
-  } else if (s.reset_unfinished(now - options_.request_timeout) == 0) {
+    write();
     return;
   }
-  write();
+  const auto cutoff = now - options_.request_timeout;
+  bool every_stream_stalled = false;
+  const size_t stalled = s.reset_stalled(cutoff, every_stream_stalled);
+  // Nothing on this connection can move until the peer opens a window it has not opened for
+  // request_timeout: its streams are reset now, the GOAWAY follows at the next sweep (after the
+  // RST_STREAMs were written: a GOAWAY queued with them could leave first and end the session).
+  if (stalled > 0 && every_stream_stalled) stalled_out_ = true;
+  if (s.reset_unfinished(cutoff) + stalled > 0) write();
 }
 
 }  // namespace ratelimit::h2

@@ -12,7 +12,10 @@
 // workers alike). No stream open and nothing read for idle_timeout → GOAWAY(NO_ERROR), then
 // close; a stream whose request has not ended within request_timeout → RST_STREAM CANCEL
 // (half-open streams cannot hold the stream budget); a write the peer has not taken within
-// request_timeout (it stopped reading) → close.
+// request_timeout (it stopped reading) → close; an answer whose bytes the peer's flow-control
+// window has held for request_timeout → RST_STREAM CANCEL, and when every open stream is so
+// stalled, GOAWAY(NO_ERROR) and close (a peer that never sends WINDOW_UPDATE holds nothing for
+// longer; what it holds meanwhile is bounded by Limits::max_held_bytes).
 // Closing: when the Session is no longer alive (GOAWAY exchanged and streams done, a fatal
 // protocol error) and its last bytes are written, the socket closes. When the socket closes
 // (that, the peer's EOF or reset, a failed write), every stream still open is closed for the
@@ -42,6 +45,8 @@ struct ConnectionOptions {
   // A connection that has sent no byte at all (no preface: the gRPC port, where nothing was
   // read before start()) is closed after this, as HTTP/1.1's first_byte_timeout.
   std::chrono::milliseconds first_byte_timeout{5'000};
+  // Counts what flow control holds and cuts (shared by a server's connections); may be null.
+  FlowStats* stats = nullptr;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -86,6 +91,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool draining_ = false;
   bool closed_ = false;
   bool got_byte_ = false;  // any byte read from the peer (or handed over by start())
+  bool stalled_out_ = false;  // every stream was stalled and reset: GOAWAY at the next sweep
 };
 
 }  // namespace ratelimit::h2

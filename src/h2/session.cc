@@ -2,6 +2,7 @@
 // into the static functions of Callbacks; each finds the Session in user_data and the Stream in
 // the stream's user data. A Stream carries the request head and the response still to send.
 #include "session.h"
+#include "session_stream.h"
 
 #include <nghttp2/nghttp2.h>
 
@@ -28,36 +29,6 @@ void RequestHead::clear() {
   fields.clear();
   oversized = false;
 }
-
-struct Session::Stream {
-  int32_t id = 0;
-  size_t live_index = 0;  // position in Session::live_
-  RequestHead head;
-  size_t header_bytes = 0;
-  bool head_done = false;   // on_headers was called
-  bool remote_ended = false;  // on_end was called
-  std::chrono::steady_clock::time_point opened_at;
-  // The response body still to send (from `out_off`), and how it ends.
-  std::string out;
-  size_t out_off = 0;
-  bool ending = false;      // finish() was called
-  bool deferred = false;    // the data source said DEFERRED: resume on more data
-  bool has_trailers = false;
-  std::vector<std::pair<std::string, std::string>> trailers;
-
-  void reset(int32_t stream_id) {
-    id = stream_id;
-    head.clear();
-    header_bytes = 0;
-    head_done = false;
-    remote_ended = false;
-    opened_at = std::chrono::steady_clock::now();
-    out.clear();
-    out_off = 0;
-    ending = deferred = has_trailers = false;
-    trailers.clear();
-  }
-};
 
 namespace {
 
@@ -172,16 +143,19 @@ struct Callbacks {
   }
 
   static ssize_t read_body(nghttp2_session* ng, int32_t id, uint8_t* buf, size_t length, uint32_t* flags,
-                           nghttp2_data_source* source, void*) {
+                           nghttp2_data_source* source, void* user) {
     auto* st = static_cast<Session::Stream*>(source->ptr);
     const size_t n = std::min(length, st->out.size() - st->out_off);
     if (n > 0) std::memcpy(buf, st->out.data() + st->out_off, n);
     st->out_off += n;
+    self(user).held_ -= n;
+    st->waiting_since = std::chrono::steady_clock::now();  // progress (or, below, its end)
     if (st->out_off < st->out.size()) return static_cast<ssize_t>(n);
     st->out.clear();
     st->out_off = 0;
     if (st->ending) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
+      st->eof_sent = true;
       if (st->has_trailers) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
         std::vector<nghttp2_nv> nva;
@@ -199,7 +173,8 @@ struct Callbacks {
   }
 };
 
-Session::Session(Handler& handler, const Limits& limits) : handler_(handler), limits_(limits) {
+Session::Session(Handler& handler, const Limits& limits, FlowStats* stats)
+    : handler_(handler), limits_(limits), stats_(stats) {
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &Callbacks::on_begin_headers);
@@ -231,6 +206,7 @@ Session::Session(Handler& handler, const Limits& limits) : handler_(handler), li
 
 Session::~Session() {
   close_streams();  // nghttp2_session_del does not call on_stream_close
+  report_held();
   nghttp2_session_del(ng_);
 }
 
@@ -256,19 +232,31 @@ bool Session::receive(std::string_view bytes) {
   return true;
 }
 
-bool Session::collect(std::string& out) {
-  bool any = false;
+namespace {
+// Appends every frame nghttp2 has ready; false on a fatal error.
+bool send_all(nghttp2_session* ng, std::string& out, bool& any) {
   for (;;) {
     const uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(ng_, &data);
-    if (n < 0) {
-      fatal_ = true;
-      return any;
-    }
-    if (n == 0) return any;
+    const ssize_t n = nghttp2_session_mem_send(ng, &data);
+    if (n < 0) return false;
+    if (n == 0) return true;
     out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
     any = true;
   }
+}
+}  // namespace
+
+bool Session::collect(std::string& out) {
+  bool any = false;
+  // What is left on the streams after nghttp2 took all the windows allow is held for the peer.
+  bool ok = send_all(ng_, out, any);
+  if (ok && held_ > limits_.max_held_bytes) {
+    trim_held();
+    ok = send_all(ng_, out, any);  // the resets, which release the streams' bytes
+  }
+  if (!ok) fatal_ = true;
+  report_held();
+  return any;
 }
 
 bool Session::alive() const {
@@ -296,11 +284,15 @@ Session::Stream* Session::acquire_stream() {
 }
 
 void Session::release_stream(Stream* s) {
+  held_ -= s->unsent_bytes();  // an answer cut before it left
   live_[s->live_index] = live_.back();
   live_[s->live_index]->live_index = s->live_index;
   live_.pop_back();
-  // Keep a few for reuse (their buffers keep their capacity); free the rest.
-  if (free_.size() < limits_.max_concurrent_streams && s->out.capacity() <= 64 * 1024) {
+  // Keep a few for reuse, with the capacity of a small answer's buffer (answers of the native
+  // API and gRPC are well under it); a large one is given back, so what a connection keeps
+  // after its streams closed stays small whatever it was sent.
+  if (s->out.capacity() > 4 * 1024) std::string().swap(s->out);
+  if (free_.size() < limits_.max_concurrent_streams) {
     free_.emplace_back(s);
   } else {
     delete s;
@@ -325,13 +317,17 @@ void Session::respond(int32_t id, std::span<const Header> headers, bool end_stre
   nghttp2_data_provider prd;
   prd.source.ptr = st;
   prd.read_callback = &Callbacks::read_body;
+  st->answering = true;
+  st->waiting_since = std::chrono::steady_clock::now();
   nghttp2_submit_response(ng_, id, p, headers.size(), &prd);
 }
 
 void Session::send_data(int32_t id, std::string_view bytes) {
   Stream* st = stream(id);
   if (st == nullptr || st->ending) return;
+  if (!st->unsent()) st->waiting_since = std::chrono::steady_clock::now();
   st->out.append(bytes);
+  held_ += bytes.size();
   if (st->deferred) {
     st->deferred = false;
     nghttp2_session_resume_data(ng_, id);
@@ -341,6 +337,7 @@ void Session::send_data(int32_t id, std::string_view bytes) {
 void Session::finish(int32_t id, std::span<const Header> trailers) {
   Stream* st = stream(id);
   if (st == nullptr || st->ending) return;
+  if (!st->unsent()) st->waiting_since = std::chrono::steady_clock::now();
   st->ending = true;
   st->has_trailers = !trailers.empty();
   for (const Header& h : trailers) st->trailers.emplace_back(h.name, h.value);
@@ -353,18 +350,6 @@ void Session::finish(int32_t id, std::span<const Header> trailers) {
 void Session::reset(int32_t id, uint32_t error_code) {
   if (stream(id) == nullptr) return;
   nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, id, error_code);
-}
-
-size_t Session::reset_unfinished(std::chrono::steady_clock::time_point cutoff) {
-  size_t n = 0;
-  for (Stream* st : live_) {
-    if (!st->remote_ended && st->opened_at < cutoff) {
-      nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-      st->remote_ended = true;  // reset once: it closes when the RST_STREAM is sent
-      ++n;
-    }
-  }
-  return n;
 }
 
 void Session::shutdown_notice() { nghttp2_submit_shutdown_notice(ng_); }

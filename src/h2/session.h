@@ -18,6 +18,11 @@
 //   - request bodies: flow control (initial_window per stream); the handler bounds what it
 //     buffers and answers early when a body is too large (the stream is then reset with
 //     NO_ERROR once the answer is sent, so the peer stops sending);
+//   - answers the peer's flow control holds back (it never opens its windows): at most
+//     max_held_bytes per connection after each collect() — beyond it the streams holding the
+//     most are reset (CANCEL) — and reset_stalled() resets any whose answer made no progress for
+//     the request timeout (Connection::check_deadline; every stream stalled: GOAWAY). Counted in
+//     FlowStats when one is given;
 //   - bad frames, bad HPACK, a bad preface: nghttp2 answers GOAWAY with the RFC's error code;
 //     fatal() then says so and the connection closes once that GOAWAY is written.
 // Responses queued during one call of receive() (or between two collect()s) leave in one
@@ -25,6 +30,7 @@
 // Thread-safety: none; one thread (the connection's) uses a Session.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +48,18 @@ struct Limits {
   uint32_t max_concurrent_streams = 100;  // SETTINGS_MAX_CONCURRENT_STREAMS
   uint32_t initial_window = 1 << 20;      // SETTINGS_INITIAL_WINDOW_SIZE (per stream, bytes)
   uint32_t max_header_bytes = 16 * 1024;  // SETTINGS_MAX_HEADER_LIST_SIZE, enforced per stream
+  // Answer bytes a connection holds for a peer whose flow-control windows do not let them out
+  // (four default 64 KiB windows): beyond it, after a collect(), streams are reset.
+  size_t max_held_bytes = 256 * 1024;
+};
+
+// What the peers' flow control makes the sessions that share it hold and cut (a process's
+// metrics: ratelimitd_h2_*). Any thread reads; each session adds its own changes.
+struct FlowStats {
+  std::atomic<int64_t> held_bytes{0};                // answer bytes waiting for a window, now
+  std::atomic<uint64_t> stalled_streams_reset{0};    // no progress within the request timeout
+  std::atomic<uint64_t> held_streams_reset{0};       // beyond max_held_bytes
+  std::atomic<uint64_t> stalled_connections_closed{0};  // every stream stalled: GOAWAY
 };
 
 struct Header {
@@ -83,7 +101,7 @@ class Session {
  public:
   // Queues the server preface (SETTINGS) for the first collect(). `handler` must outlive the
   // session.
-  Session(Handler& handler, const Limits& limits);
+  Session(Handler& handler, const Limits& limits, FlowStats* stats = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -114,6 +132,14 @@ class Session {
   // Resets (CANCEL) every stream opened before `cutoff` whose request has not ended: a peer
   // that opens streams and never finishes them cannot hold them. Returns how many.
   size_t reset_unfinished(std::chrono::steady_clock::time_point cutoff);
+  // Resets (CANCEL) every stream whose answer has bytes (or its end) waiting and made no
+  // progress since `cutoff`: the peer's flow-control window holds it (or it stopped reading).
+  // Returns how many; `every_stream_stalled` tells whether each open stream is then waiting on
+  // the peer's window — the connection serves nothing and should end (Connection does); then
+  // those not yet due are reset as well, so every stream hears RST_STREAM before the GOAWAY.
+  size_t reset_stalled(std::chrono::steady_clock::time_point cutoff, bool& every_stream_stalled);
+  // Answer bytes held for the peer's windows (as of the last collect()).
+  size_t held_bytes() const { return held_; }
 
   // Graceful shutdown, step 1: a GOAWAY announcing the end (last stream id 2^31-1): the peer
   // stops opening streams. Step 2, go_away(): the final GOAWAY with the last stream processed;
@@ -134,11 +160,16 @@ class Session {
   Stream* stream(int32_t id) const;
   Stream* acquire_stream();
   void release_stream(Stream* s);
+  void trim_held();
+  void report_held();
 
   Handler& handler_;
   Limits limits_;
   nghttp2_session* ng_ = nullptr;
   bool fatal_ = false;
+  FlowStats* stats_ = nullptr;
+  size_t held_ = 0;           // sum of the live streams' unsent answer bytes
+  int64_t held_reported_ = 0;  // held_ as last added to stats_
   // Streams whose state is reused (a stream's strings keep their capacity).
   std::vector<std::unique_ptr<Stream>> free_;
   std::vector<Stream*> live_;  // every stream with state (owned; released on close)

@@ -157,6 +157,7 @@ int App::open() {
   }
 
   h2c_ = std::make_unique<H2cTakeover>(rls_.get());
+  metrics_.add_extra([this](std::string& out) { h2c_->render_metrics(out); });
 
   unsigned threads = config.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());

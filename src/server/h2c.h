@@ -18,7 +18,10 @@
 // the connection keeps its place in the connection caps (its ConnectionSlot) until it closes.
 // Timeouts are the worker's sweep, as for HTTP/1.1 (TrackedConnection::check_deadline): a
 // connection with no stream open that read nothing for idle_timeout gets GOAWAY and is closed;
-// a stream whose request has not ended after request_timeout is reset (CANCEL).
+// a stream whose request has not ended after request_timeout is reset (CANCEL), and so is one
+// whose answer the client's flow-control window has held for request_timeout (a connection
+// whose every stream is so stalled gets GOAWAY and is closed); at most h2::Limits'
+// max_held_bytes (256 KiB) of answers wait per connection. Counted: render_metrics().
 // Drain: the worker's drain sends GOAWAY; streams in flight are answered, watches end.
 // Thread-safety: adopt() on the worker's thread; the connection then lives on that thread.
 #pragma once
@@ -40,8 +43,12 @@ class H2cTakeover final : public ConnectionTakeover {
   // Health of the gRPC methods on h2c: SERVING or NOT_SERVING (the store cannot decide, the
   // server drains). Watchers learn of a change at their worker's next sweep. Any thread.
   void set_serving(bool serving);
+  // The ratelimitd_h2_* families (flow control: bytes held for clients' windows, streams reset,
+  // connections closed), for /metrics. Any thread.
+  void render_metrics(std::string& out) const;
 
  private:
+  h2::FlowStats flow_;
   grpc_api::GrpcContext grpc_;
   bool has_grpc_;
 };

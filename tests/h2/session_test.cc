@@ -216,6 +216,84 @@ TEST(H2Session, HalfOpenStreamsAreReset) {
   EXPECT_FALSE(echo.closed.contains(done));
 }
 
+// A client that announces a stream window of 0 (and never updates it) gets the heads of its
+// answers, and the bodies wait: held, counted, and reset (CANCEL) once they made no progress
+// for the timeout — every stream then stalled, which the connection turns into GOAWAY.
+void close_the_windows(Client& c) {
+  const nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+  EXPECT_EQ(nghttp2_submit_settings(c.ng(), NGHTTP2_FLAG_NONE, iv, 1), 0);
+}
+
+TEST(H2Session, AnswersHeldByAClosedWindowAreCountedThenReset) {
+  Echo echo;
+  FlowStats stats;
+  Session server(echo, Limits{}, &stats);
+  Client c;
+  close_the_windows(c);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(c.request("/a", {}, std::string(1000, 'x')));
+  ASSERT_TRUE(c.pump(server));
+  for (int32_t id : ids) EXPECT_EQ(c.responses[id].headers[":status"], "200");
+  EXPECT_EQ(server.held_bytes(), 3000U);
+  EXPECT_EQ(stats.held_bytes.load(), 3000);
+  bool every = false;
+  EXPECT_EQ(server.reset_stalled(std::chrono::steady_clock::now() - std::chrono::seconds(1), every), 0U)
+      << "not before the timeout";
+  EXPECT_EQ(server.reset_stalled(std::chrono::steady_clock::now() + std::chrono::seconds(1), every), 3U);
+  EXPECT_TRUE(every);
+  ASSERT_TRUE(c.pump(server));
+  for (int32_t id : ids) {
+    EXPECT_TRUE(c.responses[id].reset);
+    EXPECT_EQ(c.responses[id].reset_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
+    EXPECT_TRUE(c.responses[id].body.empty());
+  }
+  EXPECT_EQ(server.held_bytes(), 0U);
+  EXPECT_EQ(stats.held_bytes.load(), 0);
+  EXPECT_EQ(stats.stalled_streams_reset.load(), 3U);
+}
+
+// A stream still waiting for its handler's answer is not stalled: the connection is not ended
+// for the others.
+TEST(H2Session, AStreamAwaitingItsAnswerIsNotStalled) {
+  Echo echo;
+  Session server(echo, Limits{});
+  Client c;
+  close_the_windows(c);
+  echo.hold = true;
+  const int32_t waiting = c.request("/w", {}, "w");
+  const int32_t held = c.request("/h", {}, "h");
+  ASSERT_TRUE(c.pump(server));
+  Echo::answer(server, held, "held by the window");
+  ASSERT_TRUE(c.pump(server));
+  bool every = true;
+  EXPECT_EQ(server.reset_stalled(std::chrono::steady_clock::now() + std::chrono::seconds(1), every), 1U);
+  EXPECT_FALSE(every);
+  ASSERT_TRUE(c.pump(server));
+  EXPECT_TRUE(c.responses[held].reset);
+  EXPECT_FALSE(c.responses[waiting].closed);
+}
+
+// Beyond Limits::max_held_bytes, the streams holding the most are reset after the collect()
+// that found them held, until what is left fits.
+TEST(H2Session, HeldBytesBeyondTheCapResetTheLargestAnswers) {
+  Echo echo;
+  FlowStats stats;
+  Limits limits;
+  limits.max_held_bytes = 5000;
+  Session server(echo, limits, &stats);
+  Client c;
+  close_the_windows(c);
+  const int32_t a = c.request("/a", {}, std::string(3000, 'a'));
+  const int32_t b = c.request("/b", {}, std::string(1000, 'b'));
+  const int32_t d = c.request("/d", {}, std::string(3000, 'd'));
+  ASSERT_TRUE(c.pump(server));
+  EXPECT_LE(server.held_bytes(), 5000U);
+  EXPECT_EQ(stats.held_streams_reset.load(), 1U);
+  EXPECT_NE(c.responses[a].reset, c.responses[d].reset) << "one of the two largest";
+  EXPECT_FALSE(c.responses[b].reset);
+  EXPECT_EQ(stats.held_bytes.load(), static_cast<int64_t>(server.held_bytes()));
+}
+
 TEST(H2Session, ABadPrefaceEndsTheConnection) {
   Echo echo;
   Session server(echo, Limits{});
