@@ -1,8 +1,11 @@
-// rls_stats.cc — per-key hit counters and their Prometheus rendering (see rls_stats.h).
+// rls_stats.cc — per-key hit counters and their Prometheus rendering (see rls_stats.h); the
+// families (names, types, help) are declared in the one table, src/common/metric_families.h.
 #include "rls_stats.h"
 
 #include <array>
 #include <vector>
+
+#include "metric_families.h"
 
 namespace ratelimit::rls {
 
@@ -59,25 +62,28 @@ void append_label_value(std::string& out, std::string_view value) {
 
 namespace {
 
+// The five per-rule counters, each with its family in the one table (metric_families.h).
 struct Stat {
-  const char* name;
-  const char* help;
+  const metrics::Family& family;
   std::atomic<uint64_t> HitCounters::*field;
 };
 
 constexpr std::array<Stat, 5> kStats = {{
-    {"ratelimit_service_rate_limit_total_hits_total",
-     "Hits (units) of requests that matched the rule, by metric key.", &HitCounters::total_hits},
-    {"ratelimit_service_rate_limit_over_limit_total",
-     "Hits over the rule's limit (denied, or would have been in shadow mode).",
-     &HitCounters::over_limit},
-    {"ratelimit_service_rate_limit_near_limit_total",
-     "Hits above NEAR_LIMIT_RATIO of the limit but within it.", &HitCounters::near_limit},
-    {"ratelimit_service_rate_limit_within_limit_total", "Hits within the limit.",
-     &HitCounters::within_limit},
-    {"ratelimit_service_rate_limit_shadow_mode_total",
-     "Hits over the limit of a rule in shadow_mode (answered OK).", &HitCounters::shadow_mode},
+    {metrics::kRlsTotalHits, &HitCounters::total_hits},
+    {metrics::kRlsOverLimit, &HitCounters::over_limit},
+    {metrics::kRlsNearLimit, &HitCounters::near_limit},
+    {metrics::kRlsWithinLimit, &HitCounters::within_limit},
+    {metrics::kRlsShadowMode, &HitCounters::shadow_mode},
 }};
+
+// One unlabelled sample.
+void unlabelled_sample(std::string& out, const metrics::Family& f, uint64_t v) {
+  metrics::append_family_header(out, f);
+  out += f.name;
+  out += ' ';
+  out += std::to_string(v);
+  out += '\n';
+}
 
 // domain="d",key1="k_v",key2="k2"
 std::string labels_of(const std::string& domain, const std::string& key) {
@@ -100,18 +106,6 @@ std::string labels_of(const std::string& domain, const std::string& key) {
   return l;
 }
 
-void family_header(std::string& out, const char* name, const char* type, const char* help) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-}
-
 }  // namespace
 
 void RuleStats::render(std::string& out) const {
@@ -124,9 +118,9 @@ void RuleStats::render(std::string& out) const {
     request_keys = request_keys_;
   }
   for (const Stat& s : kStats) {
-    family_header(out, s.name, "counter", s.help);
+    metrics::append_family_header(out, s.family);
     for (const auto& [labels, c] : rows) {
-      out += s.name;
+      out += s.family.name;
       out += '{';
       out += labels;
       out += "} ";
@@ -134,16 +128,9 @@ void RuleStats::render(std::string& out) const {
       out += '\n';
     }
   }
-  family_header(out, "ratelimitd_rls_stats_request_keys", "gauge",
-                "Metric keys built from request values (detailed_metric, value_to_metric, limit "
-                "overrides), capped.");
-  out += "ratelimitd_rls_stats_request_keys " + std::to_string(request_keys) + "\n";
-  family_header(out, "ratelimitd_rls_stats_request_keys_max", "gauge",
-                "The cap on metric keys built from request values.");
-  out += "ratelimitd_rls_stats_request_keys_max " + std::to_string(max_request_keys_) + "\n";
-  family_header(out, "ratelimitd_rls_stats_overflow_hits_total", "counter",
-                "Hits counted under the rule's own key because the request-key cap was reached.");
-  out += "ratelimitd_rls_stats_overflow_hits_total " + std::to_string(overflow_hits()) + "\n";
+  unlabelled_sample(out, metrics::kRlsRequestKeys, request_keys);
+  unlabelled_sample(out, metrics::kRlsRequestKeysMax, max_request_keys_);
+  unlabelled_sample(out, metrics::kRlsOverflowHits, overflow_hits());
 }
 
 }  // namespace ratelimit::rls

@@ -1,6 +1,6 @@
 // distributed_metrics.cc — DistributedStore's counters as Prometheus metrics (see
 // distributed_metrics.h; what each counts: include/ratelimit/distributed_store.h). Names, types
-// and help texts are declared with every other family in metrics.cc's table.
+// and help texts are declared with every other family in metric_families.h's table.
 #include "distributed_metrics.h"
 
 #include <string>

@@ -14,7 +14,7 @@
 //   - a release is idempotent and ownership-checked by the store: an expired, released or
 //     foreign id frees nothing (200 {"released": false});
 //   - bad input (a malformed token, an unknown policy) is refused before the store is touched.
-// Metrics (LeaseMetrics, rendered on /metrics; declared in metrics.cc's table): per policy,
+// Metrics (LeaseMetrics, rendered on /metrics; declared in metric_families.h's table): per policy,
 // leases acquired, denied, released and renewed through this process, and expired (granted by
 // this process and neither released nor renewed within lease_ttl), and held now (granted by
 // this process, not released, TTL not passed). Every figure is this process's: the sum over the

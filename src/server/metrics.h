@@ -1,8 +1,8 @@
 // metrics.h — ratelimitd's counters, gauges and the decision-latency histogram, rendered in
 // the Prometheus text format for GET /metrics.
 //
-// Why one place: every metric name, type and help text is declared in the table at the top of
-// metrics.cc, and nowhere else, so the /metrics page and the docs cannot drift apart.
+// Why one place: every metric name, type and help text is declared in one table,
+// src/common/metric_families.h (Envoy's per-rule statistics too), so nothing can drift apart.
 // Invariants: counters only grow; per-policy counters are created on first use and never freed
 // (a policy removed by a reload keeps its totals, as Prometheus counters must), so a pointer
 // to them stays valid for the life of the Metrics object.
@@ -43,7 +43,7 @@ using service::Outcome;
 using PolicyCounters = service::RuleCounters;
 
 // The stores' families (memory, Redis, the denial cache, the lease/async modes), rendered by the callbacks
-// store_factory.cc adds (Metrics::add_extra) but declared — name, type, help — in metrics.cc's
+// store_factory.cc adds (Metrics::add_extra) but declared — name, type, help — in metric_families.h's
 // table with every other family.
 enum class StoreMetric : uint8_t {
   kRedisCommandsTotal,
