@@ -10,6 +10,7 @@
 // Thread-safety: constants.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ratelimit::metrics {
@@ -186,6 +187,20 @@ inline constexpr Family kStoreFamilies[] = {
      "Keys whose other-region counts this instance tracks."},
 };
 
+// HTTP/2 flow control (the h2c takeover, src/server/h2c.cc).
+inline constexpr Family kH2HeldBytes{
+    "ratelimitd_h2_held_bytes", "gauge",
+    "Answer bytes HTTP/2 connections hold because the client's flow-control window does not let them out."};
+inline constexpr Family kH2StalledStreamsReset{
+    "ratelimitd_h2_stalled_streams_reset_total", "counter",
+    "HTTP/2 streams reset because the client's window held their answer for limits.request_timeout."};
+inline constexpr Family kH2HeldStreamsReset{
+    "ratelimitd_h2_held_streams_reset_total", "counter",
+    "HTTP/2 streams reset because their connection held more than 256 KiB of answers for the client's window."};
+inline constexpr Family kH2StalledConnectionsClosed{
+    "ratelimitd_h2_stalled_connections_closed_total", "counter",
+    "HTTP/2 connections closed (GOAWAY) because every stream's answer was held by the client's window."};
+
 // Envoy's per-rule statistics (src/rls/rls_stats.cc): envoyproxy/ratelimit's built-in Prometheus
 // mapping of ratelimit.service.rate_limit.<domain>.<keys>.<stat>, labelled by domain and key1...
 inline constexpr Family kRlsTotalHits{"ratelimit_service_rate_limit_total_hits_total", "counter",
@@ -217,6 +232,15 @@ inline void append_family_header(std::string& out, const Family& f) {
   out += f.name;
   out += ' ';
   out += f.type;
+  out += '\n';
+}
+
+// A family's header and its one unlabelled sample.
+inline void append_family(std::string& out, const Family& f, uint64_t value) {
+  append_family_header(out, f);
+  out += f.name;
+  out += ' ';
+  out += std::to_string(value);
   out += '\n';
 }
 

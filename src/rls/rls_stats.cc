@@ -76,15 +76,6 @@ constexpr std::array<Stat, 5> kStats = {{
     {metrics::kRlsShadowMode, &HitCounters::shadow_mode},
 }};
 
-// One unlabelled sample.
-void unlabelled_sample(std::string& out, const metrics::Family& f, uint64_t v) {
-  metrics::append_family_header(out, f);
-  out += f.name;
-  out += ' ';
-  out += std::to_string(v);
-  out += '\n';
-}
-
 // domain="d",key1="k_v",key2="k2"
 std::string labels_of(const std::string& domain, const std::string& key) {
   std::string l = "domain=\"";
@@ -128,9 +119,9 @@ void RuleStats::render(std::string& out) const {
       out += '\n';
     }
   }
-  unlabelled_sample(out, metrics::kRlsRequestKeys, request_keys);
-  unlabelled_sample(out, metrics::kRlsRequestKeysMax, max_request_keys_);
-  unlabelled_sample(out, metrics::kRlsOverflowHits, overflow_hits());
+  metrics::append_family(out, metrics::kRlsRequestKeys, request_keys);
+  metrics::append_family(out, metrics::kRlsRequestKeysMax, max_request_keys_);
+  metrics::append_family(out, metrics::kRlsOverflowHits, overflow_hits());
 }
 
 }  // namespace ratelimit::rls

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "metric_families.h"
 
 namespace ratelimit::server {
 namespace {
@@ -265,24 +266,14 @@ H2cTakeover::H2cTakeover(rls::RateLimitService* rls, size_t max_message_bytes) :
 void H2cTakeover::set_serving(bool serving) { grpc_.serving.store(serving); }
 
 void H2cTakeover::render_metrics(std::string& out) const {
-  const auto family = [&out](const char* name, const char* type, const char* help, uint64_t value) {
-    out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-    out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
-    out.append(name).append(" ").append(std::to_string(value)).append("\n");
-  };
+  // The families are declared in the one table (metric_families.h).
   const int64_t held = flow_.held_bytes.load(std::memory_order_relaxed);
-  family("ratelimitd_h2_held_bytes", "gauge",
-         "Answer bytes HTTP/2 connections hold because the client's flow-control window does not let them out.",
-         static_cast<uint64_t>(held < 0 ? 0 : held));
-  family("ratelimitd_h2_stalled_streams_reset_total", "counter",
-         "HTTP/2 streams reset because the client's window held their answer for limits.request_timeout.",
-         flow_.stalled_streams_reset.load(std::memory_order_relaxed));
-  family("ratelimitd_h2_held_streams_reset_total", "counter",
-         "HTTP/2 streams reset because their connection held more than 256 KiB of answers for the client's window.",
-         flow_.held_streams_reset.load(std::memory_order_relaxed));
-  family("ratelimitd_h2_stalled_connections_closed_total", "counter",
-         "HTTP/2 connections closed (GOAWAY) because every stream's answer was held by the client's window.",
-         flow_.stalled_connections_closed.load(std::memory_order_relaxed));
+  metrics::append_family(out, metrics::kH2HeldBytes, static_cast<uint64_t>(held < 0 ? 0 : held));
+  metrics::append_family(out, metrics::kH2StalledStreamsReset,
+                         flow_.stalled_streams_reset.load(std::memory_order_relaxed));
+  metrics::append_family(out, metrics::kH2HeldStreamsReset, flow_.held_streams_reset.load(std::memory_order_relaxed));
+  metrics::append_family(out, metrics::kH2StalledConnectionsClosed,
+                         flow_.stalled_connections_closed.load(std::memory_order_relaxed));
 }
 
 void H2cTakeover::adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std::string_view received,
