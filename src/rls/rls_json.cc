@@ -13,6 +13,7 @@
 
 #include "json_kind.h"
 #include "ratelimit/http.h"
+#include "try.h"  // RL_TRY
 
 namespace ratelimit::rls {
 namespace {
@@ -73,6 +74,30 @@ Status unknown(const std::string& path, std::string_view key) {
   return bad(path, "unknown field \"" + std::string(key.substr(0, 64)) + "\"");
 }
 
+// An unsigned member into `out` (an integer or an optional one) unless null (unset).
+template <typename T>
+Status uint_member(const json::value& x, const std::string& path, uint64_t max, T& out) {
+  if (x.is_null()) return {};
+  uint64_t u = 0;
+  RL_TRY(unsigned_field(x, path, max, u));
+  out = static_cast<T>(u);
+  return {};
+}
+
+// An array member (null = absent) whose length `too_many` may refuse (its reason, or ""), each
+// item parsed by `item` at path[i].
+template <typename T, typename TooMany, typename Item>
+Status array_member(const json::value& x, const std::string& path, TooMany too_many, std::vector<T>& out,
+                    Item item) {
+  if (x.is_null()) return {};
+  if (!x.is_array()) return bad(path, std::string("must be an array, got ") + json_kind_name(x.kind()));
+  const json::array& a = x.get_array();
+  if (const std::string why = too_many(a.size()); !why.empty()) return bad(path, why);
+  out.resize(a.size());
+  for (size_t i = 0; i < a.size(); ++i) RL_TRY(item(a[i], path + "[" + std::to_string(i) + "]", out[i]));
+  return {};
+}
+
 Status parse_entry(const json::value& v, const std::string& path, RequestEntry& e) {
   if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
   for (const auto& kv : v.get_object()) {
@@ -94,13 +119,7 @@ Status parse_limit(const json::value& v, const std::string& path, LimitOverride&
     const std::string_view k = kv.key();
     const json::value& x = kv.value();
     if (is(k, "requestsPerUnit", "requests_per_unit")) {
-      if (x.is_null()) continue;
-      uint64_t u = 0;
-      if (Status s = unsigned_field(x, path + "." + std::string(k), std::numeric_limits<uint32_t>::max(), u);
-          !s.is_ok()) {
-        return s;
-      }
-      l.requests_per_unit = static_cast<uint32_t>(u);
+      RL_TRY(uint_member(x, path + "." + std::string(k), std::numeric_limits<uint32_t>::max(), l.requests_per_unit));
     } else if (k == "unit") {
       if (x.is_null()) continue;
       if (x.is_string()) {
@@ -137,31 +156,17 @@ Status parse_descriptor(const json::value& v, const std::string& path, RequestDe
     const std::string_view k = kv.key();
     const json::value& x = kv.value();
     if (k == "entries") {
-      if (x.is_null()) continue;
-      if (!x.is_array()) return bad(path + ".entries", std::string("must be an array, got ") + json_kind_name(x.kind()));
-      const json::array& a = x.get_array();
-      if (a.size() > kMaxEntries) {
-        return bad(path + ".entries", "has more than " + std::to_string(kMaxEntries) + " entries");
-      }
-      d.entries.resize(a.size());
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (Status s = parse_entry(a[i], path + ".entries[" + std::to_string(i) + "]", d.entries[i]); !s.is_ok()) {
-          return s;
-        }
-      }
+      const auto too_many = [](size_t n) {
+        return n > kMaxEntries ? "has more than " + std::to_string(kMaxEntries) + " entries" : std::string();
+      };
+      RL_TRY(array_member(x, path + ".entries", too_many, d.entries, parse_entry));
     } else if (k == "limit") {
       if (x.is_null()) continue;
       LimitOverride l;
       if (Status s = parse_limit(x, path + ".limit", l); !s.is_ok()) return s;
       d.limit = l;
-    } else if (is(k, "hitsAddend", "hits_addend")) {
-      if (x.is_null()) continue;  // UInt64Value: null = unset
-      uint64_t u = 0;
-      if (Status s = unsigned_field(x, path + "." + std::string(k), std::numeric_limits<uint64_t>::max(), u);
-          !s.is_ok()) {
-        return s;
-      }
-      d.hits_addend = u;
+    } else if (is(k, "hitsAddend", "hits_addend")) {  // UInt64Value: null = unset
+      RL_TRY(uint_member(x, path + "." + std::string(k), std::numeric_limits<uint64_t>::max(), d.hits_addend));
     } else {
       return unknown(path, k);
     }
@@ -192,24 +197,10 @@ Status parse_rate_limit_request_json(std::string_view body, RateLimitRequest& ou
     if (k == "domain") {
       if (Status s = string_field(x, "domain", out.domain); !s.is_ok()) return s;
     } else if (k == "descriptors") {
-      if (x.is_null()) continue;
-      if (!x.is_array()) return bad("descriptors", std::string("must be an array, got ") + json_kind_name(x.kind()));
-      const json::array& a = x.get_array();
-      if (Status s = check_descriptor_count(a.size()); !s.is_ok()) return bad("descriptors", s.message());
-      out.descriptors.resize(a.size());
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (Status s = parse_descriptor(a[i], "descriptors[" + std::to_string(i) + "]", out.descriptors[i]);
-            !s.is_ok()) {
-          return s;
-        }
-      }
+      const auto too_many = [](size_t n) { return check_descriptor_count(n).message(); };
+      RL_TRY(array_member(x, "descriptors", too_many, out.descriptors, parse_descriptor));
     } else if (is(k, "hitsAddend", "hits_addend")) {
-      if (x.is_null()) continue;
-      uint64_t u = 0;
-      if (Status s = unsigned_field(x, std::string(k), std::numeric_limits<uint32_t>::max(), u); !s.is_ok()) {
-        return s;
-      }
-      out.hits_addend = static_cast<uint32_t>(u);
+      RL_TRY(uint_member(x, std::string(k), std::numeric_limits<uint32_t>::max(), out.hits_addend));
     } else {
       return unknown("", k);
     }
