@@ -30,13 +30,19 @@
 //     ascending index order, so concurrent calls cannot deadlock.
 // An evicted key comes back no richer than it left (issue 23): a key evicted before it is idle
 // leaves a residue (algo::residue_of, 24 bytes) in its shard's residue table, and a new entry for
-// it starts from algo::state_from_residue. A key near its limit or denied gets back nothing,
-// whatever the flood (its residue merges with another's when the table is full, and new keys
-// that hash there start as used as the merged keys until their idle time: such a flood is
-// refused in part); a roomy key gets back nothing while its residue is held, at most the units
-// it had used (under half its limit) when a restrictive residue took its cell. See
-// docs/design.md for the bound per algorithm and residue_bytes() for the table's size (half a
-// cell per key of capacity, allocated at the first such eviction).
+// it starts from algo::state_from_residue. A restrictive key (near its limit or denied) whose
+// cell another restrictive key holds leaves an 8-byte mark of its own (key fingerprint, policy,
+// idle time) instead, and comes back fully used until that time. A key near its limit or
+// denied gets back nothing while the marks have room, and whatever the flood under
+// SaturationChoice::kRefuse; a roomy key gets back nothing while its residue is held, at most
+// the units it had used (under half its limit) when a restrictive residue took its cell. A
+// flood on one policy does not refuse another policy's new keys (issue 33: merged cells did).
+// Past the marks' room (8 per bucket, half a bucket per key of capacity: a flood of about 3 x
+// max_keys keys at their limit within one window fits), options.when_saturated chooses between
+// refusing the flooded policy's new keys that hash to a full bucket and forgetting a mark
+// (counted in eviction_counts()). See docs/design.md for the bounds and measured rates, and
+// residue_bytes() for the size (12-24 bytes per key of capacity for the cells, allocated at the
+// first such eviction; 32-64 more for the marks, at the first overflow).
 // Memory: one 64-byte slot per key (state, list links, policy id, and the key itself when it
 // is at most 23 bytes; a longer key takes one extra heap block), plus 8-byte hash table cells
 // at a load of 3/8 ... 3/4: 72-90 bytes per key in all (measured: 81 bytes per key over
@@ -58,6 +64,18 @@
 
 namespace ratelimit {
 
+// What a shard does when a restrictive key's residue finds its bucket of marks full (a flood of
+// keys at their limit beyond the residue table's room; memory_store.h top, docs/design.md).
+enum class SaturationChoice {
+  // Never forget a restrictive residue: the policy's marks in that bucket fold into one that
+  // refuses every new key of that policy hashing there until the latest idle time (about
+  // 1/buckets of the policy's new keys per folded bucket). Counted: residue_saturated.
+  kRefuse,
+  // Forget the mark that idles soonest: that key may be admitted its limit again; no new key is
+  // refused. Counted: residue_dropped.
+  kAdmit,
+};
+
 struct MemoryStoreOptions {
   // Upper bound on keys held (all policies together). Default: 1,000,000.
   size_t max_keys = 1'000'000;
@@ -75,6 +93,8 @@ struct MemoryStoreOptions {
   // without it, 1,000,000 sliding logs at limit 500 could take 16 GB). Last, so positional
   // initialisers written before it existed keep their meaning.
   size_t max_bytes = size_t{256} << 20;
+  // When a flood of keys at their limit saturates the residue table (above). Default: refuse.
+  SaturationChoice when_saturated = SaturationChoice::kRefuse;
 };
 
 // Evictions since construction, by the standing of the entry evicted (see the top of this
@@ -84,10 +104,13 @@ struct MemoryStoreEvictions {
   uint64_t near_limit = 0;  // admitted, less than half of its limit left
   uint64_t denied = 0;      // its last acquire was denied
   uint64_t for_bytes = 0;   // of all the above, those the byte bound required (not the key bound)
-  // Not evictions: times the residues of two evicted live keys landed on one cell of a shard's
-  // residue table and were merged (new keys hashing there start as restricted as the merged
-  // keys until their idle time). Steady growth means max_keys is too small for the traffic.
-  uint64_t residue_merges = 0;
+  // Not evictions: restrictive residues (keys evicted near their limit or denied) that found
+  // their bucket of marks full. Saturated (kRefuse): folded into their policy's saturation mark,
+  // which refuses that policy's new keys hashing to the bucket until its idle time. Dropped
+  // (kAdmit, or a bucket holding eight policies' marks): forgotten, that key may be admitted its
+  // limit again. Either growing means a flood larger than max_keys can absorb.
+  uint64_t residue_saturated = 0;
+  uint64_t residue_dropped = 0;
   uint64_t total() const { return roomy + near_limit + denied; }
 };
 
@@ -134,7 +157,9 @@ class MemoryStore final : public Store {
   size_t bytes() const;
   // Bytes of the eviction residue tables (not part of bytes() or max_bytes): 0 until a key is
   // evicted before it was idle, then 24 bytes per cell, half a cell per key of capacity (at
-  // least 16 cells per shard, rounded up to a power of two). Thread-safe.
+  // least 16 cells per shard, rounded up to a power of two); once a restrictive residue finds
+  // its cell taken, 64 more per bucket of 8 marks, half a bucket per key of capacity (at least
+  // 2 per shard, rounded up likewise). Thread-safe.
   size_t residue_bytes() const;
   // Whether (policy's name, key) has an entry now — not merely an eviction residue, which
   // decides like the entry it stands for (for tests and diagnostics; a peek cannot tell).

@@ -78,7 +78,7 @@ struct MemoryStore::Impl {
     // A new key: the policy's id, creating it for an acquire (a peek still records a
     // redefinition under a known name).
     const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
-    AlgorithmState state = shard.starting_state(policy, w.hash, now);
+    AlgorithmState state = shard.starting_state(policy, w.name_hash, w.hash, now);
     const Decision d = algo::decide(policy, state, now, cost, op, lease);
     if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {
       if (id == memory::kNoPolicy) return too_many_policies();
@@ -131,7 +131,8 @@ struct MemoryStore::Impl {
       Shard& shard = shards[where[k].shard];
       slots[k] = ids[k] == memory::kNoPolicy ? kNil : shard.find(ids[k], ops[k].key, where[k].hash);
       states[k] = slots[k] != kNil ? shard.take_state(slots[k])
-                                   : shard.starting_state(*ops[k].policy, where[k].hash, now);
+                                   : shard.starting_state(*ops[k].policy, where[k].name_hash,
+                                                          where[k].hash, now);
       items[k] = {ops[k].policy, &states[k], ops[k].cost,
                   ops[k].kind == StoreOp::Kind::kAcquire ? Op::kAcquire : Op::kPeek};
     }
@@ -210,7 +211,7 @@ MemoryStore::MemoryStore(MemoryStoreOptions options) : impl_(std::make_unique<Im
   impl_->shards = std::make_unique<Shard[]>(shards);
   for (size_t k = 0; k < shards; ++k) {
     impl_->shards[k].init(max_keys / shards, options.max_bytes / shards, impl_->seed,
-                          options.sweep_every, options.sweep_batch);
+                          options.sweep_every, options.sweep_batch, options.when_saturated);
   }
 }
 
@@ -245,7 +246,7 @@ Status MemoryStore::reset(const Policy& policy, std::string_view key) {
   const uint16_t id = shard.policy_id(policy, w.name_hash, false);
   const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
   if (i != kNil) shard.remove(i, w.hash);
-  shard.forget_residue(w.hash);
+  shard.forget_residue(w.hash, w.name_hash);
   return {};
 }
 
@@ -311,7 +312,8 @@ MemoryStoreEvictions MemoryStore::eviction_counts() const {
     e.near_limit += shard.evicted(memory::kNearLimit);
     e.denied += shard.evicted(memory::kDenied);
     e.for_bytes += shard.evicted_for_bytes();
-    e.residue_merges += shard.residue_merges();
+    e.residue_saturated += shard.residue_saturated();
+    e.residue_dropped += shard.residue_dropped();
   }
   return e;
 }

@@ -36,7 +36,7 @@ Shard::~Shard() {
 }
 
 void Shard::init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep_every,
-                 size_t sweep_batch) {
+                 size_t sweep_batch, SaturationChoice when_saturated) {
   capacity_ = capacity < 1 ? 1 : capacity;
   byte_share_ = byte_share;
   seed_ = seed;
@@ -45,8 +45,9 @@ void Shard::init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep
   if (sweep_batch_ == 0) sweep_every_ = 0;
   sweep_countdown_ = sweep_every_;
   mtf_distance_ = static_cast<uint32_t>(std::min<size_t>(capacity_ / 4, kStampMask / 2));
-  // Half a cell per key of capacity, at least 16: 12-24 bytes per key once allocated.
-  residue_.init(std::max<size_t>(capacity_ / 2, 16));
+  // Half a cell per key of capacity, at least 16: 12-24 bytes per key once allocated; and half
+  // a bucket of 8 marks: 32-64 bytes per key once a flood overflows the cells.
+  residue_.init(std::max<size_t>(capacity_ / 2, 16), capacity_ / 2, when_saturated);
   table_mask_ = 15;
   table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
   policy_mask_ = 15;
@@ -183,11 +184,12 @@ void Shard::record_residue(uint32_t i, int64_t now_us) {
   const Policy& policy = policies_[s.policy].policy;
   if (s.tag != tag_of(policy.algorithm())) return;  // as good as idle (idle_at)
   AlgorithmState state = take_state(i);  // a copy, or the log's queue moved out
-  residue_.record(rehash(s), algo::residue_of(policy, state, now_us),
-                  standing(i) != kRoomy, now_us);
+  residue_.record(rehash(s), policies_[s.policy].name_hash,
+                  algo::residue_of(policy, state, now_us), standing(i) != kRoomy, now_us);
   if (s.tag == kLogTag) put_state(i, std::move(state));
   residue_bytes_mirror_.store(residue_.bytes(), std::memory_order_relaxed);
-  residue_merges_.store(residue_.merges(), std::memory_order_relaxed);
+  residue_saturated_.store(residue_.saturated(), std::memory_order_relaxed);
+  residue_dropped_.store(residue_.dropped(), std::memory_order_relaxed);
 }
 
 uint32_t Shard::insert(uint16_t policy, std::string_view key, uint64_t hash,
@@ -217,7 +219,7 @@ uint32_t Shard::insert(uint16_t policy, std::string_view key, uint64_t hash,
   if ((size_ + 1) * 4 > (table_mask_ + 1) * 3) grow_table();
   table_insert(hash, i);
   set_size(size_ + 1);
-  residue_.forget(hash);
+  residue_.forget(hash, policies_[policy].name_hash);
   return i;
 }
 

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "key_hash.h"
+#include "slot.h"
 #include "residue_table.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
@@ -64,46 +65,6 @@
 #include "spin_lock.h"
 
 namespace ratelimit::memory {
-
-inline constexpr uint32_t kNil = 0xffffffffU;
-
-inline constexpr uint16_t kNoPolicy = 0xffff;
-inline constexpr size_t kInlineKeyBytes = 23;
-
-// What an entry's last acquire left it at; eviction takes the lowest first.
-enum Standing : uint32_t {
-  kRoomy = 0,      // admitted, half or more of its limit left
-  kNearLimit = 1,  // admitted, less than half left
-  kDenied = 2,     // denied over its limit (a cost above the whole capacity does not count)
-};
-inline constexpr uint32_t kStandings = 3;
-
-// The standing after an acquire that answered `d` on an entry standing at `before`. A request
-// that could never fit (cost above capacity) says nothing about the key's use: unchanged.
-inline uint32_t standing_after(const Decision& d, uint32_t before) {
-  if (!d.allowed) return d.reason == DecisionReason::kExceedsCapacity ? before : kDenied;
-  return d.remaining * 2 < d.limit ? kNearLimit : kRoomy;
-}
-
-// Bytes an entry counts for its slot and its share of the table (8-byte cells at load 3/8 ...
-// 3/4: 10.7-21 bytes; 16 on average).
-inline constexpr size_t kEntryBytes = 64 + 16;
-// Candidates eviction compares, nearest the tail of the chosen list.
-inline constexpr int kEvictionSample = 4;
-
-// One key's entry: exactly one cache line.
-struct Slot {
-  alignas(8) unsigned char state[24];  // packed state; see take_state()/put_state()
-  uint32_t prev;                       // list neighbour toward the head (more recent)
-  uint32_t next;                       // toward the tail; the free-list link when free
-  uint32_t stamp;                      // low 30 bits: ops when last put at the front of its
-                                       // list; top 2: its Standing
-  uint16_t policy;                     // id in the shard's policy table
-  uint16_t key_len;
-  uint8_t tag;                         // Shard::tag_of the algorithm of `state`
-  char key[kInlineKeyBytes];           // key_len <= 23: the key; else a char* (new char[])
-};
-static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
 class alignas(64) Shard {
  public:
@@ -119,7 +80,7 @@ class alignas(64) Shard {
   // incremental sweep.
   // Runs before the shard is shared (the store's constructor), so it takes no lock.
   void init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep_every,
-            size_t sweep_batch) RL_NO_THREAD_SAFETY_ANALYSIS;
+            size_t sweep_batch, SaturationChoice when_saturated) RL_NO_THREAD_SAFETY_ANALYSIS;
 
   SpinLock mu;
 
@@ -178,16 +139,18 @@ class alignas(64) Shard {
   // The state a key not in the table starts from: rebuilt from its eviction residue while one
   // applies (residue_table.h), else fresh. Inline: a store that never evicted a live key
   // checks one pointer.
-  algo::AlgorithmState starting_state(const Policy& policy, uint64_t hash, int64_t now_us)
-      RL_REQUIRES(mu) {
+  algo::AlgorithmState starting_state(const Policy& policy, uint64_t name_hash, uint64_t hash,
+                                      int64_t now_us) RL_REQUIRES(mu) {
     algo::Residue r;
-    if (residue_.active() && residue_.recall(hash, now_us, r)) {
+    if (residue_.active() && residue_.recall(hash, name_hash, now_us, r)) {
       return algo::state_from_residue(policy, r, now_us);
     }
     return algo::fresh_state(policy);
   }
   // Forgets the key's own eviction residue (reset).
-  void forget_residue(uint64_t hash) RL_REQUIRES(mu) { residue_.forget(hash); }
+  void forget_residue(uint64_t hash, uint64_t name_hash) RL_REQUIRES(mu) {
+    residue_.forget(hash, name_hash);
+  }
   // algo::decide with a lease id (concurrency policies), on the slot's state moved out and back.
   Decision decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
                         algo::Op op, const LeaseId& lease) RL_REQUIRES(mu);
@@ -237,10 +200,12 @@ class alignas(64) Shard {
     return evicted_[standing].load(std::memory_order_relaxed);
   }
   uint64_t evicted_for_bytes() const { return evicted_for_bytes_.load(std::memory_order_relaxed); }
-  // Bytes of the residue table (0 until the first live key is evicted) and how many times two
-  // keys' residues were merged into a shared cell.
+  // Bytes of the residue table (0 until the first live key is evicted), and how many
+  // restrictive residues found their bucket of marks full: folded into a saturation mark, or
+  // dropped (residue_table.h).
   size_t residue_bytes() const { return residue_bytes_mirror_.load(std::memory_order_relaxed); }
-  uint64_t residue_merges() const { return residue_merges_.load(std::memory_order_relaxed); }
+  uint64_t residue_saturated() const { return residue_saturated_.load(std::memory_order_relaxed); }
+  uint64_t residue_dropped() const { return residue_dropped_.load(std::memory_order_relaxed); }
   size_t capacity() const { return capacity_; }
   size_t byte_share() const { return byte_share_; }
 
@@ -403,7 +368,8 @@ class alignas(64) Shard {
   std::atomic<uint64_t> evicted_for_bytes_{0};
   ResidueTable residue_ RL_GUARDED_BY(mu);
   std::atomic<size_t> residue_bytes_mirror_{0};
-  std::atomic<uint64_t> residue_merges_{0};
+  std::atomic<uint64_t> residue_saturated_{0};
+  std::atomic<uint64_t> residue_dropped_{0};
 };
 
 }  // namespace ratelimit::memory

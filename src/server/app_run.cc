@@ -93,8 +93,10 @@ int App::run() {
       if (ec || workers_done) return;
       const Status ready = state_.store_ready ? state_.store_ready() : Status();
       set_grpc_serving(ready.is_ok() && !state_.draining.load(std::memory_order_relaxed));
-      if (auto line = outage.observe(ready, metrics_.totals(), std::chrono::steady_clock::now())) {
-        log_line("warn", *line);
+      const auto now = std::chrono::steady_clock::now();
+      if (auto line = outage.observe(ready, metrics_.totals(), now)) log_line("warn", *line);
+      if (store_->tick) {
+        if (auto line = store_->tick(now)) log_line("warn", *line);
       }
       watch_store();
     });

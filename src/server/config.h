@@ -23,6 +23,7 @@
 
 #include "client_ip.h"
 #include "ratelimit/http.h"
+#include "ratelimit/memory_store.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
@@ -51,6 +52,7 @@ struct StoreConfig {
   size_t max_keys = 1'000'000;
   size_t shards = 64;
   size_t max_bytes = size_t{256} << 20;  // MemoryStoreOptions::max_bytes
+  SaturationChoice when_saturated = SaturationChoice::kRefuse;  // store.when_saturated
   // redis
   std::string url = "redis://127.0.0.1:6379/0";
   size_t connections = 0;  // pool size; 0 = the Redis store's default (2 per core, <= 16)

@@ -1,5 +1,5 @@
 // config_store.cc — the `store:` section of the native configuration (StoreConfig): memory
-// (max_keys, max_bytes, shards) or redis (url, pool, timeouts, on_failure, key_prefix,
+// (max_keys, max_bytes, shards, when_saturated) or redis (url, pool, timeouts, on_failure, key_prefix,
 // key_layout, tls, sentinel credentials), and the exact denial cache in front of either.
 // Invariants: a key of the other store type is refused by name; the Redis URL is checked by the
 // store's own parser (one definition of its forms; the password never appears in a message).
@@ -54,7 +54,7 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   RL_TRY(p.check_map(n, "store", {"type", "max_keys", "max_bytes", "shards", "url", "connections", "pool", "connect_timeout",
                                   "command_timeout", "on_failure", "key_prefix", "tls",
                                   "require_noeviction", "sentinel_user", "sentinel_password", "denial_cache",
-                                  "key_layout"}));
+                                  "key_layout", "when_saturated"}));
   if (n["denial_cache"]) RL_TRY(parse_denial_cache(p, n["denial_cache"], out.denial_cache));
   if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
   RL_TRY_ASSIGN(out.type, p.one_of<StoreType>(n["type"], "store.type",
@@ -79,8 +79,13 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
       RL_TRY_ASSIGN(v, p.integer(n["max_bytes"], "store.max_bytes", int64_t{1} << 20, int64_t{1} << 40));
       out.max_bytes = static_cast<size_t>(v);
     }
+    if (n["when_saturated"]) {  // a key flood beyond the eviction residue's room (design.md)
+      RL_TRY_ASSIGN(out.when_saturated,
+                    p.one_of<SaturationChoice>(n["when_saturated"], "store.when_saturated",
+                                               {{"refuse", SaturationChoice::kRefuse}, {"admit", SaturationChoice::kAdmit}}));
+    }
   } else {
-    for (const char* k : {"max_keys", "max_bytes", "shards"}) {
+    for (const char* k : {"max_keys", "max_bytes", "shards", "when_saturated"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: memory");
     }
     if (n["url"]) {

@@ -64,6 +64,8 @@ enum class StoreMetric : uint8_t {
   kMemoryStoreEvictionsTotal,
   kMemoryStoreEvictionsByStandingTotal,
   kMemoryStoreEvictionsForBytesTotal,
+  kMemoryStoreResidueSaturatedTotal,
+  kMemoryStoreResidueDroppedTotal,
   kDenialCacheHitsTotal,
   kDenialCacheMissesTotal,
   kDenialCacheBypassedTotal,
@@ -117,7 +119,7 @@ enum class StoreMetric : uint8_t {
   kRegionUntrackedTotal,
   kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 66;
+inline constexpr size_t kStoreMetricCount = 68;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);

@@ -11,6 +11,7 @@
 #include "ratelimit/memory_store.h"
 #include "distributed_metrics.h"
 #include "log.h"
+#include "memory_upkeep.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/region_store.h"
 
@@ -84,28 +85,14 @@ Result<OpenedStore> open_inner_store(const StoreConfig& config, Metrics& metrics
     o.max_keys = config.max_keys;
     o.shards = config.shards;
     o.max_bytes = config.max_bytes;
+    o.when_saturated = config.when_saturated;
     auto store = std::make_shared<MemoryStore>(o);
-    std::weak_ptr<MemoryStore> weak = store;
-    metrics.add_extra([weak](std::string& out) {
-      auto s = weak.lock();
-      if (!s) return;
-      append_metric(out, StoreMetric::kMemoryStoreKeys, s->key_count());
-      append_metric(out, StoreMetric::kMemoryStoreBytes, s->bytes());
-      const MemoryStoreEvictions e = s->eviction_counts();
-      append_metric(out, StoreMetric::kMemoryStoreEvictionsTotal, e.total());
-      append_metric_header(out, StoreMetric::kMemoryStoreEvictionsByStandingTotal);
-      for (const auto& [standing, n] : {std::pair{"roomy", e.roomy}, std::pair{"near_limit", e.near_limit},
-                                        std::pair{"denied", e.denied}}) {
-        out += metric_name(StoreMetric::kMemoryStoreEvictionsByStandingTotal);
-        out += "{standing=\"";
-        out += standing;
-        out += "\"} " + std::to_string(n) + "\n";
-      }
-      append_metric(out, StoreMetric::kMemoryStoreEvictionsForBytesTotal, e.for_bytes);
-    });
+    auto upkeep = std::make_shared<MemoryUpkeep>(store, config);
+    upkeep->add_metrics(metrics);
     OpenedStore opened;
     opened.store = std::move(store);
     opened.ready = [] { return Status(); };  // in process: ready as long as it exists
+    opened.tick = [upkeep](std::chrono::steady_clock::time_point now) { return upkeep->tick(now); };
     return opened;
   }
   return open_redis_store(config, metrics);

@@ -187,6 +187,22 @@ TEST(Config, WrongTypesAndRangesAreRefused) {
 
 // The hardening settings (issue 12): connection caps, first-byte timeout, admin listener,
 // peek behind the token, the memory store's byte bound; defaults and refusals.
+// store.when_saturated (issue 33): the operator's choice when a key flood saturates the memory
+// store's eviction residue; refuse by default, a typo or a Redis store refused by name.
+TEST(Config, MemoryStoreWhenSaturated) {
+  const std::string pol = "policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\n";
+  auto d = parse_config(pol, "cfg.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->store.when_saturated, SaturationChoice::kRefuse);
+  for (auto [text, want] : {std::pair{"refuse", SaturationChoice::kRefuse}, std::pair{"admit", SaturationChoice::kAdmit}}) {
+    auto c = parse_config(pol + "store: {type: memory, when_saturated: " + text + "}\n", "cfg.yaml");
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->store.when_saturated, want) << text;
+  }
+  expect_error(pol + "store: {type: memory, when_saturated: allow}\n", "cfg.yaml:3: ", "store.when_saturated");
+  expect_error(pol + "store: {type: redis, when_saturated: admit}\n", "cfg.yaml:3: ", "only to type: memory");
+}
+
 TEST(Config, HardeningSettings) {
   const std::string pol = "policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\n";
   auto d = parse_config(pol, "cfg.yaml");
