@@ -3,6 +3,8 @@
 // State: the window's start and the units admitted in it. Admitted when count + cost <= L.
 // Cheapest algorithm (16 bytes, O(1)); admits up to 2L across a window edge (the boundary
 // attack), which the tests demonstrate. Mirrored by src/redis/lua/fixed_window.lua.
+// A count above the limit (a reload lowered it) reads as no room: remaining is clamped at 0,
+// as Decision promises, and the count is kept (it leaves with its window).
 // The every-hit variant (Policy::fixed_window_every_hit) is envoyproxy/ratelimit's counter:
 // every hit counts, admitted when count + cost <= L, cost 0 checks only.
 #include "ratelimit/algorithms.h"
@@ -42,7 +44,7 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
   }
   if (cost > limit) {
     d.reason = DecisionReason::kExceedsCapacity;
-    d.remaining = limit - count;
+    d.remaining = std::max<int64_t>(0, limit - count);
     d.reset_after = Micros{count > 0 ? until_end : 0};
     return d;
   }
@@ -62,7 +64,7 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
     kept = std::min(limit, count + cost);
     s = {start, kept};
   }
-  d.remaining = limit - kept;
+  d.remaining = std::max<int64_t>(0, limit - kept);
   return d;
 }
 

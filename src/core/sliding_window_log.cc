@@ -159,7 +159,7 @@ Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, 
   d.limit = limit;
   if (cost > limit) {
     d.reason = DecisionReason::kExceedsCapacity;
-    d.remaining = limit - s.units;
+    d.remaining = std::max<int64_t>(0, limit - s.units);  // units above a lowered limit: none
     d.reset_after = Micros{s.units > 0 ? s.entries.back().at_us + window - t : 0};
     return d;
   }
@@ -190,7 +190,7 @@ Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, 
       break;
     }
   }
-  d.remaining = limit - s.units;
+  d.remaining = std::max<int64_t>(0, limit - s.units);
   d.reset_after = Micros{s.entries.back().at_us + window - t};
   return d;
 }

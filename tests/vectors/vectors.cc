@@ -107,8 +107,16 @@ Expect parse_expect(const json& e) {
   return x;
 }
 
-Step parse_step(const json& j, Algorithm algorithm) {
+Step parse_step(const json& j, Algorithm algorithm, const Policy& case_policy, bool count_denied, bool every_hit) {
   Step s;
+  // A step's own policy: the case's redefined (a reload) for this step only — under the case
+  // policy's name, so that the stores find the key's state (a factory names a policy after its
+  // parameters).
+  if (j.contains("policy")) {
+    auto named = parse_policy(algorithm, field(j, "policy"), count_denied, every_hit).with_name(case_policy.name());
+    if (!named.ok()) fail(named.status().message());
+    s.policy = std::move(*named);
+  }
   s.t_us = int_field(j, "t_us");
   if (s.t_us < 0) fail("t_us must be >= 0");
   s.cost = int_field_or(j, "cost", 1);
@@ -192,7 +200,7 @@ Result<VectorFile> load_file(const std::string& path) {
       std::vector<Step> parsed;
       for (size_t si = 0; si < steps.size(); ++si) {
         where = path + ": case '" + name + "' step " + std::to_string(si);
-        parsed.push_back(parse_step(steps[si], file.algorithm));
+        parsed.push_back(parse_step(steps[si], file.algorithm, policy, count_denied, every_hit));
       }
       file.cases.push_back(Case{std::move(name), std::move(policy), std::move(parsed)});
     }
@@ -269,10 +277,11 @@ std::vector<Failure> run_file(const VectorFile& file, const std::string& key_pre
     std::map<std::string, LeaseId> leases;  // case-local names -> ids the store returned
     for (size_t si = 0; si < c.steps.size(); ++si) {
       Step step = c.steps[si];
+      const Policy& policy = step.policy ? *step.policy : c.policy;
       if (step.op == StepOp::kRelease || step.op == StepOp::kRenew) {
         auto it = leases.find(step.lease);
         step.lease_id = it != leases.end() ? it->second : new_lease_id();  // unbound: foreign
-      } else if (step.op == StepOp::kAcquire && c.policy.is_concurrency()) {
+      } else if (step.op == StepOp::kAcquire && policy.is_concurrency()) {
         step.lease_id = new_lease_id();
       }
       const std::string key = key_prefix + std::to_string(ci) + ":" + step.key;
@@ -283,20 +292,20 @@ std::vector<Failure> run_file(const VectorFile& file, const std::string& key_pre
                                 " key=" + step.key + ": " + std::move(message)});
       };
       if (step.op == StepOp::kReset) {
-        Status s = reset(c.policy, key);
+        Status s = reset(policy, key);
         if (!s.is_ok()) report("reset failed: " + s.to_string());
         continue;
       }
-      Result<Decision> d = decide(c.policy, key, step);
+      Result<Decision> d = decide(policy, key, step);
       if (!d.ok()) {
         report("error: " + d.status().to_string());
         continue;
       }
-      std::string diff = compare(*step.expect, c.policy.limit(), *d);
+      std::string diff = compare(*step.expect, policy.limit(), *d);
       // The lease a decision carries: an admitted concurrency acquire's new id, the id a release
       // or renew asked about; nothing otherwise.
       const bool lease_op = step.op == StepOp::kRelease || step.op == StepOp::kRenew;
-      const bool acquired = step.op == StepOp::kAcquire && c.policy.is_concurrency() && d->allowed;
+      const bool acquired = step.op == StepOp::kAcquire && policy.is_concurrency() && d->allowed;
       auto add = [&](const char* what) { diff += (diff.empty() ? "" : "; ") + std::string(what); };
       if (lease_op && d->lease != step.lease_id) add("lease: not the id asked about");
       if (acquired && d->lease.empty()) add("lease: an admitted acquire carries none");

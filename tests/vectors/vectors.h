@@ -27,7 +27,9 @@
 //                          "expect": {"allowed": true, "reason": "within_limit",   key default
 //                                     "remaining": 9, "reset_after_us": 1000000,   "k")
 //                                     "retry_after_us": 0, "delay_us": 0}}]}]}
-//   A "reset" step has no "expect". Every decision field is required in "expect"; the runner
+//   A step may carry its own "policy" (the case's shape; count_denied/every_hit from the case):
+//   that step is decided under it — a reload that redefined the policy, e.g. lowered a limit
+//   under a state that counts more. A "reset" step has no "expect". Every decision field is required in "expect"; the runner
 //   also checks Decision::limit against the policy's capacity.
 //   Concurrency steps may also have op release|renew and "lease": "<name>": an admitted acquire
 //   binds the name (case-local) to the lease id the store returned; a release or renew names a
@@ -78,6 +80,9 @@ struct Step {
   StepOp op = StepOp::kAcquire;
   std::string key = "k";         // case-local key name; runners add a unique prefix
   std::optional<Expect> expect;  // absent only for kReset
+  // "policy" on a step: the case's policy redefined for this step (a reload that changed it; same
+  // name, so the key's state carries over); absent: the case's.
+  std::optional<Policy> policy;
   std::string lease;             // concurrency: the case-local lease name (may be empty)
   // Filled in by run_file before the step reaches a DecideFn: for release/renew the lease the
   // name is bound to (or a foreign id); for an acquire a fresh id, which a pure runner uses

@@ -30,6 +30,11 @@ def policy_of(algorithm, case):
                        count_denied=case.get("count_denied", False), every_hit=case.get("every_hit", False))
 
 
+def step_case(case, step):
+    """The case as this step sees it: a step's own "policy" is the case's redefined (a reload)."""
+    return {**case, "policy": step["policy"]} if "policy" in step else case
+
+
 def room_for_race(rc):
     """The race's windows are a year long, so a boundary mid-race (the count reset or reweighted)
     is rare, not impossible (the next is 2026-12-18 00:00 UTC): each race starts with 60 s of room.
@@ -70,15 +75,22 @@ class Conformance(unittest.TestCase):
         for f in FILES:
             for case in f["cases"]:
                 cases += 1
+                lim_prefix = f"conf:{RUN_ID}:py-seq:{f['algorithm']}:{case['name']}:"
                 lim = RedisLimiter(self.redis.url, {"p": policy_of(f["algorithm"], case)}, on_failure="closed", timeout=5,
-                                   key_prefix=f"conf:{RUN_ID}:py-seq:{f['algorithm']}:{case['name']}:")
+                                   key_prefix=lim_prefix)
                 for i, step in enumerate(case["steps"]):
                     key = step.get("key", "k")
                     if step.get("op") == "reset":
                         lim.reset("p", key)
                         continue
-                    fn = lim.peek if step.get("op") == "peek" else lim.acquire
-                    compare(f["algorithm"], case, i, step, fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
+                    sc = step_case(case, step)
+                    # A redefined policy: a limiter of it on the same keys, as after a reload.
+                    on = lim if sc is case else RedisLimiter(self.redis.url, {"p": policy_of(f["algorithm"], sc)},
+                                                             on_failure="closed", timeout=5, key_prefix=lim_prefix)
+                    fn = on.peek if step.get("op") == "peek" else on.acquire
+                    compare(f["algorithm"], sc, i, step, fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
+                    if on is not lim:
+                        on.close()
                 self.assertEqual(lim.failures, 0)
                 lim.close()
         self.assertGreaterEqual(cases, 40)
@@ -86,15 +98,21 @@ class Conformance(unittest.TestCase):
 
     def test_vectors_all_cases_at_once_async(self):
         async def run_case(algorithm, case, failures):
+            prefix = f"conf:{RUN_ID}:py-par:{algorithm}:{case['name']}:"
             lim = AsyncRedisLimiter(self.redis.url, {"p": policy_of(algorithm, case)}, on_failure="closed", timeout=5,
-                                    key_prefix=f"conf:{RUN_ID}:py-par:{algorithm}:{case['name']}:")
+                                    key_prefix=prefix)
             for i, step in enumerate(case["steps"]):
                 key = step.get("key", "k")
                 if step.get("op") == "reset":
                     await lim.reset("p", key)
                     continue
-                fn = lim.peek if step.get("op") == "peek" else lim.acquire
-                compare(algorithm, case, i, step, await fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
+                sc = step_case(case, step)
+                on = lim if sc is case else AsyncRedisLimiter(self.redis.url, {"p": policy_of(algorithm, sc)},
+                                                              on_failure="closed", timeout=5, key_prefix=prefix)
+                fn = on.peek if step.get("op") == "peek" else on.acquire
+                compare(algorithm, sc, i, step, await fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
+                if on is not lim:
+                    await on.close()
             self.assertEqual(lim.failures, 0)
             await lim.close()
 

@@ -126,7 +126,7 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
   local kept = r - cost
   if policy.count_denied then kept = limit end
   redis.call('HINCRBY', key, field, int(kept - r))
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kOverLimit, limit - kept, until_end, until_end
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = kOverLimit, math.max(0, limit - kept), until_end, until_end
 end
 
 -- fixed_window.acquire when HINCRBY created `field` (holding cost) in a key that holds another
@@ -175,7 +175,7 @@ function fixed_window.decide(policy, s, now_us, cost, op)
   end
   if cost > limit then
     d.reason = kExceedsCapacity
-    d.remaining = limit - count
+    d.remaining = math.max(0, limit - count)
     if count > 0 then d.reset_after = until_end else d.reset_after = 0 end
     return d
   end
@@ -197,6 +197,6 @@ function fixed_window.decide(policy, s, now_us, cost, op)
     kept = math.min(limit, count + cost)
     s.window_start_us, s.count, s.dirty = start, kept, true
   end
-  d.remaining = limit - kept
+  d.remaining = math.max(0, limit - kept)
   return d
 end

@@ -89,7 +89,7 @@ function sliding_window_log.decide(policy, s, now_us, cost, op)
   local d = new_decision(limit)
   if cost > limit then
     d.reason = kExceedsCapacity
-    d.remaining = limit - s.units
+    d.remaining = math.max(0, limit - s.units)
     if s.units > 0 then d.reset_after = s.newest + window - t else d.reset_after = 0 end
     return d
   end
@@ -124,7 +124,7 @@ function sliding_window_log.decide(policy, s, now_us, cost, op)
     end
     first = first + #batch / 2
   end
-  d.remaining = limit - s.units
+  d.remaining = math.max(0, limit - s.units)
   d.reset_after = s.newest + window - t
   return d
 end

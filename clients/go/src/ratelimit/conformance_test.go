@@ -29,6 +29,7 @@ type vecStep struct {
 	Op     string     `json:"op"`
 	Key    string     `json:"key"`
 	Expect *vecExpect `json:"expect"`
+	Policy *vecPolicy `json:"policy"` // the case's policy redefined for this step (a reload)
 }
 type vecPolicy struct {
 	Limit    int64   `json:"limit"`
@@ -159,15 +160,31 @@ func runCase(t *testing.T, url, prefix, algorithm string, c vecCase) []string {
 			}
 			continue
 		}
+		on, want := l, capacity
+		if s.Policy != nil {
+			// A redefined policy: a limiter of it on the same keys, as after a reload.
+			on, err = NewRedisLimiter(url, Options{KeyPrefix: prefix, OnFailure: FailClosed, Timeout: 5 * time.Second,
+				Policies: map[string]PolicySpec{"p": specOf(algorithm, *s.Policy, c.CountDenied, c.EveryHit)}})
+			if err != nil {
+				return append(failures, fmt.Sprintf("%s/%s step %d: %v", algorithm, c.Name, i, err))
+			}
+			want = s.Policy.Limit
+			if s.Policy.Burst != 0 {
+				want = s.Policy.Burst
+			}
+		}
 		var d Decision
 		if s.Op == "peek" {
-			d, err = l.CheckAt(ctx, "p", key, cost, s.TUs)
+			d, err = on.CheckAt(ctx, "p", key, cost, s.TUs)
 		} else {
-			d, err = l.RecordAt(ctx, "p", key, cost, s.TUs)
+			d, err = on.RecordAt(ctx, "p", key, cost, s.TUs)
+		}
+		if on != l {
+			on.Close()
 		}
 		got := vecExpect{d.Allowed, d.Reason, d.Remaining, d.ResetAfter.Microseconds(), d.RetryAfter.Microseconds(), d.Delay.Microseconds()}
-		if err != nil || s.Expect == nil || got != *s.Expect || d.Limit != capacity {
-			failures = append(failures, fmt.Sprintf("%s/%s step %d: expected %+v limit %d, got %+v limit %d (err %v)", algorithm, c.Name, i, s.Expect, capacity, got, d.Limit, err))
+		if err != nil || s.Expect == nil || got != *s.Expect || d.Limit != want {
+			failures = append(failures, fmt.Sprintf("%s/%s step %d: expected %+v limit %d, got %+v limit %d (err %v)", algorithm, c.Name, i, s.Expect, want, got, d.Limit, err))
 		}
 	}
 	if l.Failures() != 0 {
