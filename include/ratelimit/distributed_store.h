@@ -117,6 +117,7 @@ class DistributedStore final : public Store {
   // every call was answered; kDeadlineExceeded otherwise. Decisions may continue meanwhile.
   Status flush(Micros bound);
 
+  // Counters so far; lease_units_held and async_units_pending as of this call. Any thread.
   DistributedCounters counters() const;
   Store& inner() const;
 

@@ -379,7 +379,20 @@ void DistributedStore::reset_async(const Policy& policy, std::string_view key, S
   inner_->reset_async(policy, key, std::move(done));
 }
 
-DistributedCounters DistributedStore::counters() const { return core_->counters.snapshot(); }
+DistributedCounters DistributedStore::counters() const {
+  DistributedCounters c = core_->counters.snapshot();
+  // Units held in slices and pending pushes as of now: the ticker's gauges are a round old (up
+  // to ~1 s), and a slice's units change with every local decision.
+  uint64_t held = 0, pending = 0;
+  MutexLock lock(core_->mu);
+  for (const auto& [name, k] : core_->keys) {
+    held += k.units_held();
+    pending += k.units_pending();
+  }
+  c.lease_units_held = held;
+  c.async_units_pending = pending;
+  return c;
+}
 
 Store& DistributedStore::inner() const { return *inner_; }
 

@@ -29,6 +29,7 @@ class LeaseState final : public ExchangeState, public service::Pending {
   std::string policy;  // the rule's name, for the answer and the metrics
   Micros ttl{0};
   http::PolicyInfo info;
+  std::optional<Policy> own_limit;  // an acquire's own "limit" (own_limit_policy); read by the store
   std::vector<service::Item> items;
   http::RenderOptions render;
 
@@ -175,7 +176,8 @@ bool LeaseHandler::handle(Exchange& x) {
   }
   const service::Rule* rule = snap.rules->find(st.token.policy);
   if (rule == nullptr) {
-    http::render_error(404, "unknown_policy", "unknown policy '" + st.token.policy + "'", x.response);
+    // 400 as on /v1/acquire and /v1/peek (the errors table): the request names what is not there.
+    http::render_error(400, "unknown_policy", "unknown policy '" + st.token.policy + "'", x.response);
     return true;
   }
   if (!rule->policy.is_concurrency()) {
@@ -189,7 +191,15 @@ bool LeaseHandler::handle(Exchange& x) {
   st.ttl = rule->policy.lease_ttl();
   st.info = http::PolicyInfo::of(rule->policy);
   st.render = cfg.render;
-  st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind, nullptr, st.token.id});
+  st.own_limit.reset();
+  if (st.op == LeaseOp::kAcquire && st.request.limit != 0) {
+    // The caller's own limit, exactly as acquire and peek apply it (never silently ignored).
+    st.own_limit = own_limit_policy(*rule, st.request.limit, x.response);
+    if (!st.own_limit) return true;
+    st.info = http::PolicyInfo::of(*st.own_limit);
+  }
+  st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind,
+                      st.own_limit ? &*st.own_limit : nullptr, st.token.id});
   // An acquire may wait for a lease to free (the waiting service; releases and renews never wait).
   if (!api_.waiting.decide(*snap.rules, st.items, Atomicity::kIndependent, wait_budget(st.request.max_wait_ms), st)) {
     return false;

@@ -84,33 +84,14 @@ void render_decision(const NativeState& st, http::Response& out) {
   if (out.status == 429) out.status = st.deny_status;
 }
 
-// A request's own "limit" for its one policy (request.h): within the policy's request_limit
-// bounds, decided on the policy's own counter (Policy::with_limit keeps the name). False:
-// refused, `out` holds the 400.
+// The request's own "limit" for its one policy (own_limit_policy). False: refused, `out` holds
+// the 400.
 bool own_limit(NativeState& st, http::Response& out) {
   service::Item& item = st.items.front();
-  const service::Rule& rule = *item.rule;
-  const int64_t limit = st.request.limit;
-  const std::string& name = rule.policy.name();
-  if (rule.request_limit_max == 0) {
-    http::render_error(400, "limit_not_allowed", "policy '" + name + "' takes no per-request limit "
-                       "(its configuration sets no request_limit)", out);
-    return false;
-  }
-  if (limit < rule.request_limit_min || limit > rule.request_limit_max) {
-    http::render_error(400, "invalid_limit", "limit must be between " + std::to_string(rule.request_limit_min) +
-                       " and " + std::to_string(rule.request_limit_max) + " for policy '" + name +
-                       "', got " + std::to_string(limit), out);
-    return false;
-  }
-  auto with = rule.policy.with_limit(limit);  // valid: both bounds were checked at load
-  if (!with) {
-    http::render_error(400, "invalid_limit", with.status().message(), out);
-    return false;
-  }
-  st.own_limit = std::move(*with);
+  st.own_limit = own_limit_policy(*item.rule, st.request.limit, out);
+  if (!st.own_limit) return false;
   item.policy = &*st.own_limit;
-  st.infos.front() = http::PolicyInfo{name, st.own_limit->limit(), st.own_limit->window()};
+  st.infos.front() = http::PolicyInfo{st.own_limit->name(), st.own_limit->limit(), st.own_limit->window()};
   return true;
 }
 
@@ -151,6 +132,27 @@ bool decide(const NativeApi& api, NativeState& st, const Published& snap, bool p
 }
 
 }  // namespace
+
+std::optional<Policy> own_limit_policy(const service::Rule& rule, int64_t limit, http::Response& out) {
+  const std::string& name = rule.policy.name();
+  if (rule.request_limit_max == 0) {
+    http::render_error(400, "limit_not_allowed", "policy '" + name + "' takes no per-request limit "
+                       "(its configuration sets no request_limit)", out);
+    return std::nullopt;
+  }
+  if (limit < rule.request_limit_min || limit > rule.request_limit_max) {
+    http::render_error(400, "invalid_limit", "limit must be between " + std::to_string(rule.request_limit_min) +
+                       " and " + std::to_string(rule.request_limit_max) + " for policy '" + name +
+                       "', got " + std::to_string(limit), out);
+    return std::nullopt;
+  }
+  auto with = rule.policy.with_limit(limit);  // valid: both bounds were checked at load
+  if (!with) {
+    http::render_error(400, "invalid_limit", with.status().message(), out);
+    return std::nullopt;
+  }
+  return std::move(*with);
+}
 
 bool token_matches(std::string_view presented, std::string_view expected) {
   // Time depends only on the expected token's length, never on where the first mismatch is.

@@ -14,6 +14,7 @@
 // Exchange (NativeState), so handle() may run concurrently on distinct exchanges.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "decision_service.h"
@@ -72,6 +73,12 @@ class ResetHandler final : public Handler {
  private:
   NativeApi api_;
 };
+
+// A request's own "limit" for `rule` (request.h): within the policy's request_limit bounds, its
+// policy with that limit (Policy::with_limit keeps the name: decided on the policy's own
+// counter). Acquire, peek and POST /v1/leases apply it alike. Nullopt: refused — 400
+// limit_not_allowed (no request_limit) or invalid_limit (out of bounds) in `out`.
+std::optional<Policy> own_limit_policy(const service::Rule& rule, int64_t limit, http::Response& out);
 
 // Constant-time comparison of a presented bearer credential with the configured token.
 bool token_matches(std::string_view presented, std::string_view expected);

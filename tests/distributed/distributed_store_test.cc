@@ -86,6 +86,24 @@ int64_t redis_count(const std::string& url, const std::string& pre, const std::s
   return total;
 }
 
+// ratelimitd_lease_units_held is current: what a slice holds after each decision, not as of the
+// background round before it (issue 33: it lagged ~0.5 s).
+TEST(DistributedStore, UnitsHeldAreCurrentAfterEachDecision) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().to_string();
+  start_within_one_hour();
+  Instance a = instance(*url, prefix("held"));
+  const Policy p = policy(Consistency::kLease, 100);  // slices of at most 10
+  // Every admitted unit is taken from a slice, so what the slices hold now is what was granted,
+  // less what was given back and what was used.
+  for (uint64_t used = 1; used <= 20; ++used) {
+    auto d = a.store->acquire(p, "k");
+    ASSERT_TRUE(d.ok() && d->allowed);
+    const DistributedCounters c = a.store->counters();
+    EXPECT_EQ(c.lease_units_held, c.lease_units_granted - c.lease_units_returned - used) << "after acquire " << used;
+  }
+}
+
 TEST(DistributedStore, LeaseNeverOverAdmitsAndGivesBackOnDestruction) {
   auto url = testing::shared_test_redis_url();
   ASSERT_TRUE(url.ok()) << url.status().to_string();

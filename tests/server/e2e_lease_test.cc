@@ -87,7 +87,7 @@ TEST(E2ELeases, TheContract) {
   EXPECT_EQ(c.request("DELETE", "/v1/leases/" + id.substr(0, 40)).status, 400u);
   EXPECT_EQ(c.get("/v1/leases").status, 405u);
   EXPECT_EQ(c.request("GET", "/v1/leases/" + id).status, 405u);
-  EXPECT_EQ(c.post("/v1/leases", R"({"key":"k","policy":"nope"})").status, 404u);
+  EXPECT_EQ(c.post("/v1/leases", R"({"key":"k","policy":"nope"})").status, 400u);  // unknown_policy, as on acquire
   EXPECT_EQ(c.post("/v1/leases", R"({"key":"k","policy":"rate"})").status, 400u);
   EXPECT_EQ(c.post("/v1/leases", R"({"key":"k","policies":["two","db"]})").status, 400u);
   const Reply acquire = c.post("/v1/acquire", R"({"key":"k","policy":"two"})");
