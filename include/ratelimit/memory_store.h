@@ -58,6 +58,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ratelimit/clock.h"
 #include "ratelimit/store.h"
@@ -112,6 +113,16 @@ struct MemoryStoreEvictions {
   uint64_t residue_saturated = 0;
   uint64_t residue_dropped = 0;
   uint64_t total() const { return roomy + near_limit + denied; }
+};
+
+// What MemoryStore::save wrote or load read.
+struct MemorySnapshotStats {
+  size_t keys = 0;          // keys written / added
+  size_t policies = 0;      // policy definitions in the file
+  size_t bytes = 0;         // file size
+  size_t skipped_idle = 0;  // load: keys idle by now
+  size_t skipped_held = 0;  // load: keys the store already held
+  int64_t saved_at_us = 0;  // the store clock's time when the file was written
 };
 
 class MemoryStore final : public Store {
@@ -173,6 +184,20 @@ class MemoryStore final : public Store {
   // The bound actually enforced: shards * (max_keys / shards) <= max_keys, after the shard
   // count was rounded to a power of two (and lowered when max_keys < shards).
   size_t capacity() const;
+  // Snapshots (issue 33: a restart gave every client a fresh limit). save() writes every key
+  // not idle now — its state, standing and its policy's definition — to `path` atomically
+  // (path.tmp, fsync, rename, fsync of the directory: `path` is the old file or the new one,
+  // whole), one shard at a time under that shard's lock (so a snapshot is consistent per
+  // shard, and deciding goes on meanwhile). load() reads a whole file, checks it (magic,
+  // format version, byte order, checksum, every record) before changing anything, and adds each
+  // key not idle by now and not held already, under the definition it was saved with: the
+  // first decision under the current definition applies that, as a reload does. Eviction
+  // residues are not saved. Errors: save, kUnavailable (the file system's message); load,
+  // kNotFound (no file), kInvalidArgument ("snapshot refused: ...": truncated, damaged,
+  // another version or not a snapshot — nothing applied), kUnavailable (cannot read).
+  // Thread-safe; load is meant for a store not yet serving. Time and size: docs/BENCHMARKS.md.
+  Result<MemorySnapshotStats> save(const std::string& path) const;
+  Result<MemorySnapshotStats> load(const std::string& path);
 
  private:
   struct Impl;

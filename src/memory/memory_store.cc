@@ -18,6 +18,7 @@
 #include "mutex.h"
 #include "key_hash.h"
 #include "shard.h"
+#include "snapshot.h"
 
 namespace ratelimit {
 
@@ -38,6 +39,12 @@ struct MemoryStore::Impl {
     uint64_t hash;
     size_t shard;
   };
+  // The sum over the shards of one of their (thread-safe) counts.
+  size_t sum(size_t (Shard::*count)() const) const {
+    size_t n = 0;
+    for (size_t k = 0; k < shard_count; ++k) n += (shards[k].*count)();
+    return n;
+  }
   Where locate(const Policy& policy, std::string_view key) const {
     const uint64_t nh = memory::name_hash(seed, policy.name_hash());
     const uint64_t h = memory::key_hash(nh, key);
@@ -296,11 +303,7 @@ void MemoryStore::reset_async(const Policy& policy, std::string_view key, Status
   done(reset(policy, key));
 }
 
-size_t MemoryStore::key_count() const {
-  size_t n = 0;
-  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].size();
-  return n;
-}
+size_t MemoryStore::key_count() const { return impl_->sum(&Shard::size); }
 
 uint64_t MemoryStore::evictions() const { return eviction_counts().total(); }
 
@@ -318,17 +321,9 @@ MemoryStoreEvictions MemoryStore::eviction_counts() const {
   return e;
 }
 
-size_t MemoryStore::bytes() const {
-  size_t n = 0;
-  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].bytes();
-  return n;
-}
+size_t MemoryStore::bytes() const { return impl_->sum(&Shard::bytes); }
 
-size_t MemoryStore::residue_bytes() const {
-  size_t n = 0;
-  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].residue_bytes();
-  return n;
-}
+size_t MemoryStore::residue_bytes() const { return impl_->sum(&Shard::residue_bytes); }
 
 bool MemoryStore::holds(const Policy& policy, std::string_view key) {
   if (!validate_key(key).is_ok()) return false;
@@ -339,11 +334,7 @@ bool MemoryStore::holds(const Policy& policy, std::string_view key) {
   return id != memory::kNoPolicy && shard.find(id, key, w.hash) != kNil;
 }
 
-size_t MemoryStore::byte_capacity() const {
-  size_t n = 0;
-  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].byte_share();
-  return n;
-}
+size_t MemoryStore::byte_capacity() const { return impl_->sum(&Shard::byte_share); }
 
 size_t MemoryStore::sweep() {
   const int64_t now = impl_->clock->now().count();
@@ -356,10 +347,44 @@ size_t MemoryStore::sweep() {
   return dropped;
 }
 
-size_t MemoryStore::capacity() const {
-  size_t n = 0;
-  for (size_t k = 0; k < impl_->shard_count; ++k) n += impl_->shards[k].capacity();
-  return n;
+size_t MemoryStore::capacity() const { return impl_->sum(&Shard::capacity); }
+
+Result<MemorySnapshotStats> MemoryStore::save(const std::string& path) const {
+  const int64_t now = impl_->clock->now().count();
+  memory::SnapshotWriter w(now);
+  for (size_t k = 0; k < impl_->shard_count; ++k) {
+    Shard& shard = impl_->shards[k];
+    ScopedLock lock(shard.mu);
+    shard.save_entries(w, now);
+  }
+  MemorySnapshotStats st{w.entries(), w.policies(), 0, 0, 0, now};
+  const std::string bytes = w.finish();
+  st.bytes = bytes.size();
+  if (Status s = memory::write_file_atomically(path, bytes); !s.is_ok()) return s;
+  return st;
+}
+
+Result<MemorySnapshotStats> MemoryStore::load(const std::string& path) {
+  // A file larger than twice what the store may hold, plus slack, is not one it wrote.
+  auto bytes = memory::read_whole_file(path, 2 * byte_capacity() + (size_t{64} << 20));
+  if (!bytes.ok()) return bytes.status();
+  auto c = memory::parse_snapshot(*bytes);
+  if (!c.ok()) return c.status();
+  MemorySnapshotStats st{0, c->policies.size(), bytes->size(), 0, 0, c->saved_at_us};
+  const int64_t now = impl_->clock->now().count();
+  for (memory::SnapshotEntry& e : c->entries) {
+    const Policy& policy = c->policies[e.policy];
+    if (algo::idle_at_us(policy, e.state) <= now) {
+      ++st.skipped_idle;
+      continue;
+    }
+    const Impl::Where w = impl_->locate(policy, e.key);
+    Shard& shard = impl_->shards[w.shard];
+    ScopedLock lock(shard.mu);
+    const bool added = shard.restore(policy, w.name_hash, e.key, w.hash, std::move(e.state), e.standing, now);
+    ++(added ? st.keys : st.skipped_held);
+  }
+  return st;
 }
 
 }  // namespace ratelimit

@@ -59,6 +59,7 @@
 #include "key_hash.h"
 #include "slot.h"
 #include "residue_table.h"
+#include "snapshot.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/policy.h"
 #include "mutex.h"
@@ -191,6 +192,11 @@ class alignas(64) Shard {
   }
   // Drops every idle entry; returns how many.
   size_t sweep_all(int64_t now_us) RL_REQUIRES(mu);
+  // Snapshots (shard_snapshot.cc): every entry not idle at now, each list oldest first; and one
+  // entry read back (false, nothing changed, when the key is held or the policy table is full).
+  void save_entries(SnapshotWriter& out, int64_t now_us) RL_REQUIRES(mu);
+  bool restore(const Policy& policy, uint64_t name_hash, std::string_view key, uint64_t hash,
+               algo::AlgorithmState&& state, uint32_t standing, int64_t now_us) RL_REQUIRES(mu);
 
   // Readable without the lock (relaxed; approximate while others work).
   size_t size() const { return size_mirror_.load(std::memory_order_relaxed); }
