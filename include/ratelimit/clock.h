@@ -20,7 +20,8 @@ using Micros = std::chrono::microseconds;
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Current time in microseconds since the Unix epoch.
+  // Current time in microseconds since the Unix epoch (MonotonicClock: since an arbitrary
+  // start, for intervals only).
   virtual Micros now() const = 0;
 };
 
@@ -31,6 +32,18 @@ class SystemClock final : public Clock {
   Micros now() const override;
   // A process-wide instance (never destroyed).
   static const SystemClock& instance();
+};
+
+// Time since an arbitrary start (CLOCK_MONOTONIC, std::chrono::steady_clock): for ages and
+// intervals — how long a cached denial lives, how old a view of a shared count is — which an
+// NTP step must not move. The one monotonic clock of the library: every store that measures
+// staleness reads it through a `const Clock*` option (nullptr: this clock), so a ManualClock
+// drives the same checks in tests. Never a decision's `now` where windows align to wall time.
+class MonotonicClock final : public Clock {
+ public:
+  Micros now() const override;
+  // A process-wide instance (never destroyed).
+  static const MonotonicClock& instance();
 };
 
 // Time set by hand. Thread-safe; set() and advance() are visible to every later now().

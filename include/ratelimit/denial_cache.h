@@ -101,55 +101,39 @@ struct DenialCacheCounters {
   uint64_t entries = 0;        // (policy, key) entries held now
 };
 
-class DenialCache final : public Store {
+class DenialCache final : public StoreDecorator {
  public:
   // Wraps `inner` (shared: the cache keeps it alive). kInvalidArgument for a null store or an
   // option out of range (the message names it).
   static Result<std::shared_ptr<DenialCache>> wrap(std::shared_ptr<Store> inner,
                                                    DenialCacheOptions options = {});
   ~DenialCache() override;
-  DenialCache(const DenialCache&) = delete;
-  DenialCache& operator=(const DenialCache&) = delete;
 
-  // Store contract (store.h). A remembered denial completes inline; anything else is the inner
-  // store's call, whose answer (and errors) pass through unchanged.
-  void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                     DecisionCallback done) override;
-  // Peek answers from the cache too (a denied request changes nothing, so acquire and peek
-  // agree), and the store's peek denials are remembered like acquire's.
-  void peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                  DecisionCallback done) override;
-  // Answered locally only when every policy has a remembered denial at this cost (each policy's
-  // answer in an all-or-nothing denial is its own peek); otherwise the store decides, and the
-  // denials in its answer are remembered.
-  void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
-                         DecisionsCallback done) override;
+  // The door (store.h). A remembered denial completes inline; anything else is the inner
+  // store's call, whose answer (and errors) pass through unchanged. A single op (acquire or
+  // peek: a denied request changes nothing, so they agree, and the store's peek denials are
+  // remembered like acquire's) is answered from the cache when a denial of it is remembered.
   // kIndependent: each op answered from the cache when it has a remembered denial, the others
-  // by one decide_many call of the inner store (their denials remembered). kAllOrNothing:
-  // answered here only when every op has a remembered denial, as acquire_all; a group with a
-  // policy whose denials change state (count-denied, every-hit) passes straight through.
-  // Admissions passing through make nothing forgotten.
+  // by one decide_many call of the inner store (their denials remembered). kAllOrNothing
+  // (acquire_all too): answered here only when every op has a remembered denial (each op's
+  // answer in an all-or-nothing denial is its own peek); otherwise the store decides, and the
+  // denials in its answer are remembered. A group with a policy whose denials change state
+  // (count-denied, every-hit) passes straight through. Admissions passing through make nothing
+  // forgotten.
   void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                          OpsCallback done) override;
   // Forgets `key` under `policy` here (every cost) before and after the store's reset.
   void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
 
-  // Blocking forms: the inner store's blocking forms (no hand-off for an inline store).
-  Result<Decision> acquire(const Policy& policy, std::string_view key, int64_t cost = 1) override;
-  Result<Decision> peek(const Policy& policy, std::string_view key, int64_t cost = 1) override;
-
   // Snapshot (each counter read atomically; the set is not one instant).
   DenialCacheCounters counters() const;
   const DenialCacheOptions& options() const;
-  // The wrapped store.
-  Store& inner() const;
 
   struct Core;
 
  private:
   DenialCache(std::shared_ptr<Store> inner, std::shared_ptr<Core> core);
   std::shared_ptr<Core> core_;
-  std::shared_ptr<Store> inner_;
 };
 
 }  // namespace ratelimit

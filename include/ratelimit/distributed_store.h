@@ -27,8 +27,9 @@
 // after a failure such requests are answered so without a call. Admissions made by the
 // failure policy in async mode are pushed like any other hit.
 // What passes straight through to `inner` (exact): policies with consistency exact; every
-// all-or-nothing group of two or more ops and acquire_all (a local and a shared decision
-// cannot be made atomic together); new keys while options.max_keys are held (counted).
+// all-or-nothing group of two or more ops, acquire_all of two or more policies among them (a
+// local and a shared decision cannot be made atomic together); new keys while options.max_keys
+// are held (counted).
 // Stopping: the destructor gives back every slice and pushes every pending hit, waiting at most
 // options.flush_timeout. A process killed -9 loses its unpushed hits (async: over-admission of
 // at most what it admitted in one sync_interval + round trip) and keeps its slices counted
@@ -44,7 +45,7 @@
 #include <memory>
 
 #include "ratelimit/clock.h"
-#include "ratelimit/redis_store.h"
+#include "ratelimit/failure_policy.h"
 #include "ratelimit/shared_counts.h"
 #include "ratelimit/store.h"
 
@@ -89,7 +90,7 @@ struct DistributedCounters {
   uint64_t keys = 0;                   // gauge: (policy, key) pairs held
 };
 
-class DistributedStore final : public Store {
+class DistributedStore final : public StoreDecorator {
  public:
   // `inner` answers exact decisions, `shared` the lease/async calls (usually the same
   // RedisStore). kInvalidArgument for a null store or an option out of range.
@@ -97,16 +98,8 @@ class DistributedStore final : public Store {
                                                         std::shared_ptr<SharedCounts> shared,
                                                         DistributedStoreOptions options = {});
   ~DistributedStore() override;
-  DistributedStore(const DistributedStore&) = delete;
-  DistributedStore& operator=(const DistributedStore&) = delete;
 
-  // Store contract (store.h); see the top for what is local and what passes through.
-  void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                     DecisionCallback done) override;
-  void peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                  DecisionCallback done) override;
-  void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
-                         DecisionsCallback done) override;
+  // The door (store.h); see the top for what is local and what passes through.
   void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                          OpsCallback done) override;
   // Forgets the key here (its slice is dropped, not given back: the reset clears the count)
@@ -119,14 +112,12 @@ class DistributedStore final : public Store {
 
   // Counters so far; lease_units_held and async_units_pending as of this call. Any thread.
   DistributedCounters counters() const;
-  Store& inner() const;
 
   struct Core;
 
  private:
   DistributedStore(std::shared_ptr<Store> inner, std::shared_ptr<Core> core);
   std::shared_ptr<Core> core_;
-  std::shared_ptr<Store> inner_;
 };
 
 }  // namespace ratelimit

@@ -45,18 +45,11 @@
 #include <vector>
 
 #include "ratelimit/clock.h"
+#include "ratelimit/failure_policy.h"
 #include "ratelimit/shared_counts.h"
 #include "ratelimit/store.h"
 
 namespace ratelimit {
-
-// What a decision answers when Redis cannot: admit (open) or deny (closed).
-enum class FailurePolicy : uint8_t { kOpen, kClosed };
-
-// "open", "closed".
-const char* failure_policy_name(FailurePolicy p);
-// Inverse of failure_policy_name; kInvalidArgument for anything else.
-Result<FailurePolicy> parse_failure_policy(std::string_view text);
 
 // TLS settings for rediss:// and rediss-cluster:// URLs (ignored by the plain forms). Files are
 // PEM and are read once, by RedisStore::connect: a missing or unusable file is kInvalidArgument
@@ -281,17 +274,9 @@ class RedisStore final : public Store, public SharedCounts {
 
   // Closes the connections; calls still pending complete with the failure policy first.
   ~RedisStore() override;
-  RedisStore(const RedisStore&) = delete;
-  RedisStore& operator=(const RedisStore&) = delete;
 
-  // Store interface (see store.h). Invalid key, cost or policy list: the completion receives
-  // the error (kInvalidArgument), inline. Redis unavailable: a Decision by the failure policy.
-  void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                     DecisionCallback done) override;
-  void peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                  DecisionCallback done) override;
-  void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
-                         DecisionsCallback done) override;
+  // The door (store.h). Invalid key, cost or op list: the completion receives the error
+  // (kInvalidArgument), inline. Redis unavailable: a Decision by the failure policy.
   // kIndependent: one script call per op, pipelined. kAllOrNothing: one script over every key
   // (decide_many.lua), atomic on one server; in a cluster every key must hash to one slot (one
   // user key: its keys share a hash tag), else kInvalidArgument before anything is sent.

@@ -62,6 +62,10 @@ struct RegionStoreOptions {
   // The decisions' time, in the own store's time base (Redis: its TIME, Unix µs). nullptr: the
   // system clock. Not owned.
   const Clock* clock = nullptr;
+  // Time source for the ages of views: reachability (3 × sync_interval without a read), the
+  // view ages reported, the share cap. Only differences are used. nullptr: MonotonicClock.
+  // Tests pass a ManualClock. Not owned.
+  const Clock* age_clock = nullptr;
   // false: no background thread (tests feed seen() and set_reachable() by hand).
   bool run_exchange = true;
   // Called (on the exchange thread, no lock held) when a region becomes unreachable (with why)
@@ -88,7 +92,7 @@ struct RegionCounters {
   uint64_t keys = 0;              // gauge: (policy, key) pairs tracked
 };
 
-class RegionStore final : public Store {
+class RegionStore final : public StoreDecorator {
  public:
   // kInvalidArgument for a null store, no peer, a peer without a store or a name twice, or an
   // option out of range.
@@ -96,21 +100,12 @@ class RegionStore final : public Store {
                                                    std::vector<RegionPeer> peers,
                                                    RegionStoreOptions options);
   ~RegionStore() override;
-  RegionStore(const RegionStore&) = delete;
-  RegionStore& operator=(const RegionStore&) = delete;
 
-  // Store contract (store.h). Global policies are decided as the top says (all-or-nothing
-  // groups too: each op's limit is lowered, the group stays one atomic call); reset clears the
-  // own region's count only (the others' are theirs).
-  void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                     DecisionCallback done) override;
-  void peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                  DecisionCallback done) override;
-  void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
-                         DecisionsCallback done) override;
+  // The door (store.h). Global policies are decided as the top says (all-or-nothing groups
+  // too: each op's limit is lowered, the group stays one atomic call); reset (inherited)
+  // clears the own region's count only (the others' are theirs).
   void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                          OpsCallback done) override;
-  void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
 
   // What the exchange does with a read: merges `count` of `region` for (policy, key). Tests
   // use it to set a view by hand. kInvalidArgument for an unknown region or a policy that is
@@ -128,7 +123,6 @@ class RegionStore final : public Store {
 
  private:
   RegionStore(std::shared_ptr<Store> own, std::shared_ptr<Core> core);
-  std::shared_ptr<Store> own_;
   std::shared_ptr<Core> core_;
 };
 

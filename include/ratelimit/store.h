@@ -3,8 +3,13 @@
 // Why asynchronous at heart: a networked store must keep many requests in flight on a few
 // connections (pipelining), so each operation takes a completion that the store calls exactly
 // once, on a thread of its choosing. The blocking forms are conveniences for embedding and
-// tests; a store whose work is synchronous (MemoryStore) overrides them to avoid any
-// hand-off.
+// tests.
+// One door: a store implements exactly two virtual functions, decide_many_async (every
+// decision: acquire, peek, release, renew, one op or many, independent or all or nothing) and
+// reset_async. Every other call below is a non-virtual wrapper over them (store.cc), so a
+// store — or a decorator over one (StoreDecorator, below) — decides each kind of call in one
+// place and cannot answer acquire and decide_many differently. A blocking form whose completion
+// runs inline costs no hand-off and no allocation.
 // Contract for every implementation:
 //   - Thread-safe: any method may be called from any thread, concurrently.
 //   - The completion is called exactly once, possibly before the call returns (inline), and
@@ -22,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -85,46 +91,54 @@ using OpsCallback = std::function<void(Result<std::span<const Decision>>)>;
 
 class Store {
  public:
+  Store() = default;
   virtual ~Store() = default;
+  // A store holds state (or connections): never copied, never moved.
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
 
-  // Decides `cost` units for `key` under `policy` and consumes them when admitted.
-  virtual void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                             DecisionCallback done) = 0;
-  // What acquire would answer now; changes nothing.
-  virtual void peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                          DecisionCallback done) = 0;
-  // Several limits on one key, all or nothing: if any denies, none consumes. Each Decision is
-  // that policy's answer (admitted ones report what they would leave if all had admitted).
-  // Precondition: 1 ... 16 policies with distinct names.
-  virtual void acquire_all_async(std::span<const Policy> policies, std::string_view key,
-                                 int64_t cost, DecisionsCallback done) = 0;
-  // The general form, for several keys, each with its own policy, cost and kind (Envoy
-  // descriptors; all-or-nothing across keys). Preconditions, checked before any state is
-  // touched (else the completion gets kInvalidArgument and nothing changes): 1 ...
-  // kMaxOpsPerCall ops; every policy non-null; every key valid (validate_key); every cost
-  // valid for its policy (validate_cost(policy, cost)); with kAllOrNothing no (policy name,
-  // key) pair twice (both ops would check the same state before either consumed). A store that
-  // cannot make the ops atomic together (Redis Cluster: keys in different hash slots) refuses
-  // kAllOrNothing with kInvalidArgument saying why. When the backing service fails, every op is
-  // answered by the failure policy. The completion runs once, inline or on a store thread, as
-  // for every call.
+  // ---- The door: the only virtual functions. ----
+  // Every decision. Preconditions, checked before any state is touched (else the completion
+  // gets kInvalidArgument and nothing changes): 1 ... kMaxOpsPerCall ops; every policy
+  // non-null; every key valid (validate_key); every cost valid for its policy
+  // (validate_cost(policy, cost)); with kAllOrNothing no (policy name, key) pair twice (both
+  // ops would check the same state before either consumed). A store that cannot make the ops
+  // atomic together (Redis Cluster: keys in different hash slots) refuses kAllOrNothing with
+  // kInvalidArgument saying why. When the backing service fails, every op is answered by the
+  // failure policy. The completion runs once, inline or on a store thread, as for every call.
   virtual void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                                  OpsCallback done) = 0;
   // Forgets `key` under `policy`: its next request is treated as the first.
   virtual void reset_async(const Policy& policy, std::string_view key, StatusCallback done) = 0;
 
-  // Blocking conveniences: wait for the completion. The defaults wrap the async forms.
-  virtual Result<Decision> acquire(const Policy& policy, std::string_view key, int64_t cost = 1);
-  virtual Result<Decision> peek(const Policy& policy, std::string_view key, int64_t cost = 1);
-  virtual Result<std::vector<Decision>> acquire_all(std::span<const Policy> policies,
-                                                    std::string_view key, int64_t cost = 1);
-  virtual Status reset(const Policy& policy, std::string_view key);
+  // ---- Wrappers over the door (store.cc); none is virtual. ----
+  // Decides `cost` units for `key` under `policy` and consumes them when admitted: one kAcquire
+  // op, kIndependent.
+  void acquire_async(const Policy& policy, std::string_view key, int64_t cost,
+                     DecisionCallback done);
+  // What acquire would answer now; changes nothing: one kPeek op.
+  void peek_async(const Policy& policy, std::string_view key, int64_t cost,
+                  DecisionCallback done);
+  // Several limits on one key, all or nothing: if any denies, none consumes. Each Decision is
+  // that policy's answer (admitted ones report what they would leave if all had admitted).
+  // Precondition (validate_acquire_all): 1 ... 16 policies with distinct names, none a
+  // concurrency policy. One kAcquire op per policy, kAllOrNothing.
+  void acquire_all_async(std::span<const Policy> policies, std::string_view key, int64_t cost,
+                         DecisionsCallback done);
+
+  // Blocking forms: wait for the completion (none from inside a completion of the same store).
+  Result<Decision> acquire(const Policy& policy, std::string_view key, int64_t cost = 1);
+  Result<Decision> peek(const Policy& policy, std::string_view key, int64_t cost = 1);
+  Result<std::vector<Decision>> acquire_all(std::span<const Policy> policies,
+                                            std::string_view key, int64_t cost = 1);
+  Status reset(const Policy& policy, std::string_view key);
   // Blocking decide_many_async: the decisions copied out, one per op.
   Result<std::vector<Decision>> decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
   // decide_many_async of the one op `op`, kIndependent, answering its single Decision (or the
-  // call's error). For decorators that route one op through their decide_many_async, and for
-  // release/renew. Thread-safety: that of decide_many_async.
+  // call's error). Thread-safety: that of decide_many_async.
   void decide_one_async(const StoreOp& op, DecisionCallback done);
+  // Blocking decide_one_async.
+  Result<Decision> decide_one(const StoreOp& op);
 
   // Concurrency policies: frees `lease` of `key` if it is still held (allowed), else a Decision
   // with reason kLeaseNotHeld (expired, released before, or never issued here: frees nothing).
@@ -136,6 +150,25 @@ class Store {
                    DecisionCallback done);
   Result<Decision> release(const Policy& policy, std::string_view key, const LeaseId& lease);
   Result<Decision> renew(const Policy& policy, std::string_view key, const LeaseId& lease);
+};
+
+// The one base of every Store that stands in front of another (DenialCache, DistributedStore,
+// RegionStore): it holds the inner store and forwards both doors to it unchanged, so a
+// decorator overrides only the door whose answers it changes and inherits the rest.
+// Thread-safety: that of the inner store. The decorator keeps the inner store alive.
+class StoreDecorator : public Store {
+ public:
+  void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                         OpsCallback done) override;
+  void reset_async(const Policy& policy, std::string_view key, StatusCallback done) override;
+  // The wrapped store.
+  Store& inner() const { return *inner_; }
+
+ protected:
+  explicit StoreDecorator(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+ private:
+  std::shared_ptr<Store> inner_;
 };
 
 inline constexpr size_t kMaxPoliciesPerCall = 16;

@@ -1,4 +1,4 @@
-// clock.cc — the system clock (see include/ratelimit/clock.h).
+// clock.cc — the system and monotonic clocks (see include/ratelimit/clock.h).
 #include "ratelimit/clock.h"
 
 namespace ratelimit {
@@ -6,6 +6,15 @@ namespace ratelimit {
 Micros SystemClock::now() const {
   return std::chrono::duration_cast<Micros>(
       std::chrono::system_clock::now().time_since_epoch());
+}
+
+Micros MonotonicClock::now() const {
+  return std::chrono::duration_cast<Micros>(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+const MonotonicClock& MonotonicClock::instance() {
+  static const MonotonicClock* const clock = new MonotonicClock();  // never destroyed
+  return *clock;
 }
 
 const SystemClock& SystemClock::instance() {

@@ -1,9 +1,16 @@
-// store.cc — what every Store shares: input validation and the blocking forms built on the
-// asynchronous ones (for stores that do not override them).
+// store.cc — what every Store shares: input validation, and every call but the two doors
+// (decide_many_async, reset_async) written once as a wrapper over them; StoreDecorator's
+// forwarding. Invariant: a wrapper adds no decision of its own — what a store answers through
+// acquire is exactly what its decide_many_async answers for that one op.
 #include "ratelimit/store.h"
 
-#include <future>
+#include <array>
+#include <condition_variable>
+#include <optional>
 #include <string>
+#include <thread>
+
+#include "mutex.h"
 
 namespace ratelimit {
 
@@ -77,52 +84,134 @@ Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
 
 namespace {
 
-template <typename T, typename Start>
-T wait_for(Start start) {
-  std::promise<T> promise;
-  auto future = promise.get_future();
-  start([&promise](T r) { promise.set_value(std::move(r)); });
-  return future.get();
+// The completion of a blocking form, which runs either inline (on the caller's thread, before
+// the door returns: no lock, no hand-off) or later on a store thread (then the caller waits on
+// the condition variable). A completion on the caller's thread is necessarily inline: the
+// caller is blocked in wait() otherwise, and a store never runs a completion on a thread it
+// does not own. The waiter lives on the caller's stack; the completion touches nothing of it
+// after notifying under the lock, so the caller may return (and destroy it) as soon as it has
+// seen `ready_`.
+template <typename T>
+class Waiter {
+ public:
+  void set(T value) {
+    value_.emplace(std::move(value));
+    if (std::this_thread::get_id() == caller_) {
+      inline_ = true;
+      return;
+    }
+    MutexLock lock(mu_);
+    ready_ = true;
+    cv_.notify_one();
+  }
+  T wait() {
+    if (!inline_) {
+      MutexLock lock(mu_);
+      while (!ready_) lock.wait(cv_);
+    }
+    return std::move(*value_);
+  }
+
+ private:
+  const std::thread::id caller_ = std::this_thread::get_id();
+  bool inline_ = false;  // written and read on the caller's thread only
+  std::optional<T> value_;
+  Mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ RL_GUARDED_BY(mu_) = false;
+};
+
+// The first decision of a door's answer (a call of one op).
+Result<Decision> first(const Result<std::span<const Decision>>& r) {
+  if (!r) return r.status();
+  if (r->empty()) return Status::internal("a store answered no decision for one op");
+  return r->front();
+}
+
+// Blocking: one call through the door, `make` turning its answer into T.
+template <typename T, typename Make>
+T through_door(Store& store, std::span<const StoreOp> ops, Atomicity atomicity, Make make) {
+  Waiter<T> waiter;
+  store.decide_many_async(ops, atomicity, [&waiter, &make](Result<std::span<const Decision>> r) {
+    waiter.set(make(r));
+  });
+  return waiter.wait();
+}
+
+Result<std::vector<Decision>> copied(const Result<std::span<const Decision>>& r) {
+  if (!r) return r.status();
+  return std::vector<Decision>(r->begin(), r->end());
+}
+
+// acquire_all as ops: one kAcquire per policy, all or nothing. `policies` already validated
+// (at most kMaxPoliciesPerCall).
+std::span<const StoreOp> acquire_all_ops(std::array<StoreOp, kMaxPoliciesPerCall>& ops,
+                                         std::span<const Policy> policies, std::string_view key,
+                                         int64_t cost) {
+  for (size_t k = 0; k < policies.size(); ++k) {
+    ops[k] = {&policies[k], key, cost, StoreOp::Kind::kAcquire};
+  }
+  return {ops.data(), policies.size()};
 }
 
 }  // namespace
 
+void Store::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
+                          DecisionCallback done) {
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kAcquire}, std::move(done));
+}
+
+void Store::peek_async(const Policy& policy, std::string_view key, int64_t cost,
+                       DecisionCallback done) {
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kPeek}, std::move(done));
+}
+
+void Store::acquire_all_async(std::span<const Policy> policies, std::string_view key,
+                              int64_t cost, DecisionsCallback done) {
+  if (Status s = validate_acquire_all(policies, key, cost); !s.is_ok()) return done(s);
+  std::array<StoreOp, kMaxPoliciesPerCall> ops;
+  decide_many_async(acquire_all_ops(ops, policies, key, cost), Atomicity::kAllOrNothing,
+                    [done = std::move(done)](Result<std::span<const Decision>> r) {
+                      done(copied(r));
+                    });
+}
+
 Result<Decision> Store::acquire(const Policy& policy, std::string_view key, int64_t cost) {
-  return wait_for<Result<Decision>>(
-      [&](auto done) { acquire_async(policy, key, cost, std::move(done)); });
+  return decide_one({&policy, key, cost, StoreOp::Kind::kAcquire});
 }
 
 Result<Decision> Store::peek(const Policy& policy, std::string_view key, int64_t cost) {
-  return wait_for<Result<Decision>>(
-      [&](auto done) { peek_async(policy, key, cost, std::move(done)); });
+  return decide_one({&policy, key, cost, StoreOp::Kind::kPeek});
 }
 
 Result<std::vector<Decision>> Store::acquire_all(std::span<const Policy> policies,
                                                  std::string_view key, int64_t cost) {
-  return wait_for<Result<std::vector<Decision>>>(
-      [&](auto done) { acquire_all_async(policies, key, cost, std::move(done)); });
+  if (Status s = validate_acquire_all(policies, key, cost); !s.is_ok()) return s;
+  std::array<StoreOp, kMaxPoliciesPerCall> ops;
+  return through_door<Result<std::vector<Decision>>>(
+      *this, acquire_all_ops(ops, policies, key, cost), Atomicity::kAllOrNothing, copied);
 }
 
 Status Store::reset(const Policy& policy, std::string_view key) {
-  return wait_for<Status>([&](auto done) { reset_async(policy, key, std::move(done)); });
+  Waiter<Status> waiter;
+  reset_async(policy, key, [&waiter](Status s) { waiter.set(std::move(s)); });
+  return waiter.wait();
 }
 
 Result<std::vector<Decision>> Store::decide_many(std::span<const StoreOp> ops,
                                                  Atomicity atomicity) {
-  return wait_for<Result<std::vector<Decision>>>([&](auto done) {
-    decide_many_async(ops, atomicity, [done](Result<std::span<const Decision>> r) {
-      if (!r) return done(r.status());
-      done(std::vector<Decision>(r->begin(), r->end()));
-    });
-  });
+  return through_door<Result<std::vector<Decision>>>(*this, ops, atomicity, copied);
 }
 
 void Store::decide_one_async(const StoreOp& op, DecisionCallback done) {
   decide_many_async({&op, 1}, Atomicity::kIndependent,
                     [done = std::move(done)](Result<std::span<const Decision>> r) {
-                      if (!r) return done(r.status());
-                      done(r->front());
+                      done(first(r));
                     });
+}
+
+Result<Decision> Store::decide_one(const StoreOp& op) {
+  return through_door<Result<Decision>>(*this, {&op, 1}, Atomicity::kIndependent, first);
 }
 
 void Store::release_async(const Policy& policy, std::string_view key, const LeaseId& lease,
@@ -136,13 +225,21 @@ void Store::renew_async(const Policy& policy, std::string_view key, const LeaseI
 }
 
 Result<Decision> Store::release(const Policy& policy, std::string_view key, const LeaseId& lease) {
-  return wait_for<Result<Decision>>(
-      [&](auto done) { release_async(policy, key, lease, std::move(done)); });
+  return decide_one({&policy, key, 1, StoreOp::Kind::kRelease, lease});
 }
 
 Result<Decision> Store::renew(const Policy& policy, std::string_view key, const LeaseId& lease) {
-  return wait_for<Result<Decision>>(
-      [&](auto done) { renew_async(policy, key, lease, std::move(done)); });
+  return decide_one({&policy, key, 1, StoreOp::Kind::kRenew, lease});
+}
+
+void StoreDecorator::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
+                                       OpsCallback done) {
+  inner_->decide_many_async(ops, atomicity, std::move(done));
+}
+
+void StoreDecorator::reset_async(const Policy& policy, std::string_view key,
+                                 StatusCallback done) {
+  inner_->reset_async(policy, key, std::move(done));
 }
 
 }  // namespace ratelimit

@@ -88,137 +88,50 @@ Result<std::shared_ptr<DenialCache>> DenialCache::wrap(std::shared_ptr<Store> in
 }
 
 DenialCache::DenialCache(std::shared_ptr<Store> inner, std::shared_ptr<Core> core)
-    : core_(std::move(core)), inner_(std::move(inner)) {}
+    : StoreDecorator(std::move(inner)), core_(std::move(core)) {}
 
 DenialCache::~DenialCache() = default;
 
 namespace {
 
-// acquire and peek share everything but the inner call.
-template <typename Inner>
-void decide_async(const std::shared_ptr<DenialCache::Core>& core, const Policy& policy,
-                  std::string_view key, int64_t cost, DecisionCallback done,
-                  Inner inner) {
-  if (counts_denials(core->options, policy) || !cacheable_input(key, cost)) {
+// One op (an acquire or a peek — a single decision of any caller): answered from the memory
+// when a denial of it is remembered, else by the inner store, whose answer is learnt. No
+// buffer beyond the key's.
+void decide_one_op(const std::shared_ptr<DenialCache::Core>& core, Store& inner,
+                   std::span<const StoreOp> ops, Atomicity atomicity, OpsCallback done) {
+  const StoreOp& op = ops.front();
+  const Policy& policy = *op.policy;
+  if (counts_denials(core->options, policy) || !cacheable_input(op.key, op.cost)) {
     if (counts_denials(core->options, policy)) DenialCache::Core::bump(core->bypassed);
-    return inner(std::move(done));
+    return inner.decide_many_async(ops, atomicity, std::move(done));
   }
   const int64_t now = core->clock->now().count();
-  const CompositeKey composite(policy, key);
+  const CompositeKey composite(policy, op.key);
   const PolicyParams params = PolicyParams::of(policy);
-  auto look = core->lookup(composite.view(), params, policy.limit(), cost, now);
+  auto look = core->lookup(composite.view(), params, policy.limit(), op.cost, now);
   if (look.hit) {
     DenialCache::Core::bump(core->hits);
-    return done(look.decision);
+    return done(std::span<const Decision>(&look.decision, 1));
   }
   DenialCache::Core::bump(core->misses);
-  inner([core, composite = std::string(composite.view()), params, cost, now,
-         generation = look.generation,
-         done = std::move(done)](Result<Decision> r) {
-    core->learn(composite, params, cost, now, generation, r);
-    done(std::move(r));
-  });
-}
-
-template <typename Inner>
-Result<Decision> decide_sync(DenialCache::Core& core, const Policy& policy, std::string_view key,
-                             int64_t cost, Inner inner) {
-  if (counts_denials(core.options, policy) || !cacheable_input(key, cost)) {
-    if (counts_denials(core.options, policy)) DenialCache::Core::bump(core.bypassed);
-    return inner();
-  }
-  const int64_t now = core.clock->now().count();
-  const CompositeKey composite(policy, key);
-  const PolicyParams params = PolicyParams::of(policy);
-  auto look = core.lookup(composite.view(), params, policy.limit(), cost, now);
-  if (look.hit) {
-    DenialCache::Core::bump(core.hits);
-    return look.decision;
-  }
-  DenialCache::Core::bump(core.misses);
-  Result<Decision> r = inner();
-  core.learn(composite.view(), params, cost, now, look.generation, r);
-  return r;
-}
-
-}  // namespace
-
-void DenialCache::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                                DecisionCallback done) {
-  decide_async(core_, policy, key, cost, std::move(done), [&](DecisionCallback cb) {
-    inner_->acquire_async(policy, key, cost, std::move(cb));
-  });
-}
-
-void DenialCache::peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                             DecisionCallback done) {
-  decide_async(core_, policy, key, cost, std::move(done), [&](DecisionCallback cb) {
-    inner_->peek_async(policy, key, cost, std::move(cb));
-  });
-}
-
-Result<Decision> DenialCache::acquire(const Policy& policy, std::string_view key, int64_t cost) {
-  return decide_sync(*core_, policy, key, cost,
-                     [&] { return inner_->acquire(policy, key, cost); });
-}
-
-Result<Decision> DenialCache::peek(const Policy& policy, std::string_view key, int64_t cost) {
-  return decide_sync(*core_, policy, key, cost,
-                     [&] { return inner_->peek(policy, key, cost); });
-}
-
-void DenialCache::acquire_all_async(std::span<const Policy> policies, std::string_view key,
-                                    int64_t cost, DecisionsCallback done) {
-  const bool valid = validate_acquire_all(policies, key, cost).is_ok();
-  const bool counts = std::any_of(policies.begin(), policies.end(),
-                                  [&](const Policy& p) { return counts_denials(core_->options, p); });
-  if (!valid || counts) {
-    if (counts) Core::bump(core_->bypassed);
-    return inner_->acquire_all_async(policies, key, cost, std::move(done));
-  }
-  const int64_t now = core_->clock->now().count();
-  struct Known {
-    std::string composite;
-    PolicyParams params;
-    uint64_t generation;
-  };
-  std::vector<Known> known;
-  known.reserve(policies.size());
-  std::vector<Decision> cached;
-  cached.reserve(policies.size());
-  for (const Policy& p : policies) {
-    const CompositeKey composite(p, key);
-    const PolicyParams params = PolicyParams::of(p);
-    auto look = core_->lookup(composite.view(), params, p.limit(), cost, now);
-    if (look.hit) cached.push_back(look.decision);
-    known.push_back({std::string(composite.view()), params, look.generation});
-  }
-  if (cached.size() == policies.size()) {
-    Core::bump(core_->hits);
-    return done(std::move(cached));
-  }
-  Core::bump(core_->misses);
-  inner_->acquire_all_async(
-      policies, key, cost,
-      [core = core_, known = std::move(known), cost, now,
-       done = std::move(done)](Result<std::vector<Decision>> r) {
-        if (r.ok() && r->size() == known.size()) {
-          for (size_t i = 0; i < known.size(); ++i) {
-            const Decision& d = (*r)[i];
-            if (d.reason == DecisionReason::kOverLimit && d.retry_after.count() > 0) {
-              core->remember(known[i].composite, known[i].params, cost, now, known[i].generation,
-                             d);
-            }
-          }
-        }
+  inner.decide_many_async(
+      ops, atomicity,
+      [core, composite = std::string(composite.view()), params, cost = op.cost, now,
+       generation = look.generation, done = std::move(done)](Result<std::span<const Decision>> r) {
+        if (r.ok() && r->size() == 1) core->learn(composite, params, cost, now, generation, r->front());
         done(std::move(r));
       });
 }
 
+}  // namespace
+
 void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                                     OpsCallback done) {
   if (!validate_decide_many(ops, atomicity).is_ok()) {
-    return inner_->decide_many_async(ops, atomicity, std::move(done));  // it refuses them
+    return inner().decide_many_async(ops, atomicity, std::move(done));  // it refuses them
+  }
+  if (ops.size() == 1 && !ops[0].policy->is_concurrency()) {
+    return decide_one_op(core_, inner(), ops, atomicity, std::move(done));
   }
   const bool group = atomicity == Atomicity::kAllOrNothing && ops.size() > 1;
   const bool counts = std::any_of(ops.begin(), ops.end(),
@@ -227,7 +140,7 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
                                   [](const StoreOp& op) { return op.policy->is_concurrency(); });
   if ((group && counts) || leases) {
     Core::bump(core_->bypassed);
-    return inner_->decide_many_async(ops, atomicity, std::move(done));
+    return inner().decide_many_async(ops, atomicity, std::move(done));
   }
   const int64_t now = core_->clock->now().count();
   // An op the store must answer (every op of a group the cache cannot answer whole).
@@ -274,7 +187,7 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   }
   if (group) Core::bump(core_->misses);
   if (asked.empty()) return done(std::span<const Decision>(out));
-  inner_->decide_many_async(
+  inner().decide_many_async(
       asked, atomicity,
       [core = core_, known = std::move(known), out = std::move(out), now,
        done = std::move(done)](Result<std::span<const Decision>> r) mutable {
@@ -292,10 +205,10 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
 }
 
 void DenialCache::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
-  if (!cacheable_input(key, 1)) return inner_->reset_async(policy, key, std::move(done));
+  if (!cacheable_input(key, 1)) return inner().reset_async(policy, key, std::move(done));
   const CompositeKey composite(policy, key);
   core_->forget(composite.view());
-  inner_->reset_async(policy, key,
+  inner().reset_async(policy, key,
                       [core = core_, composite = std::string(composite.view()),
                        done = std::move(done)](Status s) {
                         core->forget(composite);
@@ -318,7 +231,5 @@ DenialCacheCounters DenialCache::counters() const {
 }
 
 const DenialCacheOptions& DenialCache::options() const { return core_->options; }
-
-Store& DenialCache::inner() const { return *inner_; }
 
 }  // namespace ratelimit

@@ -3,27 +3,9 @@
 #include "denial_memory.h"
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 
 namespace ratelimit {
-namespace denial_detail {
-namespace {
-
-class MonotonicClock final : public Clock {
- public:
-  Micros now() const override {
-    return std::chrono::duration_cast<Micros>(
-        std::chrono::steady_clock::now().time_since_epoch());
-  }
-};
-const MonotonicClock kMonotonicClock;
-
-}  // namespace
-
-const Clock& monotonic_clock() { return kMonotonicClock; }
-
-}  // namespace denial_detail
 
 void DenialCache::Core::erase(Shard& s,
                               std::unordered_map<std::string_view, Entry>::iterator it) {

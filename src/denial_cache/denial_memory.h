@@ -32,9 +32,6 @@
 namespace ratelimit {
 namespace denial_detail {
 
-// The default clock: only differences matter, and a monotonic clock cannot step back.
-const Clock& monotonic_clock();
-
 // Every parameter of a Policy but its name (the name is part of the map key).
 struct PolicyParams {
   int64_t limit = 0;
@@ -120,7 +117,7 @@ struct DenialCache::Core {
   };
 
   DenialCacheOptions options;
-  const Clock* clock = &denial_detail::monotonic_clock();
+  const Clock* clock = &MonotonicClock::instance();  // only differences matter
   size_t shard_mask = 0;
   size_t per_shard = 1;
   std::unique_ptr<Shard[]> shards;

@@ -32,14 +32,6 @@
 namespace ratelimit {
 namespace {
 
-class MonotonicClock final : public Clock {
- public:
-  Micros now() const override {
-    return std::chrono::duration_cast<Micros>(std::chrono::steady_clock::now().time_since_epoch());
-  }
-};
-const MonotonicClock kMonotonicClock;
-
 // One decide_many call's answers, counted down as its ops complete.
 struct Batch {
   std::vector<Decision> decisions;
@@ -64,7 +56,7 @@ struct Batch {
 
 struct DistributedStore::Core : std::enable_shared_from_this<DistributedStore::Core> {
   DistributedStoreOptions options;
-  const Clock* clock = &kMonotonicClock;
+  const Clock* clock = &MonotonicClock::instance();
   std::shared_ptr<Store> inner;
   std::shared_ptr<SharedCounts> shared;
   distributed_detail::Counters counters;
@@ -271,7 +263,7 @@ Result<std::shared_ptr<DistributedStore>> DistributedStore::wrap(
 }
 
 DistributedStore::DistributedStore(std::shared_ptr<Store> inner, std::shared_ptr<Core> core)
-    : core_(std::move(core)), inner_(std::move(inner)) {}
+    : StoreDecorator(std::move(inner)), core_(std::move(core)) {}
 
 DistributedStore::~DistributedStore() {
   core_->ticker.stop();
@@ -293,7 +285,7 @@ void DistributedStore::decide_many_async(std::span<const StoreOp> ops, Atomicity
     if (op.policy->consistency().mode != Consistency::kExact) ++local;
   }
   if (local == 0 || (atomicity == Atomicity::kAllOrNothing && ops.size() > 1)) {
-    return inner_->decide_many_async(ops, atomicity, std::move(done));
+    return inner().decide_many_async(ops, atomicity, std::move(done));
   }
   // The common case, one local op answered inline: no allocation beyond the key's lookup.
   if (ops.size() == 1) {
@@ -303,7 +295,7 @@ void DistributedStore::decide_many_async(std::span<const StoreOp> ops, Atomicity
                          passthrough)) {
       return done(std::span<const Decision>(&d, 1));
     }
-    if (passthrough) inner_->decide_many_async(ops, atomicity, std::move(done));
+    if (passthrough) inner().decide_many_async(ops, atomicity, std::move(done));
     return;
   }
   auto batch = std::make_shared<Batch>();
@@ -333,7 +325,7 @@ void DistributedStore::decide_many_async(std::span<const StoreOp> ops, Atomicity
     batch->remaining.fetch_add(1, std::memory_order_relaxed);
     // The ops whose answers come from the inner call count down once, together.
     batch->remaining.fetch_sub(exact.size(), std::memory_order_relaxed);
-    inner_->decide_many_async(exact, Atomicity::kIndependent,
+    inner().decide_many_async(exact, Atomicity::kIndependent,
                               [batch, exact_index](Result<std::span<const Decision>> r) {
                                 if (!r.ok()) {
                                   MutexLock lock(batch->mu);
@@ -349,34 +341,13 @@ void DistributedStore::decide_many_async(std::span<const StoreOp> ops, Atomicity
   batch->finish_one();
 }
 
-void DistributedStore::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                                     DecisionCallback done) {
-  if (policy.consistency().mode == Consistency::kExact) {
-    return inner_->acquire_async(policy, key, cost, std::move(done));
-  }
-  decide_one_async({&policy, key, cost, StoreOp::Kind::kAcquire}, std::move(done));
-}
-
-void DistributedStore::peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                                  DecisionCallback done) {
-  if (policy.consistency().mode == Consistency::kExact) {
-    return inner_->peek_async(policy, key, cost, std::move(done));
-  }
-  decide_one_async({&policy, key, cost, StoreOp::Kind::kPeek}, std::move(done));
-}
-
-void DistributedStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,
-                                         int64_t cost, DecisionsCallback done) {
-  inner_->acquire_all_async(policies, key, cost, std::move(done));
-}
-
 void DistributedStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
   {
     MutexLock lock(core_->mu);
     auto it = core_->keys.find(distributed_detail::map_key(policy, key));
     if (it != core_->keys.end()) it->second.forget();
   }
-  inner_->reset_async(policy, key, std::move(done));
+  inner().reset_async(policy, key, std::move(done));
 }
 
 DistributedCounters DistributedStore::counters() const {
@@ -394,6 +365,5 @@ DistributedCounters DistributedStore::counters() const {
   return c;
 }
 
-Store& DistributedStore::inner() const { return *inner_; }
 
 }  // namespace ratelimit

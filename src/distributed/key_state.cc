@@ -83,18 +83,10 @@ Decision KeyState::local_decision(int64_t server_now, int64_t cost) const {
 }
 
 Decision KeyState::failure(const DistributedStoreOptions& options, Counters& counters) const {
-  Decision d;
-  d.limit = policy_.limit();
-  if (options.on_failure == FailurePolicy::kOpen) {
-    d.allowed = true;
-    d.reason = DecisionReason::kStoreFailedOpen;
-    counters.failed_open.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    d.reason = DecisionReason::kStoreFailedClosed;
-    d.retry_after = Micros{1'000'000};
-    counters.failed_closed.fetch_add(1, std::memory_order_relaxed);
-  }
-  return d;
+  auto& counter = options.on_failure == FailurePolicy::kOpen ? counters.failed_open
+                                                             : counters.failed_closed;
+  counter.fetch_add(1, std::memory_order_relaxed);
+  return failure_decision(options.on_failure, policy_.limit());
 }
 
 bool KeyState::view_fresh(int64_t local, const DistributedStoreOptions& options) const {

@@ -31,7 +31,7 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
     bool reachable = false;
     bool ever_reached = false;
     bool told_unreachable = false;  // on_reachability said so (cleared when it says reachable)
-    int64_t last_ok_local = -1;     // steady µs of the last successful read
+    int64_t last_ok_local = -1;     // age_clock µs of the last successful read
     bool probe_in_flight = false;
     uint64_t reads = 0, failures = 0;
   };
@@ -46,6 +46,8 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
 
   RegionStoreOptions options;
   const Clock* clock = nullptr;  // decisions' time (the store's base)
+  // Ages of views and reads (options.age_clock): the `local` instants below.
+  const Clock* age_clock = &MonotonicClock::instance();
   std::shared_ptr<Store> own;
   std::vector<Peer> peers;
   double share = 1;
@@ -61,7 +63,7 @@ struct RegionStore::Core : std::enable_shared_from_this<RegionStore::Core> {
   // A key was added: read it now rather than at the next round.
   bool new_key RL_GUARDED_BY(exchange.mu) = false;
 
-  static int64_t steady_us();
+  int64_t local_us() const { return age_clock->now().count(); }
   int peer_index(const std::string& name) const;
   // Under mu: whether the share cap applies now (a region unreachable or its view too old).
   bool partitioned_locked(int64_t local) const RL_REQUIRES(mu);

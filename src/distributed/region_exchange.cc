@@ -70,7 +70,7 @@ void RegionStore::Core::round(bool fresh_only) {
   std::vector<Read> reads;
   std::vector<size_t> probes;
   std::vector<std::pair<size_t, std::string>> silent;
-  const int64_t local = steady_us();
+  const int64_t local = local_us();
   {
     MutexLock lock(mu);
     for (auto it = keys.begin(); it != keys.end();) {
@@ -150,7 +150,7 @@ void RegionStore::Core::mark(size_t peer, bool ok, const std::string& why) {
     name = p.name;
     ++p.reads;
     if (ok) {
-      p.last_ok_local = steady_us();
+      p.last_ok_local = local_us();
       if (!p.reachable) {
         p.reachable = true;
         p.ever_reached = true;

@@ -7,19 +7,12 @@
 // Invariants: the lowered policies outlive the inner call's return (StoreOp keeps pointers
 // only until then); a failure-policy answer of the own store is passed on untouched.
 #include <algorithm>
-#include <chrono>
 
 #include "map_key.h"
 #include "mutex.h"
 #include "region_core.h"
 
 namespace ratelimit {
-
-int64_t RegionStore::Core::steady_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 int RegionStore::Core::peer_index(const std::string& name) const {
   for (size_t i = 0; i < peers.size(); ++i) {
@@ -63,6 +56,7 @@ Result<std::shared_ptr<RegionStore>> RegionStore::wrap(std::shared_ptr<Store> ow
   }
   core->options = std::move(options);
   core->clock = core->options.clock != nullptr ? core->options.clock : &SystemClock::instance();
+  if (core->options.age_clock != nullptr) core->age_clock = core->options.age_clock;
   core->own = own;
   core->share = core->options.share > 0 ? core->options.share
                                         : 1.0 / static_cast<double>(core->peers.size() + 1);
@@ -71,7 +65,7 @@ Result<std::shared_ptr<RegionStore>> RegionStore::wrap(std::shared_ptr<Store> ow
 }
 
 RegionStore::RegionStore(std::shared_ptr<Store> own, std::shared_ptr<Core> core)
-    : own_(std::move(own)), core_(std::move(core)) {}
+    : StoreDecorator(std::move(own)), core_(std::move(core)) {}
 
 RegionStore::~RegionStore() {
   core_->exchange.stop();
@@ -91,7 +85,7 @@ RegionStore::~RegionStore() {
   peers.clear();
 }
 
-Store& RegionStore::own() const { return *own_; }
+Store& RegionStore::own() const { return inner(); }
 
 void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                                     OpsCallback done) {
@@ -99,7 +93,7 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   const bool any = std::any_of(ops.begin(), ops.end(), [](const StoreOp& op) {
     return op.policy->consistency().across_regions;
   });
-  if (!any) return own_->decide_many_async(ops, atomicity, std::move(done));
+  if (!any) return inner().decide_many_async(ops, atomicity, std::move(done));
 
   // Per op: the policy sent (lowered), and for a global op its real limit and, when the others
   // leave no room, the denial that replaces the store's answer.
@@ -115,7 +109,7 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   auto info = std::make_shared<std::vector<Global>>(ops.size());
   Core& c = *core_;
   const int64_t now = c.clock->now().count();
-  const int64_t local = Core::steady_us();
+  const int64_t local = c.local_us();
   bool added = false;
   {
     MutexLock lock(c.mu);
@@ -186,7 +180,7 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
     c.exchange.wake.notify_one();
   }
   auto core = core_;
-  own_->decide_many_async(sent, atomicity, [info, core, done = std::move(done)](
+  inner().decide_many_async(sent, atomicity, [info, core, done = std::move(done)](
                                                Result<std::span<const Decision>> r) {
     if (!r.ok()) return done(r.status());
     std::vector<Decision> out(r->begin(), r->end());
@@ -210,39 +204,6 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   });
 }
 
-void RegionStore::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                                DecisionCallback done) {
-  if (!policy.consistency().across_regions) return own_->acquire_async(policy, key, cost, std::move(done));
-  decide_one_async({&policy, key, cost, StoreOp::Kind::kAcquire}, std::move(done));
-}
-
-void RegionStore::peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                             DecisionCallback done) {
-  if (!policy.consistency().across_regions) return own_->peek_async(policy, key, cost, std::move(done));
-  decide_one_async({&policy, key, cost, StoreOp::Kind::kPeek}, std::move(done));
-}
-
-void RegionStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,
-                                    int64_t cost, DecisionsCallback done) {
-  const bool any = std::any_of(policies.begin(), policies.end(), [](const Policy& p) {
-    return p.consistency().across_regions;
-  });
-  if (!any) return own_->acquire_all_async(policies, key, cost, std::move(done));
-  if (Status s = validate_acquire_all(policies, key, cost); !s.is_ok()) return done(s);
-  std::vector<StoreOp> ops;
-  ops.reserve(policies.size());
-  for (const Policy& p : policies) ops.push_back({&p, key, cost, StoreOp::Kind::kAcquire});
-  decide_many_async(ops, Atomicity::kAllOrNothing,
-                    [done = std::move(done)](Result<std::span<const Decision>> r) {
-                      if (!r.ok()) return done(r.status());
-                      done(std::vector<Decision>(r->begin(), r->end()));
-                    });
-}
-
-void RegionStore::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {
-  own_->reset_async(policy, key, std::move(done));
-}
-
 Status RegionStore::seen(const Policy& policy, std::string_view key, const std::string& region,
                          const algo::RegionCount& count) {
   if (!policy.consistency().across_regions) {
@@ -254,7 +215,7 @@ Status RegionStore::seen(const Policy& policy, std::string_view key, const std::
   std::string mk = distributed_detail::map_key(policy, key);
   auto it = core_->keys.find(mk);
   if (it == core_->keys.end() || it->second.policy != policy) {
-    Core::Key k{policy, std::string(key), Core::steady_us(),
+    Core::Key k{policy, std::string(key), core_->local_us(),
                 std::vector<algo::RegionCount>(core_->peers.size()),
                 std::vector<bool>(core_->peers.size(), false)};
     it = core_->keys.insert_or_assign(std::move(mk), std::move(k)).first;
@@ -271,13 +232,13 @@ void RegionStore::set_reachable(const std::string& region, bool reachable) {
   p.reachable = reachable;
   if (reachable) {
     p.ever_reached = true;
-    p.last_ok_local = Core::steady_us();
+    p.last_ok_local = core_->local_us();
   }
 }
 
 std::vector<RegionStatus> RegionStore::regions() const {
   std::vector<RegionStatus> out;
-  const int64_t local = Core::steady_us();
+  const int64_t local = core_->local_us();
   MutexLock lock(core_->mu);
   const int64_t stale = 3 * core_->options.sync_interval.count();
   for (const Core::Peer& p : core_->peers) {

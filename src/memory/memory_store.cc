@@ -257,21 +257,6 @@ Status MemoryStore::reset(const Policy& policy, std::string_view key) {
   return {};
 }
 
-void MemoryStore::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                                DecisionCallback done) {
-  done(acquire(policy, key, cost));
-}
-
-void MemoryStore::peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                             DecisionCallback done) {
-  done(peek(policy, key, cost));
-}
-
-void MemoryStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,
-                                    int64_t cost, DecisionsCallback done) {
-  done(acquire_all(policies, key, cost));
-}
-
 void MemoryStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                                     OpsCallback done) {
   if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);

@@ -153,27 +153,6 @@ RedisStore::RedisStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 RedisStore::~RedisStore() = default;
 
-void RedisStore::acquire_async(const Policy& policy, std::string_view key, int64_t cost,
-                               DecisionCallback done) {
-  impl_->decide(policy, key, cost, algo::Op::kAcquire, std::move(done));
-}
-
-void RedisStore::peek_async(const Policy& policy, std::string_view key, int64_t cost,
-                            DecisionCallback done) {
-  impl_->decide(policy, key, cost, algo::Op::kPeek, std::move(done));
-}
-
-void RedisStore::acquire_all_async(std::span<const Policy> policies, std::string_view key,
-                                   int64_t cost, DecisionsCallback done) {
-  if (Status s = validate_acquire_all(policies, key, cost); !s.is_ok()) return done(s);
-  std::vector<int64_t> limits;
-  for (const Policy& p : policies) limits.push_back(p.limit());
-  impl_->run_script(
-      acquire_all_call(impl_->options.key_prefix, policies, key, cost, algo::Op::kAcquire,
-                       impl_->now_arg()),
-      std::move(limits), [done = std::move(done)](std::vector<Decision> d) { done(std::move(d)); });
-}
-
 void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                                    OpsCallback done) {
   if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);
@@ -202,10 +181,15 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
     return;
   }
   if (ops.size() == 1) {
-    impl.decide_op(ops[0], [done = std::move(done)](Result<Decision> d) {
-      if (!d.ok()) return done(d.status());
-      done(std::span<const Decision>(&*d, 1));
-    });
+    // One op (acquire_async, peek_async, a lease op, the service's single decision): batched
+    // with whatever else is queued, as its own call when a lane is free (Impl::decide).
+    const StoreOp& op = ops[0];
+    impl.decide(*op.policy, op.key, op.cost, algo::op_of(op.kind),
+                [done = std::move(done)](Result<Decision> d) {
+                  if (!d.ok()) return done(d.status());
+                  done(std::span<const Decision>(&*d, 1));
+                },
+                op.lease);
     return;
   }
   // Independent: one call per op, pipelined; the last reply completes the call.

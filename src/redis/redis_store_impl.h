@@ -86,7 +86,7 @@ struct RedisStore::Impl {
     std::vector<Decision> out;
     out.reserve(limits.size());
     for (int64_t limit : limits) {
-      out.push_back(redis_detail::failure_decision(options.on_failure, limit));
+      out.push_back(failure_decision(options.on_failure, limit));
     }
     return out;
   }

@@ -180,17 +180,6 @@ Result<RedisUrl> parse_sentinel_url(std::string_view rest) {
 
 }  // namespace
 
-const char* failure_policy_name(FailurePolicy p) {
-  return p == FailurePolicy::kOpen ? "open" : "closed";
-}
-
-Result<FailurePolicy> parse_failure_policy(std::string_view text) {
-  if (text == "open") return FailurePolicy::kOpen;
-  if (text == "closed") return FailurePolicy::kClosed;
-  return Status::invalid_argument("on_failure must be 'open' or 'closed', got '" +
-                                  std::string(text) + "'");
-}
-
 Result<RedisUrl> parse_redis_url(std::string_view text) {
   // rediss:// and rediss-cluster:// are their plain forms over TLS.
   if (text.starts_with("rediss://") || text.starts_with("rediss-cluster://")) {

@@ -377,21 +377,6 @@ bool is_function_not_found(const redisReply* reply) {
          std::string_view(reply->str, kText.size()) == kText;
 }
 
-Decision failure_decision(FailurePolicy policy, int64_t limit) {
-  Decision d;
-  d.limit = limit;
-  d.remaining = 0;
-  if (policy == FailurePolicy::kOpen) {
-    d.allowed = true;
-    d.reason = DecisionReason::kStoreFailedOpen;
-  } else {
-    d.allowed = false;
-    d.reason = DecisionReason::kStoreFailedClosed;
-    d.retry_after = kFailedClosedRetryAfter;
-  }
-  return d;
-}
-
 }  // namespace ratelimit::redis_detail
 
 namespace ratelimit {

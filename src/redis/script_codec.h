@@ -127,10 +127,4 @@ bool is_noscript(const redisReply* reply);
 // a failover to a node that never had it); the command did not run.
 bool is_function_not_found(const redisReply* reply);
 
-// What a decision answers when Redis cannot: allowed with kStoreFailedOpen, or denied with
-// kStoreFailedClosed. remaining = 0 and reset_after = 0 (unknown); a closed denial suggests
-// retry_after = kFailedClosedRetryAfter.
-inline constexpr Micros kFailedClosedRetryAfter{1'000'000};
-Decision failure_decision(FailurePolicy policy, int64_t limit);
-
 }  // namespace ratelimit::redis_detail
