@@ -126,6 +126,33 @@ Decision decide_local(const Policy& policy, const SharedView& view,
 // instance (demand 0) asks for just the request's cost.
 int64_t slice_size(const Policy& policy, double demand_per_s, int64_t life_us, int64_t cost);
 
+// When slices end and pushes leave: DistributedStore's per-key state (src/distributed/
+// key_state.cc) and the simulator's model (src/sim/distributed.cc) both call these, so the model
+// reserves, expires and pushes at the instants the daemon does.
+// The life a slice reserved at store time `now_us` is sized for: lease_ttl, cut at the end of
+// the window containing now (a slice is units of one window).
+int64_t slice_life_us(const Policy& policy, int64_t now_us);
+// The store instant at which a slice granted at `now_us` in the window starting
+// `window_start_us` stops answering: that window's end or now + lease_ttl, whichever is first.
+int64_t slice_until_us(const Policy& policy, int64_t window_start_us, int64_t now_us);
+// An instance's demand on a key (units/s) when it asks for its next slice: the units it spent
+// of its last slice (granted − left) over the time since that slice arrived (`granted_at_us`;
+// `now_us` on the same time base). `previous` (the estimate so far) when no slice was granted
+// or no time has passed. Its result is slice_size's demand_per_s.
+double slice_demand(double previous, int64_t granted, int64_t left, int64_t granted_at_us,
+                    int64_t now_us);
+// How long a lease instance answers a denial `d` (decided on its last view) locally before it
+// asks the store again: sync_interval, or sooner when the denial ends sooner (its retry_after;
+// the window when it has none). Bounds the store calls of a key with nothing left.
+int64_t lease_recheck_us(const Policy& policy, const Decision& d);
+// The async push cadence: a key in use pushes (refreshing its view) every sync_interval / 2,
+// so a view is at most half an interval old when used and what an instance cannot see spans at
+// most sync_interval + round trip. Given the push time planned before (`planned_us`; 0 before
+// the first) and `now_us`, when the key pushed or was found quiet: the next push time — on the
+// same grid while the key is busy (a late wake-up does not delay the next push), a new grid
+// from now after a quiet spell of a period or more.
+int64_t next_push_us(const Policy& policy, int64_t planned_us, int64_t now_us);
+
 // Bounds, in units per window (docs/distributed.md):
 // async: over-admission ≤ (instances − 1) × ⌈rate_per_instance × (sync_interval + rtt)⌉: the
 // units the other instances admit within one staleness interval (half-open), rate in units per

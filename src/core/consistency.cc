@@ -190,6 +190,33 @@ int64_t slice_size(const Policy& policy, double demand_per_s, int64_t life_us, i
   return std::max<int64_t>(cost, static_cast<int64_t>(expected));
 }
 
+int64_t slice_life_us(const Policy& policy, int64_t now_us) {
+  const int64_t t = std::max<int64_t>(0, now_us);
+  const int64_t window_end = window_start(t, policy.window().count()) + policy.window().count();
+  return std::min(policy.consistency().lease_ttl.count(), window_end - t);
+}
+
+int64_t slice_until_us(const Policy& policy, int64_t window_start_us, int64_t now_us) {
+  return std::min(window_start_us + policy.window().count(),
+                  now_us + policy.consistency().lease_ttl.count());
+}
+
+double slice_demand(double previous, int64_t granted, int64_t left, int64_t granted_at_us,
+                    int64_t now_us) {
+  if (granted <= 0 || now_us <= granted_at_us) return previous;
+  return static_cast<double>(granted - left) * 1e6 / static_cast<double>(now_us - granted_at_us);
+}
+
+int64_t lease_recheck_us(const Policy& policy, const Decision& d) {
+  const int64_t wait = d.retry_after.count() > 0 ? d.retry_after.count() : policy.window().count();
+  return std::min(policy.consistency().sync_interval.count(), wait);
+}
+
+int64_t next_push_us(const Policy& policy, int64_t planned_us, int64_t now_us) {
+  const int64_t period = std::max<int64_t>(1, policy.consistency().sync_interval.count() / 2);
+  return now_us - planned_us < period ? planned_us + period : now_us + period;
+}
+
 int64_t async_over_admission_bound(int64_t instances, double rate_per_instance,
                                    Micros sync_interval, Micros round_trip, int64_t limit) {
   if (instances <= 1) return 0;

@@ -154,13 +154,8 @@ Send KeyState::reserve_call(int64_t local, int64_t server_now, Counters& counter
     if (!w.peek) wanted += w.cost;
   }
   wanted = std::min<int64_t>(wanted, kMaxCost);
-  if (slice_granted_ > 0 && local > slice_at_) {
-    demand_ = static_cast<double>(slice_granted_ - slice_left_) * 1e6 /
-              static_cast<double>(local - slice_at_);
-  }
-  const int64_t ws = window_of(server_now);
-  const int64_t life = std::min(policy_.consistency().lease_ttl.count(),
-                                ws + policy_.window().count() - std::max<int64_t>(0, server_now));
+  demand_ = algo::slice_demand(demand_, slice_granted_, slice_left_, slice_at_, local);
+  const int64_t life = algo::slice_life_us(policy_, server_now);
   Send s(Send::Kind::kReserve, policy_);
   s.user_key = key_;
   s.map_key = map_key_;
@@ -193,18 +188,8 @@ void KeyState::push_calls(int64_t local, Counters& counters, std::vector<Send>& 
   }
   counters.async_pushes.fetch_add(pending_.empty() ? 1 : pending_.size(), std::memory_order_relaxed);
   pending_.clear();
-  next_sync_ = next_push_after(local);
+  next_sync_ = algo::next_push_us(policy_, next_sync_, local);
   used_since_sync_ = false;
-}
-
-// A key in use pushes (and so refreshes its view) every sync_interval / 2: a view is then at
-// most half an interval old when used, and the hits it misses were pushed at most half an
-// interval before it was read, so what an instance cannot see spans at most sync_interval plus
-// the round trip — the documented bound. Pushes keep to that grid while the key is busy (a late
-// wake-up does not delay the next one) and start a new grid after a quiet spell.
-int64_t KeyState::next_push_after(int64_t local) const {
-  const int64_t period = std::max<int64_t>(1, policy_.consistency().sync_interval.count() / 2);
-  return local - next_sync_ < period ? next_sync_ + period : local + period;
 }
 
 void KeyState::accept_view(const algo::SharedView& v, int64_t local) {
@@ -250,8 +235,7 @@ void KeyState::on_reply(const Send& sent, const Result<algo::SharedView>& view, 
   slice_left_ = view->granted;
   slice_granted_ = view->granted;
   slice_at_ = local;
-  slice_until_ = std::min(view->window_start_us + policy_.window().count(),
-                          view->now_us + policy_.consistency().lease_ttl.count());
+  slice_until_ = algo::slice_until_us(policy_, view->window_start_us, view->now_us);
   serve_lease_waiters(sent, *view, local, offset, options, answers, more, counters);
 }
 
@@ -272,8 +256,7 @@ void KeyState::serve_lease_waiters(const Send& sent, const algo::SharedView& v, 
       still.push_back(std::move(w));  // the store has more than this slice: ask again
       continue;
     } else if (!d.allowed) {
-      const int64_t wait = d.retry_after.count() > 0 ? d.retry_after.count() : policy_.window().count();
-      recheck_at_ = local + std::min(policy_.consistency().sync_interval.count(), wait);
+      recheck_at_ = local + algo::lease_recheck_us(policy_, d);
       if (d.reason != DecisionReason::kExceedsCapacity && d.reason != DecisionReason::kOverLimit) {
         d.reason = DecisionReason::kOverLimit;
       }
@@ -325,7 +308,7 @@ void KeyState::tick(int64_t local, int64_t offset, const DistributedStoreOptions
   if (!pending_.empty() || used_since_sync_) {
     push_calls(local, counters, sends);
   } else {
-    next_sync_ = next_push_after(local);
+    next_sync_ = algo::next_push_us(policy_, next_sync_, local);
   }
 }
 

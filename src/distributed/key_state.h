@@ -123,7 +123,6 @@ class KeyState {
   Send reserve_call(int64_t local, int64_t server_now, Counters& counters);
   void push_calls(int64_t local, Counters& counters, std::vector<Send>& sends);
   void accept_view(const algo::SharedView& v, int64_t local);
-  int64_t next_push_after(int64_t local) const;
   void admit_hits(int64_t server_now, int64_t cost);
   void serve_lease_waiters(const Send& sent, const algo::SharedView& v, int64_t local,
                            int64_t offset, const DistributedStoreOptions& options,

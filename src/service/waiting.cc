@@ -87,8 +87,9 @@ bool WaitingService::decide(const Snapshot& snapshot, std::span<const Item> item
   const bool ok = w.status.is_ok();
   const Decision* d = ok ? &w.decisions.front() : nullptr;
   const bool hold = ok && d->allowed && rule->hold_delay && d->delay > Micros{0};
-  const bool queue = ok && may_wait && retryable(*d) &&
-                     (rule->policy.is_concurrency() || Clock::now() + d->retry_after <= w.deadline);
+  const bool queue = ok && may_wait &&
+                     algo::worth_waiting(*d, rule->policy.is_concurrency(), micros(Clock::now()),
+                                         micros(w.deadline));
   if (!hold && !queue) {
     p.status = w.status;
     p.decisions = w.decisions;

@@ -22,6 +22,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "ratelimit/waiting_rule.h"
 #include "waiting.h"
 
 namespace ratelimit::service {
@@ -68,9 +69,10 @@ struct Waiter final : Pending {
   void resume() override;
 };
 
-// A denial another try can turn into an admission (over the limit, with a time to retry).
-inline bool retryable(const Decision& d) {
-  return !d.allowed && d.reason == DecisionReason::kOverLimit && d.retry_after > Micros{0};
+// A steady instant in integer microseconds, the time base of the waiting rules
+// (include/ratelimit/waiting_rule.h) here.
+inline int64_t micros(Clock::time_point t) {
+  return std::chrono::duration_cast<Micros>(t.time_since_epoch()).count();
 }
 
 class WaitingService::Loop {

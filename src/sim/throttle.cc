@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "ratelimit/algorithms.h"
+#include "ratelimit/waiting_rule.h"
 
 namespace ratelimit::sim {
 namespace {
@@ -51,6 +52,7 @@ struct KeyLane {
   std::deque<Waiter> queue;
   int64_t wake_at = -1;  // a pending wake-up for the queue's head
   int64_t in_flight = 0;
+  int64_t last_retry_at = 0;  // when the last denial on the key said it could pass
 };
 
 class Lane {
@@ -97,20 +99,21 @@ class Lane {
       return;
     }
     uint64_t lease = 0;
-    const int64_t retry = decide(k, t, cost, lease);
-    if (retry == 0) {
+    const Decision d = decide(k, t, cost, lease);
+    if (d.allowed) {
       admit(key, k, t, w, lease, false);
       return;
     }
-    if (!waiting || retry == INT64_MAX) {
+    // The daemon's waiting rule (algo::worth_waiting, as src/service/waiting.cc decides).
+    if (!waiting || !algo::waitable(d)) {
       ++r_.refused;
       return;
     }
-    if (retry > o_.max_wait.count() && rate_) {
+    if (!algo::worth_waiting(d, !rate_, t, w.deadline)) {
       ++r_.refused_timed_out;  // a rate policy knows now that no wait within max_wait helps
       return;
     }
-    if (enqueue(key, k, w)) schedule_wake(key, k, t, retry);
+    if (enqueue(key, k, w)) schedule_wake(key, k, t, d.retry_after.count());
   }
 
   ThrottleResult finish() {
@@ -130,19 +133,18 @@ class Lane {
   }
 
  private:
-  // 0: admitted (lease set for a concurrency lane); else µs until it may pass (INT64_MAX:
-  // never).
-  int64_t decide(KeyLane& k, int64_t now, int64_t cost, uint64_t& lease) {
+  // The lane's decision (a concurrency lane's admission takes lease `lease`); a waitable denial
+  // is remembered as the key's last (the daemon's queue keeps it to time its next wake-up).
+  Decision decide(KeyLane& k, int64_t now, int64_t cost, uint64_t& lease) {
+    Decision d;
     if (rate_) {
-      const Decision d = algo::decide(*rate_, k.rate, now, cost, algo::Op::kAcquire);
-      if (d.allowed) return 0;
-      return d.reason == DecisionReason::kOverLimit ? std::max<int64_t>(1, d.retry_after.count())
-                                                    : INT64_MAX;
+      d = algo::decide(*rate_, k.rate, now, cost, algo::Op::kAcquire);
+    } else {
+      lease = ++next_lease_;
+      d = algo::decide(*concurrency_, k.leases, now, cost, algo::Op::kAcquire, lease_id(lease));
     }
-    lease = ++next_lease_;
-    const Decision d = algo::decide(*concurrency_, k.leases, now, cost, algo::Op::kAcquire, lease_id(lease));
-    if (d.allowed) return 0;
-    return d.reason == DecisionReason::kOverLimit ? std::max<int64_t>(1, d.retry_after.count()) : INT64_MAX;
+    if (algo::waitable(d)) k.last_retry_at = now + d.retry_after.count();
+    return d;
   }
 
   bool enqueue(uint32_t key, KeyLane& k, const Waiter& w) {
@@ -161,29 +163,35 @@ class Lane {
   }
 
   void schedule_wake(uint32_t key, KeyLane& k, int64_t now, int64_t retry) {
-    if (retry == INT64_MAX) return;  // a concurrency waiter: woken by a release
     k.wake_at = now + retry;
     events_.push(Event{k.wake_at, kWake, ++seq_, key, 0});
   }
 
-  // Decides the queue's head again, and the next ones while they pass.
+  // Decides the queue's head again, and the next ones while the daemon would (the rules of
+  // src/core/waiting_rule.cc, as src/service/waiting_loop.cc applies them).
   void serve(uint32_t key, int64_t now) {
     KeyLane& k = keys_[key];
     while (!k.queue.empty()) {
       const Waiter w = k.queue.front();
       uint64_t lease = 0;
-      const int64_t retry = decide(k, now, w.cost, lease);
-      if (retry == 0) {
+      const Decision d = decide(k, now, w.cost, lease);
+      if (d.allowed) {
         k.queue.pop_front();
         admit(key, k, now, w, lease, true);
+        // No room for the next waiter: it is decided at the last denial's retry time.
+        if (!k.queue.empty() && !algo::next_decided_at_once(d, !rate_, k.queue.front().cost)) {
+          schedule_wake(key, k, now, std::max<int64_t>(0, k.last_retry_at - now));
+          return;
+        }
         continue;
       }
-      if (rate_ && (retry == INT64_MAX || now + retry > w.deadline)) {
+      if (rate_ && !algo::worth_waiting(d, false, now, w.deadline)) {
         k.queue.pop_front();
         ++r_.refused_timed_out;
         continue;
       }
-      if (rate_ || now + retry <= w.deadline) {
+      const int64_t retry = d.retry_after.count();
+      if (algo::waitable(d) && (rate_ || now + retry <= w.deadline)) {
         if (k.wake_at < 0 || k.wake_at > now + retry) schedule_wake(key, k, now, retry);
       }
       return;
