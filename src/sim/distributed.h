@@ -15,16 +15,21 @@
 //     cross_rtt per store call, one in region 0 pays rtt.
 //   - exact: one store call per decision, decided at the request's arrival on one state per
 //     key — the reference the other modes are compared with; latency rtt (or cross_rtt).
-//   - lease: an instance admits from its slice of the key's current window; otherwise (or
-//     when the slice has passed slice_ttl) one reserve() call gives back what is left and asks
-//     slice_size() units (demand: the instance's admissions on the key in the last second);
-//     latency of such a decision rtt (cross_rtt). At each of its sync ticks an instance gives
-//     back slices past their ttl (one call each). The store applies a call at the request's
-//     arrival time (its latency delays the answer, not the count).
+//   - lease and async: each instance holds ratelimitd's per-key state (src/distributed/
+//     key_state.cc) and takes its instants from the same core functions (slice_life_us,
+//     slice_until_us, slice_demand, lease_recheck_us, next_push_us): the model is the daemon's
+//     algorithm, with the store answering at once (distributed_instances.cc).
+//   - lease: an instance admits from its slice of the key's current window; otherwise one
+//     reserve() call gives back what is left and asks slice_size() units (demand: what it spent
+//     of its last slice, per second); latency of such a decision rtt (cross_rtt). A slice is
+//     given back when it ends (lease_ttl or its window); a denial on the last view is answered
+//     locally until its recheck. The store applies a call at the request's arrival time (its
+//     latency delays the answer, not the count).
 //   - async: an instance decides with decide_local() on its last view plus its hits not yet in
-//     a view (latency 0); every sync_interval (instance i ticks at k·sync + i·sync/N) it pushes
-//     its hits with add_hits() (a call with 0 hits refreshes its view), and the answer — the
-//     view that holds them — arrives one round trip later.
+//     a view (latency 0; a key's first request reads the store first); every sync_interval / 2
+//     on the key's own grid it pushes its hits with add_hits() when it has any or the key was
+//     used (a call with 0 hits refreshes its view), and the answer — the view that holds them
+//     — arrives one round trip later.
 //   - regions: RegionStore's semantics (distributed_regions.h): each region's store decides
 //     exactly with the limit lowered by what the deciding instance last read of the others;
 //     every instance reads each key in use from every other region every sync_interval, the
