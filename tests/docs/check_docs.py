@@ -34,7 +34,7 @@ How each block is checked is said by a marker comment on a line before it,
 A block with no marker and no default (plain text, nginx, cmake, ...) fails the test: every
 block is checked or carries its reason. Links: relative paths must exist, and #anchors must be
 headings of the target page (GitHub's anchor rule). And docs/configuration.md must name every
-key the configuration parser accepts (the check_map lists of src/server/*.cc).
+key the configuration parser accepts (the check_map lists of src/server/**/*.cc).
 """
 import os
 import re
@@ -94,9 +94,9 @@ def check_links(all_pages):
 def check_config_keys():
     keys = set()
     server = os.path.join(SRC, "src/server")
-    for f in sorted(os.listdir(server)):
+    for f in sorted(os.path.join(d, n) for d, _, names in os.walk(server) for n in names):
         if f.endswith(".cc"):
-            text = open(os.path.join(server, f)).read()
+            text = open(f).read()
             for m in re.finditer(r"check_map\([^;]*?\{([^{}]*)\}\)", text, re.S):
                 keys.update(re.findall(r'"([a-z_]+)"', m.group(1)))
     if len(keys) < 20:
@@ -208,7 +208,7 @@ def check_flags(block):
 
 def ratelimitd_keys():
     keys = set()
-    text = open(os.path.join(SRC, "src/server/config.cc")).read()
+    text = open(os.path.join(SRC, "src/server/config/config.cc")).read()
     m = re.search(r'check_map\(root, "the configuration", \{([^}]*)\}', text)
     if m:
         keys.update(re.findall(r'"([a-z_]+)"', m.group(1)))

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "client_ip.h"
+#include "head_scan.h"
 #include "request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "handler.h"
+#include "metrics.h"  // Endpoint's labels (the transport only declares it)
 
 namespace ratelimit::server {
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client_ip.h"
+#include "head_scan.h"
 #include "request.h"
 
 namespace ratelimit::server {

@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "mutex.h"
-#include "published.h"
+#include "transport_host.h"
 
 namespace ratelimit::server {
 
@@ -52,8 +52,8 @@ class ConnectionSlot {
 
 class ConnectionCaps {
  public:
-  // `config` and `metrics` must outlive the caps and every slot.
-  ConnectionCaps(const ConfigCell& config, Metrics& metrics) : config_(config), metrics_(metrics) {}
+  // `limits` and `counters` must outlive the caps and every slot.
+  ConnectionCaps(const LimitsSource& limits, TransportCounters& counters) : limits_(limits), counters_(counters) {}
 
   // Counts a new connection in, or refuses it (nullopt; counted in the metrics) when a cap is
   // reached: the global limits.max_connections, then the per-address cap; for `admin`, the
@@ -64,8 +64,9 @@ class ConnectionCaps {
   friend class ConnectionSlot;
   void release(const std::string& address, bool admin);
 
-  const ConfigCell& config_;
-  Metrics& metrics_;
+  const LimitsSource& limits_;
+  LimitsSource::Cache cache_;  // admit() runs on the listeners' one thread
+  TransportCounters& counters_;
   std::atomic<int64_t> admin_open_{0};
   Mutex mu_;
   std::unordered_map<std::string, size_t> per_client_ RL_GUARDED_BY(mu_);

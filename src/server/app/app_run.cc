@@ -39,7 +39,7 @@ void App::drain() {
 }
 
 void App::set_grpc_serving(bool serving) {
-  if (h2c_) h2c_->set_serving(serving);
+  if (grpc_) grpc_->set_serving(serving);
 }
 
 int App::run() {

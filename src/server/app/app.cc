@@ -156,12 +156,13 @@ int App::open() {
                                                    rule_stats_);
   }
 
-  h2c_ = std::make_unique<H2cTakeover>(rls_.get());
+  if (rls_) grpc_ = std::make_unique<GrpcStreams>(*rls_);
+  h2c_ = std::make_unique<H2cTakeover>(grpc_.get());
   metrics_.add_extra([this](std::string& out) { h2c_->render_metrics(out); });
 
   unsigned threads = config.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(cell_, metrics_));
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(limits_, metrics_));
 
   for (const ListenerPlan& l : plan_.listeners) {
     auto listener = std::make_unique<Listener>(control_, workers_, caps_, serve(l));

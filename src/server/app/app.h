@@ -33,13 +33,14 @@
 #include "config_dir.h"
 #include "decision_service.h"
 #include "waiting.h"
+#include "grpc_streams.h"
 #include "h2c.h"
 #include "lease_api.h"
 #include "listener.h"
 #include "ops_api.h"
 #include "rls_service.h"
 #include "rls_stats.h"
-#include "server.h"
+#include "options.h"
 #include "store_factory.h"
 
 namespace ratelimit::server {
@@ -149,12 +150,15 @@ class App {
   std::unique_ptr<ReleaseFeed> release_feed_;
   std::atomic<uint64_t> feed_subscriptions_{0};
   ConfigCell cell_;
-  ConnectionCaps caps_{cell_, metrics_};
+  PublishedLimits limits_{cell_};  // what the transport reads of cell_
+  ConnectionCaps caps_{limits_, metrics_};
   rls::RuleStats rule_stats_;
   LeaseMetrics lease_metrics_;  // concurrency policies' leases (/v1/leases), on /metrics
   std::unique_ptr<rls::RateLimitService> rls_;
   std::vector<std::unique_ptr<Handler>> handlers_;
-  // h2c on the HTTP ports (h2c.h): outlives the workers' connections, like the handlers.
+  // gRPC on h2c (null without Envoy's API) and h2c on the HTTP ports (h2c.h): outlive the
+  // workers' connections, like the handlers.
+  std::unique_ptr<GrpcStreams> grpc_;
   std::unique_ptr<H2cTakeover> h2c_;
   std::vector<std::unique_ptr<Served>> served_;
   boost::asio::io_context control_{1};

@@ -24,17 +24,21 @@
 
 #include "mutex.h"
 #include "decision_service.h"
+#include "transport_host.h"  // TransportCounters, and Endpoint as the transport declares it
 #include "waiting.h"
 #include "outage.h"
 #include "rule_counters.h"
 
 namespace ratelimit::server {
 
+// A route's label in the request metrics (the transport declares it, transport_host.h, and carries
+// it; Endpoint{} is its label for what no route named, hence kOther = 0).
 // kJson, kHealthcheck, kRlconfig: the --envoy-env endpoints (POST /json, /healthcheck, /rlconfig).
 enum class Endpoint : uint8_t {
-  kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kJson, kHealthcheck, kRlconfig, kOther,
+  kOther = 0, kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kJson, kHealthcheck, kRlconfig,
   kLeases
 };
+static_assert(Endpoint{} == Endpoint::kOther, "the transport labels unrouted answers Endpoint{}");
 inline constexpr size_t kEndpointCount = 12;
 
 // Decision outcomes are counted by the decision service, per rule (rule_counters.h).
@@ -130,22 +134,22 @@ const char* metric_name(StoreMetric m);
 // The waiting service's families (kWait*).
 void render_wait_stats(const service::WaitStats& stats, std::string& out);
 
-class Metrics final : public service::Observer {
+class Metrics final : public service::Observer, public TransportCounters {
  public:
   Metrics();
 
-  void count_request(Endpoint e, unsigned status);
+  void count_request(Endpoint e, unsigned status) override;
   // Stable pointer; created on first use.
   PolicyCounters* policy(std::string_view name);
   void count_store_error() override { store_errors_.fetch_add(1, std::memory_order_relaxed); }
   void observe_decision(std::chrono::nanoseconds latency) override;
 
-  void connection_opened() { open_connections_.fetch_add(1, std::memory_order_relaxed); }
-  void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
-  void connection_rejected() { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
-  void connection_rejected_per_client() { rejected_per_client_.fetch_add(1, std::memory_order_relaxed); }
-  void connection_first_byte_timeout() { first_byte_timeouts_.fetch_add(1, std::memory_order_relaxed); }
-  int64_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
+  void connection_opened() override { open_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_closed() override { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
+  void connection_rejected() override { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_rejected_per_client() override { rejected_per_client_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_first_byte_timeout() override { first_byte_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t open_connections() const override { return open_connections_.load(std::memory_order_relaxed); }
 
   // Configuration generation (1 = the file loaded at start) and the last reload's result.
   void set_config_generation(uint64_t g) { generation_.store(g, std::memory_order_relaxed); }

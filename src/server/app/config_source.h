@@ -14,7 +14,7 @@
 
 #include "app.h"
 #include "envoy_startup.h"
-#include "server.h"
+#include "options.h"
 
 namespace ratelimit::server {
 

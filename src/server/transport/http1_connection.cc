@@ -13,7 +13,7 @@
 
 #include "http1_parser.h"
 #include "http1_writer.h"
-#include "request.h"
+#include "head_scan.h"
 
 namespace ratelimit::server {
 namespace {
@@ -46,7 +46,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void check_deadline(SteadyClock::time_point now) override {
     if (state_ == State::kHandling || state_ == State::kClosed) return;
     if (now < deadline_) return;
-    if (!got_byte_) w_.metrics().connection_first_byte_timeout();
+    if (!got_byte_) w_.counters().connection_first_byte_timeout();
     close();
   }
   void on_drain() override {
@@ -67,7 +67,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
  private:
   enum class State : uint8_t { kIdle, kReading, kHandling, kWriting, kClosed };
 
-  const LimitsConfig& limits() { return w_.config().limits; }
+  const ConnectionLimits& limits() { return w_.limits(); }
 
   void close() {
     if (state_ == State::kClosed) return;
@@ -90,7 +90,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     state_ = State::kIdle;
     // Until its first byte a connection gets the short first_byte_timeout: idle sockets that
     // never speak cannot hold the connection caps for idle_timeout.
-    const LimitsConfig& l = limits();
+    const ConnectionLimits& l = limits();
     deadline_ = SteadyClock::now() + (got_byte_ ? l.idle_timeout : std::min(l.first_byte_timeout, l.idle_timeout));
     sock_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
       if (ec || self->state_ == State::kClosed) {
@@ -104,7 +104,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   }
 
   void read_request() {
-    const LimitsConfig& l = limits();
+    const ConnectionLimits& l = limits();
     state_ = State::kReading;
     deadline_ = SteadyClock::now() + l.request_timeout;
     req_.clear();
@@ -198,7 +198,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     framing_.version = req_.version;
     framing_.keep_alive = false;
     framing_.head_only = false;
-    endpoint = Endpoint::kOther;
+    endpoint = Endpoint{};  // no route saw it
     if (ec == bhttp::error::body_limit) {
       http::render_error(413, "body_too_large",
                          "the request body exceeds limits.max_body_bytes (" + std::to_string(limits().max_body_bytes) + ")",
@@ -259,7 +259,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
 
   void send_response() {
     if (state_ == State::kClosed) return;
-    w_.metrics().count_request(endpoint, response.status);
+    w_.counters().count_request(endpoint, response.status);
     if (w_.draining()) framing_.keep_alive = false;
     write_http1_response(response, framing_, out_);
     state_ = State::kWriting;
@@ -280,8 +280,8 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   Http1Framing framing_;
   std::string out_;
   bool got_byte_ = false;
-  bool first_request_ = true;
-  uint64_t watch_seq_ = 0;  // the current watch_client() wait; older ones are stale  // nothing parsed yet: the bytes may be another transport's preface
+  bool first_request_ = true;  // nothing parsed yet: the bytes may be another transport's preface
+  uint64_t watch_seq_ = 0;  // the current watch_client() wait; older ones are stale
   State state_ = State::kIdle;
   SteadyClock::time_point deadline_{};
   std::shared_ptr<Connection> keepalive_;  // set while an answer is pending

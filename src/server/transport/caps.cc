@@ -13,21 +13,21 @@ std::optional<ConnectionSlot> ConnectionCaps::admit(std::string address, bool ad
     admin_open_.fetch_add(1, std::memory_order_relaxed);
     return ConnectionSlot(this, std::move(address), true);
   }
-  const LimitsConfig& limits = config_.get()->config->limits;
-  if (metrics_.open_connections() >= static_cast<int64_t>(limits.max_connections)) {
-    metrics_.connection_rejected();
+  const ConnectionLimits& limits = limits_.get(cache_);
+  if (counters_.open_connections() >= static_cast<int64_t>(limits.max_connections)) {
+    counters_.connection_rejected();
     return std::nullopt;
   }
   {
     MutexLock lock(mu_);
     size_t& n = per_client_[address];
     if (limits.max_connections_per_client != 0 && n >= limits.max_connections_per_client) {
-      metrics_.connection_rejected_per_client();  // n > 0 here: the entry existed
+      counters_.connection_rejected_per_client();  // n > 0 here: the entry existed
       return std::nullopt;
     }
     ++n;
   }
-  metrics_.connection_opened();
+  counters_.connection_opened();
   return ConnectionSlot(this, std::move(address), false);
 }
 
@@ -41,7 +41,7 @@ void ConnectionCaps::release(const std::string& address, bool admin) {
     auto it = per_client_.find(address);
     if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
   }
-  metrics_.connection_closed();
+  counters_.connection_closed();
 }
 
 }  // namespace ratelimit::server

@@ -1,9 +1,9 @@
-// server.h — ratelimitd as a library: load the configuration, open the store, serve HTTP
-// until SIGTERM/SIGINT, reload on SIGHUP. tools/ratelimitd/main.cc only parses flags and
-// calls run_server().
+// options.h — how ratelimitd is started (ServerOptions: the command line, parsed by
+// tools/ratelimitd/main.cc) and how it exits (the exit codes of run_server and ratelimitd).
 //
-// Why a library: the binary stays a thin shell (STYLE.md), and everything it does is in a
-// target the tests and the benchmarks can link.
+// Why apart from server.h: the composition root (app.h) and the configuration source
+// (config_source.h) read the options, and run_server (server.h) drives both; with the options
+// here the arrows point one way, from server.h down.
 #pragma once
 
 #include <chrono>
@@ -37,13 +37,5 @@ inline constexpr int kExitConfig = 2;   // invalid configuration or flags
 
 // The longest --check --connect waits for the store (less when store.connect_timeout is less).
 inline constexpr std::chrono::milliseconds kCheckConnectBound{3000};
-
-// Runs the service in the calling thread until SIGTERM or SIGINT; returns an exit code.
-// With envoy_env: settings from the environment (refused with exit 2 and the variable's name
-// before anything starts), HTTP /json and /healthcheck, the debug listener, Prometheus, and the
-// configuration directory watched and reloaded (also on SIGHUP).
-// Logs to stderr, one line per event (start, listening address with the bound port,
-// reloads, shutdown); never a line per request, never the admin token.
-int run_server(const ServerOptions& options);
 
 }  // namespace ratelimit::server

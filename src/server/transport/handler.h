@@ -35,7 +35,7 @@
 #include <string_view>
 #include <vector>
 
-#include "metrics.h"
+#include "transport_host.h"  // Endpoint (declared only: the transport carries it, never reads it)
 #include "ratelimit/http.h"
 
 namespace ratelimit::server {
@@ -116,7 +116,7 @@ class Exchange {
   http::Response response;            // filled by the handler
   std::vector<http::Field> trailers;  // sent after the body (HTTP/2: gRPC's grpc-status);
                                       // the HTTP/1.1 transport sends none
-  Endpoint endpoint = Endpoint::kOther;  // the metrics label: the route's, a handler may change it
+  Endpoint endpoint{};  // the metrics label: the route's (set by dispatch()), a handler may change it
 
   // Implemented by the transport: called exactly once, from any thread, after the handler's
   // handle() returned false and its answer may be rendered; the transport posts to its own
@@ -169,7 +169,7 @@ class RouteTable {
     std::string path;
     bool subtree = false;  // also matches path + "/" + anything
     Handler* handler = nullptr;
-    Endpoint endpoint = Endpoint::kOther;
+    Endpoint endpoint{};
   };
 
   // `path` exactly (the query is not part of it).
@@ -177,7 +177,7 @@ class RouteTable {
   // `path`, and every path below `path` + "/".
   RouteTable& subtree(std::string path, Handler& handler, Endpoint endpoint);
   // Everything else.
-  RouteTable& fallback(Handler& handler, Endpoint endpoint = Endpoint::kOther);
+  RouteTable& fallback(Handler& handler, Endpoint endpoint = Endpoint{});
 
   const Route& find(std::string_view path) const;
 

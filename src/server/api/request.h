@@ -67,20 +67,6 @@ enum class BodyKind : uint8_t {
 // left untouched; cost is 1.
 [[nodiscard]] bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
 
-// Screening of a request head (request line and header fields) before the HTTP parser reads
-// it, for what a lenient parser would accept and a proxy in front might read differently
-// (RFC 9112 §2.2, §5.2): a bare LF or CR, obs-fold (a line that starts with SP or HTAB), NUL or
-// another control character. One home for the rule, pure, so the fuzzer reaches it.
-struct HeadScan {
-  enum class State : uint8_t { kNeedMore, kComplete, kMalformed };
-  State state = State::kNeedMore;
-  size_t length = 0;        // kComplete: bytes of the head, final CRLF CRLF included
-  std::string_view reason;  // kMalformed: what was found (a static string)
-};
-// Scans `bytes` (what has arrived of a request so far, starting at its first byte).
-// kNeedMore: no fault yet and the head's end not seen.
-HeadScan scan_request_head(std::string_view bytes);
-
 // Checks a key against the bounds (1 ... max_key_length bytes).
 bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err);
 

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "client_ip.h"
+#include "transport_host.h"  // ConnectionLimits, ListenAddress
 #include "ratelimit/http.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/policy.h"
@@ -29,6 +29,7 @@
 #include "ratelimit/status.h"
 #include "rls_service.h"
 #include "rule_set.h"
+#include "trusted_proxies.h"
 
 namespace ratelimit::server {
 
@@ -104,27 +105,11 @@ struct PolicyConfig {
 inline constexpr Micros kMaxPolicyWait{10 * 60 * 1'000'000LL};  // max_wait <= 10 min
 inline constexpr int64_t kMaxPolicyQueue = 100'000;             // waiters per key
 
-struct LimitsConfig {
-  size_t max_body_bytes = 8 * 1024;
-  size_t max_header_bytes = 8 * 1024;
+// The transport's limits (transport/transport_host.h: ConnectionLimits, which it reads through
+// PublishedLimits) and the API's own.
+struct LimitsConfig : ConnectionLimits {
   size_t max_key_length = 256;  // <= kMaxKeyLength
   int64_t max_cost = 1'000'000;  // <= kMaxCost
-  Micros request_timeout{10'000'000};  // first byte to last byte of one request
-  Micros idle_timeout{60'000'000};     // a kept-alive connection waiting for its next request
-  size_t max_connections = 10'000;
-  // Connections one client address may hold open on the API listener; 0 = no per-address cap.
-  // Behind a reverse proxy every connection comes from the proxy, hence off by default.
-  size_t max_connections_per_client = 0;
-  // A new connection that has sent no byte yet is closed after this (idle_timeout applies only
-  // once a request has been seen; the shorter of the two applies before), so idle sockets cannot
-  // hold the global cap for long.
-  Micros first_byte_timeout{5'000'000};
-};
-
-struct ListenAddress {
-  std::string host = "127.0.0.1";  // a literal IPv4/IPv6 address
-  uint16_t port = 8080;
-  friend bool operator==(const ListenAddress&, const ListenAddress&) = default;
 };
 
 // Heterogeneous lookup so a policy can be found by string_view without allocating.

@@ -1,6 +1,7 @@
 // h2c.cc — an h2c connection on a worker (see h2c.h): H2cHandler is the connection's
-// h2::Handler; it hands gRPC streams to src/grpc's handler and every other stream to
-// HttpStreams, which runs each one as an Exchange through the listener's RouteTable.
+// h2::Handler; it hands every stream to the plugged StreamProtocol (gRPC), if any, which passes
+// the others to HttpStreams, which runs each one as an Exchange through the listener's
+// RouteTable.
 #include "h2c.h"
 
 #include <boost/asio/post.hpp>
@@ -10,8 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "connection.h"
-#include "metric_families.h"
+#include "metric_families.h"  // src/common: the families' names and help, data only
 
 namespace ratelimit::server {
 namespace {
@@ -74,7 +74,7 @@ class HttpStreams final : public h2::Handler {
   void on_data(h2::Session& s, int32_t id, std::string_view bytes) override {
     StreamExchange* ex = find(id);
     if (ex == nullptr || ex->answered) return;
-    const size_t max = w_.config().limits.max_body_bytes;
+    const size_t max = w_.limits().max_body_bytes;
     if (ex->body.size() + bytes.size() > max) {
       return refuse(s, *ex, 413, "body_too_large", "the request body exceeds limits.max_body_bytes");
     }
@@ -143,7 +143,7 @@ class HttpStreams final : public h2::Handler {
     ex->body.clear();
     ex->response.clear();
     ex->trailers.clear();
-    ex->endpoint = Endpoint::kOther;
+    ex->endpoint = Endpoint{};  // no route yet: a refusal (413, 431) counts unlabelled
     ex->answered = ex->pending = ex->gone = false;
     streams_[id] = ex;
     return *ex;
@@ -165,7 +165,7 @@ class HttpStreams final : public h2::Handler {
   void send(h2::Session& s, StreamExchange& ex) {
     ex.answered = true;
     const http::Response& resp = ex.response;
-    w_.metrics().count_request(ex.endpoint, resp.status);
+    w_.counters().count_request(ex.endpoint, resp.status);
     status_ = std::to_string(resp.status);
     length_ = std::to_string(resp.body.size());
     names_.resize(resp.fields.size());
@@ -215,36 +215,33 @@ class HttpStreams final : public h2::Handler {
 
 void StreamExchange::resume() { owner_.resume(*this); }
 
-// The connection's handler: gRPC streams to src/grpc, the others to HttpStreams; a tracked
-// connection of its worker (drain).
+// The connection's handler: every stream to the plugged protocol (gRPC) if any, the others to
+// HttpStreams; a tracked connection of its worker (drain).
 class H2cHandler final : public h2::Handler, public TrackedConnection {
  public:
   H2cHandler(Worker& w, ConnectionSlot slot, const Served& served, h2::Connection& conn,
-             grpc_api::GrpcContext* grpc)
+             StreamProtocols* protocols)
       : w_(w), slot_(std::move(slot)), conn_(conn), http_(w, served, slot_, conn) {
-    if (grpc != nullptr) grpc_ = grpc_api::make_grpc_handler(*grpc, conn, &http_);
+    if (protocols != nullptr) first_ = protocols->open(conn, http_);
     w_.track(*this);
   }
   ~H2cHandler() override { w_.untrack(*this); }
 
-  h2::Handler& first() { return grpc_ ? static_cast<h2::Handler&>(*grpc_) : http_; }
+  h2::Handler& first() { return first_ ? static_cast<h2::Handler&>(*first_) : http_; }
   void on_headers(h2::Session& s, int32_t id, const h2::RequestHead& head) override { first().on_headers(s, id, head); }
   void on_data(h2::Session& s, int32_t id, std::string_view b) override { first().on_data(s, id, b); }
   void on_end(h2::Session& s, int32_t id) override { first().on_end(s, id); }
   void on_close(h2::Session& s, int32_t id, uint32_t code) override { first().on_close(s, id, code); }
 
   // The worker's sweep (every 250 ms, as for HTTP/1.1): the connection's idle, half-open and
-  // write deadlines (h2::Connection::check_deadline); and health, polled here so a change of
-  // readiness (H2cTakeover::set_serving) reaches this connection's watchers within one sweep.
+  // write deadlines (h2::Connection::check_deadline); and the protocol's own (gRPC polls health
+  // here, so a change of readiness reaches this connection's watchers within one sweep).
   void check_deadline(std::chrono::steady_clock::time_point now) override {
     conn_.check_deadline(now);
-    if (grpc_) grpc_->on_serving_changed();
+    if (first_) first_->on_sweep();
   }
   void on_drain() override {
-    if (grpc_) {
-      grpc_->on_serving_changed();
-      grpc_->end_watches();
-    }
+    if (first_) first_->on_drain();
     conn_.drain();
   }
 
@@ -252,18 +249,11 @@ class H2cHandler final : public h2::Handler, public TrackedConnection {
   Worker& w_;
   ConnectionSlot slot_;
   h2::Connection& conn_;
-  HttpStreams http_;                                 // declared before grpc_: outlives it
-  std::unique_ptr<grpc_api::GrpcHandler> grpc_;
+  HttpStreams http_;                        // declared before first_: outlives it
+  std::unique_ptr<StreamProtocol> first_;
 };
 
 }  // namespace
-
-H2cTakeover::H2cTakeover(rls::RateLimitService* rls, size_t max_message_bytes) : has_grpc_(rls != nullptr) {
-  grpc_.service = rls;
-  grpc_.max_message_bytes = max_message_bytes;
-}
-
-void H2cTakeover::set_serving(bool serving) { grpc_.serving.store(serving); }
 
 void H2cTakeover::render_metrics(std::string& out) const {
   // The families are declared in the one table (metric_families.h).
@@ -278,7 +268,7 @@ void H2cTakeover::render_metrics(std::string& out) const {
 
 void H2cTakeover::adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std::string_view received,
                         ConnectionSlot slot, const Served& served) {
-  const LimitsConfig& l = worker.config().limits;
+  const ConnectionLimits& l = worker.limits();
   h2::ConnectionOptions o;
   o.limits.max_concurrent_streams = kMaxStreams;
   o.limits.max_header_bytes = static_cast<uint32_t>(l.max_header_bytes);
@@ -288,7 +278,7 @@ void H2cTakeover::adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std
   o.stats = &flow_;
   if (worker.draining()) return;  // the socket closes with this scope; the slot counts it out
   auto conn = std::make_shared<h2::Connection>(std::move(socket), o);
-  auto handler = std::make_unique<H2cHandler>(worker, std::move(slot), served, *conn, has_grpc_ ? &grpc_ : nullptr);
+  auto handler = std::make_unique<H2cHandler>(worker, std::move(slot), served, *conn, protocols_);
   conn->start(std::move(handler), received);
 }
 

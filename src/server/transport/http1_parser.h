@@ -6,7 +6,7 @@
 // `chunked`, never beside Content-Length, never in HTTP/1.0; chunk extensions and trailer fields
 // bounded like the header (limits.max_header_bytes), trailer fields otherwise ignored (an
 // X-Forwarded-For in a trailer must not pick the key). The head is screened before this parser
-// sees it (request.h, scan_request_head).
+// sees it (head_scan.h).
 // What it does not know: any API. Every header field goes into HeaderFields for the handlers;
 // only the fields that frame the message (Transfer-Encoding, Content-Length, Expect) are read.
 // Thread-safety: one parser per connection, used by the connection's thread.

@@ -19,7 +19,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "published.h"
+#include "transport_host.h"
 
 namespace ratelimit::server {
 
@@ -37,8 +37,8 @@ class TrackedConnection {
 
 class Worker {
  public:
-  // `config` and `metrics` must outlive the worker.
-  Worker(const ConfigCell& config, Metrics& metrics) : config_(config), metrics_(metrics) {}
+  // `limits` and `counters` must outlive the worker.
+  Worker(const LimitsSource& limits, TransportCounters& counters) : limits_(limits), counters_(counters) {}
 
   void start();
   // Drain: every tracked connection's on_drain(); run() returns once none is left.
@@ -51,19 +51,19 @@ class Worker {
   boost::asio::io_context& io_context() { return ioc_; }
   // Worker thread only:
   bool draining() const { return draining_; }
-  // The published configuration as of now (re-read only when a reload was published); valid
+  // The connection limits as now published (re-read only when a reload was published); valid
   // until the next call on this thread.
-  const Config& config() { return *config_.get(cache_).config; }
-  Metrics& metrics() { return metrics_; }
+  const ConnectionLimits& limits() { return limits_.get(cache_); }
+  TransportCounters& counters() { return counters_; }
   void track(TrackedConnection& c) { connections_.insert(&c); }
   void untrack(TrackedConnection& c) { connections_.erase(&c); }
 
  private:
   void arm_sweep();
 
-  const ConfigCell& config_;
-  ConfigCell::Cache cache_;
-  Metrics& metrics_;
+  const LimitsSource& limits_;
+  LimitsSource::Cache cache_;
+  TransportCounters& counters_;
   bool draining_ = false;
   // Declared before ioc_ so it outlives the handlers (and connections) the io_context destroys
   // when it is torn down.

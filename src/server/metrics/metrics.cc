@@ -19,10 +19,14 @@ using metrics::kBuildInfo, metrics::kRequests, metrics::kDecisions, metrics::kSt
     metrics::kConnections, metrics::kRejected, metrics::kRejectedPerClient, metrics::kFirstByteTimeouts,
     metrics::kGeneration, metrics::kReloads, metrics::kLastReload, metrics::kLastReloadTime;
 
-constexpr const char* kEndpointNames[kEndpointCount] = {"acquire", "peek", "reset", "forward_auth",
+// By Endpoint value; rendered in kEndpointOrder (the order /metrics has always shown).
+constexpr const char* kEndpointNames[kEndpointCount] = {"other", "acquire", "peek", "reset", "forward_auth",
                                                         "healthz", "readyz", "metrics", "json",
-                                                        "healthcheck", "rlconfig", "other",
-                                                        "leases"};
+                                                        "healthcheck", "rlconfig", "leases"};
+constexpr Endpoint kEndpointOrder[kEndpointCount] = {
+    Endpoint::kAcquire, Endpoint::kPeek,        Endpoint::kReset,    Endpoint::kForwardAuth,
+    Endpoint::kHealthz, Endpoint::kReadyz,      Endpoint::kMetrics,  Endpoint::kJson,
+    Endpoint::kHealthcheck, Endpoint::kRlconfig, Endpoint::kOther,   Endpoint::kLeases};
 constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
                                                       "failed_open", "failed_closed"};
 constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};
@@ -135,7 +139,8 @@ std::string Metrics::render() const {
   sample(out, kBuildInfo.name,
          std::string("version=\"") + RATELIMIT_VERSION + "\",revision=\"" + RATELIMIT_GIT_DESCRIBE + '"', 1);
   header(out, kRequests);
-  for (size_t e = 0; e < kEndpointCount; ++e) {
+  for (const Endpoint endpoint : kEndpointOrder) {
+    const auto e = static_cast<size_t>(endpoint);
     for (size_t s = 0; s < 12; ++s) {
       const uint64_t v = requests_[e][s].load(std::memory_order_relaxed);
       if (v == 0) continue;

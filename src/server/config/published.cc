@@ -13,6 +13,16 @@ std::shared_ptr<const service::Snapshot> build_rules(const Config& config, Metri
   return rules;
 }
 
+const ConnectionLimits& PublishedLimits::get(Cache& cache) const {
+  if (cache.limits != nullptr && cache.generation == cell_.generation()) return *cache.limits;
+  ConfigCell::Cache read;  // the cell's locked read, only when a newer value was published
+  const Published& p = cell_.get(read);
+  cache.limits = &p.config->limits;
+  cache.generation = read.generation;
+  cache.hold = std::move(read.value);
+  return *cache.limits;
+}
+
 std::shared_ptr<const Published> make_published(std::shared_ptr<const Config> config, Metrics& metrics,
                                                 std::shared_ptr<const rls::RateLimitService::Snapshot> envoy) {
   auto rules = build_rules(*config, metrics);

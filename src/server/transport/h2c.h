@@ -9,11 +9,13 @@
 // ALPN (ratelimitd speaks cleartext; TLS ends at the proxy in front). The dedicated gRPC listener
 // (grpc_listen, GRPC_PORT) is h2c only: its Listener (Served::h2c_only) hands every connection to
 // adopt() at once, on the same workers, caps and sweep; a non-gRPC stream there gets 415.
-// What an h2c connection serves: every stream whose content-type is application/grpc* goes to
-// the gRPC methods (src/grpc: ShouldRateLimit, Health, reflection — when Envoy's API is
-// configured; else UNIMPLEMENTED), every other stream to the listener's RouteTable through the
-// same handlers as HTTP/1.1 (/v1/acquire, /json, /healthz, /metrics ...), one Exchange per
-// stream. Limits: the listener's limits (max_header_bytes → 431, max_body_bytes → 413,
+// What an h2c connection serves: every stream goes first to the StreamProtocol the composition
+// root plugged in (gRPC: api/grpc_streams.h, whose streams of content-type application/grpc*
+// are src/grpc's ShouldRateLimit, Health, reflection), which passes every other stream on to
+// the listener's RouteTable through the same handlers as HTTP/1.1 (/v1/acquire, /json,
+// /healthz, /metrics ...), one Exchange per stream. Without one, every stream is the routes'.
+// The transport thus knows no gRPC method and no service: the arrow points from the API in.
+// Limits: the listener's limits (max_header_bytes → 431, max_body_bytes → 413,
 // request_timeout for a request's body, idle_timeout), at most 100 streams per connection, and
 // the connection keeps its place in the connection caps (its ConnectionSlot) until it closes.
 // Timeouts are the worker's sweep, as for HTTP/1.1 (TrackedConnection::check_deadline): a
@@ -26,31 +28,44 @@
 // Thread-safety: adopt() on the worker's thread; the connection then lives on that thread.
 #pragma once
 
-#include <cstddef>
+#include <memory>
 
-#include "grpc_handler.h"
-#include "rls_service.h"
+#include "connection.h"
 #include "transport.h"
 
 namespace ratelimit::server {
 
+// Another protocol on an h2c connection's streams (gRPC), one per connection: it sees every
+// stream first and hands those it does not serve to `routes` (given to open()).
+class StreamProtocol : public h2::Handler {
+ public:
+  // The worker's sweep (every 250 ms): e.g. tell health watchers of a change.
+  virtual void on_sweep() = 0;
+  // The server drains: e.g. end long-lived watches.
+  virtual void on_drain() = 0;
+};
+
+// Makes each connection's StreamProtocol. Any worker thread.
+class StreamProtocols {
+ public:
+  virtual ~StreamProtocols() = default;
+  // `connection` and `routes` outlive the returned handler.
+  virtual std::unique_ptr<StreamProtocol> open(h2::Connection& connection, h2::Handler& routes) = 0;
+};
+
 class H2cTakeover final : public ConnectionTakeover {
  public:
-  // `rls` (null: no gRPC methods on h2c) must outlive the connections' last call into it.
-  explicit H2cTakeover(rls::RateLimitService* rls, size_t max_message_bytes = 64 * 1024);
+  // `protocols` (null: every stream goes to the routes) must outlive every connection.
+  explicit H2cTakeover(StreamProtocols* protocols) : protocols_(protocols) {}
   void adopt(Worker& worker, boost::asio::ip::tcp::socket socket, std::string_view received, ConnectionSlot slot,
              const Served& served) override;
-  // Health of the gRPC methods on h2c: SERVING or NOT_SERVING (the store cannot decide, the
-  // server drains). Watchers learn of a change at their worker's next sweep. Any thread.
-  void set_serving(bool serving);
   // The ratelimitd_h2_* families (flow control: bytes held for clients' windows, streams reset,
   // connections closed), for /metrics. Any thread.
   void render_metrics(std::string& out) const;
 
  private:
   h2::FlowStats flow_;
-  grpc_api::GrpcContext grpc_;
-  bool has_grpc_;
+  StreamProtocols* protocols_;
 };
 
 }  // namespace ratelimit::server
