@@ -8,8 +8,7 @@
 // answers completing together share a write. While a write is in flight nothing else is
 // written; what accumulates meanwhile leaves in the next one.
 // Timeouts: the connection keeps no timer of its own; whoever owns its thread calls
-// check_deadline() on a sweep (ratelimitd's Worker every 250 ms, as for HTTP/1.1; GrpcServer's
-// workers alike). No stream open and nothing read for idle_timeout → GOAWAY(NO_ERROR), then
+// check_deadline() on a sweep (ratelimitd's Worker every 250 ms, as for HTTP/1.1). No stream open and nothing read for idle_timeout → GOAWAY(NO_ERROR), then
 // close; a stream whose request has not ended within request_timeout → RST_STREAM CANCEL
 // (half-open streams cannot hold the stream budget); a write the peer has not taken within
 // request_timeout (it stopped reading) → close; an answer whose bytes the peer's flow-control

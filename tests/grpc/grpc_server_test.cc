@@ -1,11 +1,12 @@
 // grpc_server_test.cc — the gRPC front-end over real gRPC on loopback: a C++ client (the
-// generated stub) calls ShouldRateLimit and Health on a GrpcServer serving an
+// generated stub) calls ShouldRateLimit and Health on ratelimitd's gRPC port in process
+// (grpc_host.h: the daemon's listener, workers and h2c transport) serving an
 // envoyproxy/ratelimit configuration through the decision service, on the memory store and on
 // a real Redis. Checks the response as Envoy reads it (statuses in order, overall_code,
 // current_limit with name, limit_remaining, duration_until_reset, unlimited, no match,
 // shadow, headers), the status codes for bad requests and deadlines, and 200 concurrent
 // asynchronous RPCs on one descriptor at 10 per minute → exactly 10 OK.
-#include "grpc_server.h"
+#include "grpc_host.h"
 
 #include "config_dir.h"
 #include "rls_service.h"
@@ -55,12 +56,9 @@ struct Rig {
     EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
     rules.replace(*loaded);
     service = std::make_unique<rls::RateLimitService>(decisions, rules, options, stats, &outcomes);
-    GrpcServerOptions o;
-    o.address = "127.0.0.1:0";
+    GrpcHostOptions o;
     o.threads = 2;
-    auto s = GrpcServer::start(o, *service);
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    server = std::move(*s);
+    server = std::make_unique<GrpcHost>(*service, o);
     channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
                                     ::grpc::InsecureChannelCredentials());
     stub = RateLimitService::NewStub(channel);
@@ -70,7 +68,7 @@ struct Rig {
   rls::RuleSource rules;
   rls::RuleStats stats;
   std::unique_ptr<rls::RateLimitService> service;
-  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<GrpcHost> server;
   std::shared_ptr<::grpc::Channel> channel;
   std::unique_ptr<RateLimitService::Stub> stub;
 };

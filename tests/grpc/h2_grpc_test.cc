@@ -1,4 +1,5 @@
-// h2_grpc_test.cc — gRPC on our own HTTP/2 (src/grpc over src/h2), beyond what
+// h2_grpc_test.cc — gRPC on our own HTTP/2 (src/grpc over src/h2, served by ratelimitd's
+// listener, workers and h2c transport: grpc_host.h), beyond what
 // grpc_server_test.cc asks of any gRPC server: the wire helpers (grpc-timeout, grpc-message,
 // message framing), health for envoyproxy/ratelimit's service name "ratelimit", Watch streaming
 // a change, server reflection as grpcurl uses it (a descriptor pool rebuilt from the answers),
@@ -20,7 +21,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "grpc_server.h"
+#include "grpc_host.h"
 #include "grpc_wire.h"
 #include "h2_client.h"
 #include "ratelimit/memory_store.h"
@@ -96,7 +97,7 @@ descriptors:
 )";
 
 struct Rig {
-  explicit Rig(h2::ConnectionOptions connection = {})
+  explicit Rig(server::ConnectionLimits limits = {})
       : decisions(std::make_shared<MemoryStore>(), nullptr), rules("", false, rls::LoadOptions{}) {
     // The rules count per minute and per hour in windows aligned to the clock (the memory
     // store's SystemClock, Redis' TIME): a boundary mid-test would give counts back. A test
@@ -107,12 +108,9 @@ struct Rig {
     EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
     rules.replace(*loaded);
     service = std::make_unique<rls::RateLimitService>(decisions, rules, rls::ServiceOptions{}, stats, &outcomes);
-    GrpcServerOptions o;
-    o.address = "127.0.0.1:0";
-    o.connection = connection;
-    auto s = GrpcServer::start(o, *service);
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    server = std::move(*s);
+    GrpcHostOptions o;
+    o.limits = limits;
+    server = std::make_unique<GrpcHost>(*service, o);
     channel = ::grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
                                     ::grpc::InsecureChannelCredentials());
     stub = RateLimitService::NewStub(channel);
@@ -130,7 +128,7 @@ struct Rig {
   rls::RuleSource rules;
   rls::RuleStats stats;
   std::unique_ptr<rls::RateLimitService> service;
-  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<GrpcHost> server;
   std::shared_ptr<::grpc::Channel> channel;
   std::unique_ptr<RateLimitService::Stub> stub;
 };
@@ -298,7 +296,7 @@ TEST(GrpcOverH2, NonGrpcOversizedAndEmptyRequestsGetPreciseAnswers) {
 }
 
 TEST(GrpcOverH2, HalfOpenStreamsAreResetAndTheConnectionServesOn) {
-  h2::ConnectionOptions o;
+  server::ConnectionLimits o;
   o.request_timeout = std::chrono::milliseconds(300);
   Rig rig(o);
   h2::testing::SocketClient raw(rig.server->port());

@@ -50,7 +50,7 @@ struct Slot {
 }  // namespace
 
 int run_rls(const RlsOptions& o) {
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as grpc_server.cc
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   ::grpc::ChannelArguments args;
   if (!o.full_stack) {
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
