@@ -178,6 +178,61 @@ Result<RedisUrl> parse_sentinel_url(std::string_view rest) {
   return url;
 }
 
+// unix://[cred@]/path[?db=N]: everything after the scheme, into `url`.
+Status parse_unix_rest(std::string_view rest, RedisUrl& url) {
+  // The credentials end at the '@' before the path's first '/'.
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    return Status::invalid_argument("unix:// URL needs an absolute socket path, e.g. "
+                                    "unix:///run/redis/redis.sock");
+  }
+  if (slash > 0) {
+    std::string_view cred_part = rest.substr(0, slash);
+    if (cred_part.back() != '@') {
+      return Status::invalid_argument("unix:// URL needs an absolute socket path, e.g. "
+                                      "unix:///run/redis/redis.sock");
+    }
+    std::string_view cred_rest = rest.substr(0, slash);
+    if (auto s = take_credentials(cred_rest, url); !s.is_ok()) return s;
+    rest = rest.substr(slash);
+  }
+  const size_t q = rest.find('?');
+  std::string_view path = rest.substr(0, q);
+  if (path.size() < 2) return Status::invalid_argument("unix:// URL has an empty socket path");
+  url.path = std::string(path);
+  if (q != std::string_view::npos) {
+    std::string_view query = rest.substr(q + 1);
+    if (!query.starts_with("db=")) {
+      return Status::invalid_argument("unix:// URL accepts only the query '?db=N'");
+    }
+    auto db = parse_db(query.substr(3));
+    if (!db.ok()) return db.status();
+    url.db = *db;
+  }
+  return {};
+}
+
+// redis-cluster://'s node list host:port,host:port, into url.seeds.
+Status parse_cluster_seeds(std::string_view authority, RedisUrl& url) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = authority.find(',', start);
+    std::string_view one = authority.substr(start, comma == std::string_view::npos
+                                                       ? std::string_view::npos
+                                                       : comma - start);
+    if (one.empty()) {
+      return Status::invalid_argument(
+          "redis-cluster:// URL has an empty node in its list (expected host:port,host:port)");
+    }
+    RedisSeed seed;
+    if (Status st = parse_host_port(one, seed.host, seed.port); !st.is_ok()) return st;
+    url.seeds.push_back(std::move(seed));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<RedisUrl> parse_redis_url(std::string_view text) {
@@ -210,35 +265,7 @@ Result<RedisUrl> parse_redis_url(std::string_view text) {
   }
 
   if (url.is_unix) {
-    // The credentials end at the '@' before the path's first '/'.
-    const size_t slash = rest.find('/');
-    if (slash == std::string_view::npos) {
-      return Status::invalid_argument("unix:// URL needs an absolute socket path, e.g. "
-                                      "unix:///run/redis/redis.sock");
-    }
-    if (slash > 0) {
-      std::string_view cred_part = rest.substr(0, slash);
-      if (cred_part.back() != '@') {
-        return Status::invalid_argument("unix:// URL needs an absolute socket path, e.g. "
-                                        "unix:///run/redis/redis.sock");
-      }
-      std::string_view cred_rest = rest.substr(0, slash);
-      if (auto s = take_credentials(cred_rest, url); !s.is_ok()) return s;
-      rest = rest.substr(slash);
-    }
-    const size_t q = rest.find('?');
-    std::string_view path = rest.substr(0, q);
-    if (path.size() < 2) return Status::invalid_argument("unix:// URL has an empty socket path");
-    url.path = std::string(path);
-    if (q != std::string_view::npos) {
-      std::string_view query = rest.substr(q + 1);
-      if (!query.starts_with("db=")) {
-        return Status::invalid_argument("unix:// URL accepts only the query '?db=N'");
-      }
-      auto db = parse_db(query.substr(3));
-      if (!db.ok()) return db.status();
-      url.db = *db;
-    }
+    if (Status st = parse_unix_rest(rest, url); !st.is_ok()) return st;
     return url;
   }
 
@@ -260,22 +287,7 @@ Result<RedisUrl> parse_redis_url(std::string_view text) {
           "Redis Cluster has only database 0: remove '/" + std::to_string(url.db) +
           "' from the redis-cluster:// URL (use key_prefix to separate deployments)");
     }
-    size_t start = 0;
-    for (;;) {
-      const size_t comma = authority.find(',', start);
-      std::string_view one = authority.substr(start, comma == std::string_view::npos
-                                                         ? std::string_view::npos
-                                                         : comma - start);
-      if (one.empty()) {
-        return Status::invalid_argument(
-            "redis-cluster:// URL has an empty node in its list (expected host:port,host:port)");
-      }
-      RedisSeed seed;
-      if (Status st = parse_host_port(one, seed.host, seed.port); !st.is_ok()) return st;
-      url.seeds.push_back(std::move(seed));
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-    }
+    if (Status st = parse_cluster_seeds(authority, url); !st.is_ok()) return st;
     url.host = url.seeds.front().host;
     url.port = url.seeds.front().port;
     return url;

@@ -253,23 +253,7 @@ class Loader {
     }
     r->unit = unit.value_or(Unit::kUnknown);
     RL_TRY_ASSIGN(r->name, string(rl["name"], "name"));
-    const YAML::Node replaces = rl["replaces"];
-    if (Status s = sequence(replaces, "replaces"); !s.is_ok()) return s;
-    if (replaces) {
-      for (size_t i = 0; i < replaces.size(); ++i) {
-        std::string name;
-        RL_TRY_ASSIGN(name, string(replaces[i]["name"], "replaces.name"));
-        r->replaces.push_back(name);
-      }
-      for (size_t i = 0; i < r->replaces.size(); ++i) {
-        if (r->replaces[i].empty()) {
-          return error(replaces[i], "should not have an empty replaces entry");
-        }
-        if (r->replaces[i] == r->name) {
-          return error(replaces[i], "replaces should not contain name of same descriptor");
-        }
-      }
-    }
+    if (Status st = load_replaces(rl["replaces"], *r); !st.is_ok()) return st;
 
     // Our extension: the algorithm that decides, with its parameters.
     const YAML::Node alg = rl["algorithm"];
@@ -284,68 +268,91 @@ class Loader {
       }
       return r;
     }
-    const int64_t window_us = unit_seconds(r->unit) * 1'000'000;
-    const int64_t rpu = r->requests_per_unit;
-    Result<Policy> policy = Status::internal("unset");
     if (!alg) {
-      policy = envoy_counter(rpu, r->unit);
-      if (!policy) return error(rl, "rate_limit: " + policy.status().message());
+      Result<Policy> counter = envoy_counter(r->requests_per_unit, r->unit);
+      if (!counter) return error(rl, "rate_limit: " + counter.status().message());
       if (Status s = check_counter_consistency(rl); !s.is_ok()) return s;
-      r->policy = *policy;
+      r->policy = *counter;
       return apply_consistency(rl, std::move(r));
-    } else {
-      std::string alg_name;
-      RL_TRY_ASSIGN(alg_name, string(alg, "algorithm"));
-      auto a = parse_algorithm(alg_name);
-      if (!a) {
-        // The rate algorithms only: concurrency is refused below with its own reason.
-        return error(alg, "unknown algorithm '" + alg_name + "' (expected fixed_window, sliding_window_log, "
-                          "sliding_window_counter, token_bucket or leaky_bucket)");
-      }
-      if (*a == Algorithm::kConcurrency) {
-        // Envoy's rate limit service has no release: a lease taken by ShouldRateLimit could only
-        // expire (docs/throttling.md says what works there instead).
-        return error(alg, "the concurrency algorithm is not available to the Envoy rate limit "
-                          "service: RLS calls cannot release a lease (see docs/throttling.md)");
-      }
-      const bool bucket = *a == Algorithm::kTokenBucket || *a == Algorithm::kLeakyBucket;
-      if (!bucket && (rl["burst"] || rl["mode"])) {
-        return error(rl["burst"] ? rl["burst"] : rl["mode"],
-                     "'burst' and 'mode' apply to token_bucket and leaky_bucket only");
-      }
-      if (*a != Algorithm::kLeakyBucket && rl["mode"]) {
-        return error(rl["mode"], "'mode' applies to leaky_bucket only");
-      }
-      const double rate = static_cast<double>(rpu) / static_cast<double>(unit_seconds(r->unit));
-      int64_t burst = rpu;
-      if (const YAML::Node b = rl["burst"]) RL_TRY_ASSIGN(burst, integer(b, "burst", 1, kMaxLimit));
-      switch (*a) {
-        case Algorithm::kFixedWindow: policy = Policy::fixed_window(rpu, Micros{window_us}); break;
-        case Algorithm::kSlidingWindowLog:
-          policy = Policy::sliding_window_log(rpu, Micros{window_us});
-          break;
-        case Algorithm::kSlidingWindowCounter:
-          policy = Policy::sliding_window_counter(rpu, Micros{window_us});
-          break;
-        case Algorithm::kTokenBucket: policy = Policy::token_bucket(rate, burst); break;
-        case Algorithm::kLeakyBucket: {
-          LeakyMode mode = LeakyMode::kPolice;
-          if (const YAML::Node m = rl["mode"]) {
-            std::string ms;
-            RL_TRY_ASSIGN(ms, string(m, "mode"));
-            if (ms == "shape") mode = LeakyMode::kShape;
-            else if (ms != "police") return error(m, "mode must be police or shape, got '" + ms + "'");
-          }
-          policy = Policy::leaky_bucket(rate, burst, mode);
-          break;
-        }
-        case Algorithm::kConcurrency: break;  // refused above
-      }
     }
-    if (!policy) return error(rl, "rate_limit: " + policy.status().message());
+    Result<Policy> policy = algorithm_policy(rl, alg, *r);
+    if (!policy) return policy.status();
     auto named = policy->with_name("rls:" + policy->name());
     r->policy = named ? *named : *policy;
     return apply_consistency(rl, std::move(r));
+  }
+
+  // Our extension: the policy an `algorithm` key names, with its burst and mode; every refusal
+  // (an unknown or unavailable algorithm, a key another algorithm takes) names its node.
+  Result<Policy> algorithm_policy(const YAML::Node& rl, const YAML::Node& alg, const Rule& r) const {
+    const int64_t window_us = unit_seconds(r.unit) * 1'000'000;
+    const int64_t rpu = r.requests_per_unit;
+    Result<Policy> policy = Status::internal("unset");
+    std::string alg_name;
+    RL_TRY_ASSIGN(alg_name, string(alg, "algorithm"));
+    auto a = parse_algorithm(alg_name);
+    if (!a) {
+      // The rate algorithms only: concurrency is refused below with its own reason.
+      return error(alg, "unknown algorithm '" + alg_name + "' (expected fixed_window, sliding_window_log, "
+                        "sliding_window_counter, token_bucket or leaky_bucket)");
+    }
+    if (*a == Algorithm::kConcurrency) {
+      // Envoy's rate limit service has no release: a lease taken by ShouldRateLimit could only
+      // expire (docs/throttling.md says what works there instead).
+      return error(alg, "the concurrency algorithm is not available to the Envoy rate limit "
+                        "service: RLS calls cannot release a lease (see docs/throttling.md)");
+    }
+    const bool bucket = *a == Algorithm::kTokenBucket || *a == Algorithm::kLeakyBucket;
+    if (!bucket && (rl["burst"] || rl["mode"])) {
+      return error(rl["burst"] ? rl["burst"] : rl["mode"],
+                   "'burst' and 'mode' apply to token_bucket and leaky_bucket only");
+    }
+    if (*a != Algorithm::kLeakyBucket && rl["mode"]) {
+      return error(rl["mode"], "'mode' applies to leaky_bucket only");
+    }
+    const double rate = static_cast<double>(rpu) / static_cast<double>(unit_seconds(r.unit));
+    int64_t burst = rpu;
+    if (const YAML::Node b = rl["burst"]) RL_TRY_ASSIGN(burst, integer(b, "burst", 1, kMaxLimit));
+    switch (*a) {
+      case Algorithm::kFixedWindow: policy = Policy::fixed_window(rpu, Micros{window_us}); break;
+      case Algorithm::kSlidingWindowLog:
+        policy = Policy::sliding_window_log(rpu, Micros{window_us});
+        break;
+      case Algorithm::kSlidingWindowCounter:
+        policy = Policy::sliding_window_counter(rpu, Micros{window_us});
+        break;
+      case Algorithm::kTokenBucket: policy = Policy::token_bucket(rate, burst); break;
+      case Algorithm::kLeakyBucket: {
+        LeakyMode mode = LeakyMode::kPolice;
+        if (const YAML::Node m = rl["mode"]) {
+          std::string ms;
+          RL_TRY_ASSIGN(ms, string(m, "mode"));
+          if (ms == "shape") mode = LeakyMode::kShape;
+          else if (ms != "police") return error(m, "mode must be police or shape, got '" + ms + "'");
+        }
+        policy = Policy::leaky_bucket(rate, burst, mode);
+        break;
+      }
+      case Algorithm::kConcurrency: break;  // refused above
+    }
+    if (!policy) return error(rl, "rate_limit: " + policy.status().message());
+    return policy;
+  }
+
+  // `replaces`: a list of {name}, none empty, none the rule's own name.
+  Status load_replaces(const YAML::Node& replaces, Rule& r) const {
+    if (Status s = sequence(replaces, "replaces"); !s.is_ok()) return s;
+    if (!replaces) return {};
+    for (size_t i = 0; i < replaces.size(); ++i) {
+      std::string name;
+      RL_TRY_ASSIGN(name, string(replaces[i]["name"], "replaces.name"));
+      if (name.empty()) return error(replaces[i], "should not have an empty replaces entry");
+      if (name == r.name) {
+        return error(replaces[i], "replaces should not contain name of same descriptor");
+      }
+      r.replaces.push_back(name);
+    }
+    return {};
   }
 
   // Our extension: the consistency keys of ratelimitd's own policies, read and validated by the

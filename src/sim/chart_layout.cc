@@ -3,7 +3,9 @@
 #include "chart_layout.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include "render.h"
 
 namespace ratelimit::sim {
 
@@ -145,6 +147,26 @@ double nice_ceiling(double v) {
     if (m * p >= v) return m * p;
   }
   return 10 * p;
+}
+
+std::string chart_metadata(const Report& report, const ChartBars& bars) {
+  nlohmann::json j;
+  j["t0_us"] = bars.t0_us;
+  j["t1_us"] = bars.t1_us;
+  j["bar_us"] = bars.bar_us;
+  j["absolute"] = bars.t0_us >= kEpochTimesFromUs;
+  j["offered"] = bars.offered;
+  for (size_t i = 0; i < bars.lanes.size(); ++i) {
+    const AlgorithmResult& a = report.algorithms[i];
+    j["lanes"].push_back({{"algorithm", algorithm_name(a.policy.algorithm())},
+                          {"limit", a.policy.limit()},
+                          {"peak_window_us", a.peak_window.count()},
+                          {"admitted", bars.lanes[i].admitted},
+                          {"denied", bars.lanes[i].denied},
+                          {"departed", bars.lanes[i].departed},
+                          {"key_peak", bars.lanes[i].key_peak}});
+  }
+  return j.dump();  // numbers and algorithm names only: nothing to escape in XML
 }
 
 }  // namespace ratelimit::sim

@@ -57,6 +57,12 @@ double text_width(std::string_view text, double font_px, bool bold);
 std::string fit_text(std::string_view text, double max_px, double font_px, bool bold);
 
 // Smallest 1, 2 or 5 x 10^k that is >= raw (raw > 0): a grid step.
+// The bars' figures as one JSON object (t0_us, t1_us, bar_us, absolute, offered, and per lane
+// its algorithm, limit, peak window and bar counts): the SVG's <metadata class="chart-data">,
+// read by the HTML report's hover and by scripts. Numbers and algorithm names only: nothing
+// in it needs escaping in XML.
+std::string chart_metadata(const Report& report, const ChartBars& bars);
+
 double nice_step(double raw);
 
 // Smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k that is >= v (v > 0): an axis top.

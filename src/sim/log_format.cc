@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
+#include "apache_directive.h"
 #include "timestamps.h"
 
 namespace ratelimit::sim {
@@ -20,14 +22,6 @@ constexpr std::string_view kApacheVhostCombined =
 
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-}
-
-std::string lower_underscored(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    out += c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
 }
 
 std::string_view trim(std::string_view s) {
@@ -255,81 +249,24 @@ Result<AccessLogFormat> AccessLogFormat::apache(std::string_view spec_in) {
                                spec[i] == ',' || std::isdigit(static_cast<unsigned char>(spec[i])))) {
       ++i;
     }
-    std::string arg;
-    bool has_arg = false;
+    std::optional<std::string> arg;
     if (i < spec.size() && spec[i] == '{') {
       const size_t close = spec.find('}', i);
       if (close == std::string::npos) return bad_spec(spec, at, "unterminated %{");
       arg = spec.substr(i + 1, close - i - 1);
-      has_arg = true;
       i = close + 1;
     }
     if (i >= spec.size()) return bad_spec(spec, at, "'%' at the end without a directive");
     const char d = spec[i++];
-    std::string name;
-    switch (d) {
-      case 'a': case 'h': name = "remote_addr"; break;
-      case 'A': name = "server_addr"; break;
-      case 'b': case 'B': name = "body_bytes_sent"; break;
-      case 'f': name = "request_filename"; break;
-      case 'H': name = "server_protocol"; break;
-      case 'I': name = "request_length"; break;
-      case 'k': name = "apache_keepalive"; break;
-      case 'l': name = "apache_ident"; break;
-      case 'L': name = "apache_log_id"; break;
-      case 'm': name = "request_method"; break;
-      case 'O': name = "bytes_sent"; break;
-      case 'p': name = "server_port"; break;
-      case 'P': name = "apache_pid"; break;
-      case 'q': name = "query_string"; break;
-      case 'r': name = "request"; break;
-      case 'R': name = "apache_handler"; break;
-      case 's': name = "status"; break;
-      case 'S': name = "apache_bytes_transferred"; break;
-      case 'u': name = "remote_user"; break;
-      case 'U': name = "uri"; break;
-      case 'v': case 'V': name = "server_name"; break;
-      case 'X': name = "apache_connection_status"; break;
-      case 'D': name = "apache_duration_us"; break;
-      case 'T':
-        if (!has_arg || arg == "s") name = "apache_duration_s";
-        else if (arg == "ms") name = "apache_duration_ms";
-        else if (arg == "us") name = "apache_duration_us";
-        else return bad_spec(spec, at, "%{" + arg + "}T: expected s, ms or us");
-        break;
-      case 'i': case 'o': case 'C': case 'e': case 'n':
-        if (!has_arg || arg.empty()) {
-          return bad_spec(spec, at, std::string("%") + d + " needs a name: %{Name}" + d);
-        }
-        name = d == 'i' ? "http_" + lower_underscored(arg)
-               : d == 'o' ? "sent_http_" + lower_underscored(arg)
-               : d == 'C' ? "cookie_" + arg
-               : d == 'e' ? "apache_env_" + arg
-                          : "apache_note_" + arg;
-        break;
-      case 't': {
-        if (!has_arg) {
-          lit += '[';  // %t writes the CLF time in brackets
-          if (auto st = field("time_local", at); !st.is_ok()) return st;
-          lit += ']';
-          continue;
-        }
-        std::string_view a = arg;
-        if (a.substr(0, 6) == "begin:") a.remove_prefix(6);
-        else if (a.substr(0, 4) == "end:") a.remove_prefix(4);
-        if (a == "sec" || a == "msec" || a == "usec" || a == "msec_frac" || a == "usec_frac") {
-          name = "apache_" + std::string(a);
-        } else {
-          return bad_spec(spec, at,
-                          "%{" + arg + "}t: only %t, %{sec}t, %{msec}t, %{usec}t, %{msec_frac}t "
-                          "and %{usec_frac}t are understood (an strftime pattern is not)");
-        }
-        break;
-      }
-      default:
-        return bad_spec(spec, at, std::string("unknown directive %") + d);
+    if (d == 't' && !arg) {
+      lit += '[';  // %t writes the CLF time in brackets
+      if (auto st = field("time_local", at); !st.is_ok()) return st;
+      lit += ']';
+      continue;
     }
-    if (auto st = field(std::move(name), at); !st.is_ok()) return st;
+    Result<std::string> name = apache_field_name(d, arg);
+    if (!name) return bad_spec(spec, at, name.status().message());
+    if (auto st = field(std::move(*name), at); !st.is_ok()) return st;
   }
   f.add_literal(lit);
   if (f.names_.empty()) return bad_spec(spec, 0, "no %directive");

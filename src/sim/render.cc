@@ -1,9 +1,9 @@
-// render.cc — the table, JSON and CSV outputs (the SVG chart is in svg.cc). See render.h.
+// render.cc — the table and CSV outputs (JSON is in render_json.cc, the SVG chart in svg.cc).
+// See render.h.
 #include "render.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "timestamps.h"
@@ -278,123 +278,6 @@ std::string render_table(const std::vector<Report>& reports) {
   return out.str();
 }
 
-std::string render_json(const std::vector<Report>& reports) {
-  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-  for (const Report& r : reports) {
-    nlohmann::ordered_json run;
-    run["run"] = r.title;
-    run["description"] = r.description;
-    run["requests"] = r.requests;
-    run["first_us"] = r.first_us;
-    run["last_us"] = r.last_us;
-    if (absolute_times(r)) {
-      run["first"] = format_rfc3339(r.first_us);
-      run["last"] = format_rfc3339(r.last_us);
-    }
-    run["start_us"] = r.start_us;
-    if (r.token_fill) run["token_fill"] = *r.token_fill;
-    else run["token_fill"] = "full";
-    run["skipped_lines"] = r.skipped_lines;
-    run["resolution_us"] = r.resolution_us;
-    run["spread_us"] = r.spread_us;
-    run["missing_key_parts"] = r.missing_key_parts;
-    run["notices"] = r.notices;
-    nlohmann::ordered_json algs = nlohmann::ordered_json::array();
-    for (const AlgorithmResult& a : r.algorithms) {
-      nlohmann::ordered_json j;
-      j["algorithm"] = algorithm_name(a.policy.algorithm());
-      j["policy"] = describe_policy(a.policy);
-      j["limit"] = a.policy.limit();
-      j["window_us"] = a.policy.window().count();
-      j["rate"] = a.policy.rate();
-      j["requests"] = a.requests;
-      j["admitted"] = a.admitted;
-      j["denied"] = a.denied;
-      j["clients_limited"] = a.clients_limited;
-      j["peak_admitted"] = a.peak_admitted;
-      j["peak_admitted_per_key"] = a.peak_admitted_per_key;
-      j["peak_window_us"] = a.peak_window.count();
-      j["attack_requests"] = a.marked_requests;
-      j["attack_admitted"] = a.marked_admitted;
-      if (a.policy.algorithm() == Algorithm::kLeakyBucket) {
-        nlohmann::ordered_json d;
-        d["count"] = a.departures;
-        d["first_us"] = a.first_departure_us;
-        d["last_us"] = a.last_departure_us;
-        d["span_us"] = a.last_departure_us - a.first_departure_us;
-        d["times_us"] = a.departure_list_us;
-        j["departures"] = std::move(d);
-      }
-      algs.push_back(std::move(j));
-    }
-    run["algorithms"] = std::move(algs);
-    nlohmann::ordered_json keys = nlohmann::ordered_json::array();
-    for (const KeyRow& k : r.top_keys) {
-      nlohmann::ordered_json j;
-      j["key"] = k.key;
-      j["offered"] = k.offered;
-      nlohmann::ordered_json per = nlohmann::ordered_json::object();
-      for (size_t i = 0; i < r.algorithms.size(); ++i) {
-        per[algorithm_name(r.algorithms[i].policy.algorithm())] = {{"admitted", k.admitted[i]},
-                                                                   {"peak", k.peak[i]}};
-      }
-      j["algorithms"] = std::move(per);
-      keys.push_back(std::move(j));
-    }
-    run["top_keys"] = std::move(keys);
-    run["top_keys_error"] = r.top_keys_error;
-    if (r.throttle) {
-      const ThrottleOptions& o = r.throttle->options;
-      nlohmann::ordered_json t;
-      t["hold_us"] = o.hold.count();
-      t["durations_from_trace"] = r.throttle->durations_from_trace;
-      if (o.concurrency) t["concurrency"] = *o.concurrency;
-      t["lease_ttl_us"] = o.lease_ttl.count();
-      t["max_wait_us"] = o.max_wait.count();
-      t["max_queue"] = o.max_queue;
-      for (const ThrottleResult& x : r.throttle->results) {
-        t["algorithms"].push_back({{"algorithm", x.algorithm}, {"policy", x.policy},
-                                   {"offered", x.offered}, {"admitted_at_once", x.admitted_at_once},
-                                   {"admitted_after_wait", x.admitted_after_wait},
-                                   {"refused", x.refused}, {"refused_queue_full", x.refused_queue_full},
-                                   {"refused_timed_out", x.refused_timed_out},
-                                   {"wait_p50_us", x.wait_p50_us}, {"wait_p99_us", x.wait_p99_us},
-                                   {"wait_max_us", x.wait_max_us}, {"wait_mean_us", x.wait_mean_us},
-                                   {"peak_in_flight", x.peak_in_flight},
-                                   {"peak_in_flight_per_key", x.peak_in_flight_per_key},
-                                   {"peak_queue", x.peak_queue}});
-      }
-      run["throttling"] = std::move(t);
-    }
-    if (r.distributed) {
-      const DistributedOptions& o = r.distributed->options;
-      nlohmann::ordered_json d;
-      d["instances"] = o.instances;
-      d["regions"] = o.regions;
-      d["rtt_us"] = o.rtt.count();
-      d["cross_rtt_us"] = o.cross_rtt.count();
-      d["sync_interval_us"] = o.sync_interval.count();
-      d["lease_max"] = o.lease_max;
-      d["slice_ttl_us"] = o.slice_ttl.count();
-      for (const DistributedResult& x : r.distributed->results) {
-        d["modes"].push_back({{"algorithm", x.algorithm}, {"mode", x.mode}, {"decisions", x.decisions},
-                              {"admitted", x.admitted}, {"exact_admitted", x.exact_admitted},
-                              {"over", x.over}, {"under", x.under},
-                              {"worst_window_over", x.worst_window_over},
-                              {"worst_window_under", x.worst_window_under}, {"bound", x.bound},
-                              {"store_calls", x.store_calls}, {"sync_messages", x.sync_messages},
-                              {"latency_p50_us", x.latency_p50_us}, {"latency_p99_us", x.latency_p99_us},
-                              {"latency_max_us", x.latency_max_us}});
-      }
-      run["distributed"] = std::move(d);
-    }
-    runs.push_back(std::move(run));
-  }
-  nlohmann::ordered_json doc;
-  doc["runs"] = std::move(runs);
-  return doc.dump(2) + "\n";
-}
-
 std::string render_csv(const std::vector<Report>& reports) {
   std::ostringstream out;
   out << "run,algorithm,policy,requests,admitted,denied,clients_limited,peak_admitted,"
@@ -417,6 +300,22 @@ std::string render_csv(const std::vector<Report>& reports) {
     }
   }
   return out.str();
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default:
+        // Control characters are not allowed in XML 1.0 text.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace ratelimit::sim

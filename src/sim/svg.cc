@@ -18,7 +18,6 @@
 // count; every coordinate lies inside its panel. Nothing here decides anything.
 #include <algorithm>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "chart_layout.h"
@@ -118,32 +117,11 @@ class Chart {
   void lane(size_t i, double y0, double y1);
   void bars(const char* cls, const char* colour, const std::vector<int64_t>& counts, int64_t max,
             double baseline, double room, bool up);
-  std::string metadata() const;
 
   const Report& r_;
   ChartBars c_;
   std::ostringstream o_;
 };
-
-std::string Chart::metadata() const {
-  nlohmann::json j;
-  j["t0_us"] = c_.t0_us;
-  j["t1_us"] = c_.t1_us;
-  j["bar_us"] = c_.bar_us;
-  j["absolute"] = c_.t0_us >= kEpochTimesFromUs;
-  j["offered"] = c_.offered;
-  for (size_t i = 0; i < c_.lanes.size(); ++i) {
-    const AlgorithmResult& a = r_.algorithms[i];
-    j["lanes"].push_back({{"algorithm", algorithm_name(a.policy.algorithm())},
-                          {"limit", a.policy.limit()},
-                          {"peak_window_us", a.peak_window.count()},
-                          {"admitted", c_.lanes[i].admitted},
-                          {"denied", c_.lanes[i].denied},
-                          {"departed", c_.lanes[i].departed},
-                          {"key_peak", c_.lanes[i].key_peak}});
-  }
-  return j.dump();  // numbers and algorithm names only: nothing to escape in XML
-}
 
 void Chart::header(double height) {
   o_ << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -156,7 +134,7 @@ void Chart::header(double height) {
      << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
   // The full title and description stay in <title> (a tooltip) when the lines are cut.
   o_ << "<title>ratelimit-sim: " << xml_escape(r_.title) << ": " << xml_escape(r_.description)
-     << "</title>\n<metadata class=\"chart-data\">" << metadata() << "</metadata>\n";
+     << "</title>\n<metadata class=\"chart-data\">" << chart_metadata(r_, c_) << "</metadata>\n";
   o_ << "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   text(12, 24, fit_text("ratelimit-sim — " + r_.title, kWidth - 24, 16, true),
        "id=\"chart-title\" font-size=\"16\" font-weight=\"bold\"");
@@ -399,22 +377,6 @@ std::string Chart::render() {
 }
 
 }  // namespace
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') out += c;
-    }
-  }
-  return out;
-}
 
 std::string render_svg(const Report& report, Micros bar_width) {
   return Chart(report, bar_width).render();
