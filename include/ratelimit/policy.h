@@ -250,6 +250,8 @@ class Policy {
 
  private:
   Policy() = default;
+  // The fields every factory sets, after its checks passed (the factories differ only there).
+  static Policy make(Algorithm algorithm, int64_t limit, Micros window, double rate, std::string name);
   void set_name(std::string name);  // sets name_ and name_hash_ together
   Algorithm algorithm_ = Algorithm::kFixedWindow;
   LeakyMode leaky_mode_ = LeakyMode::kPolice;

@@ -85,6 +85,11 @@ Status check(const DurationRange& r, Micros v) {
   return {};
 }
 
+// A bucket's window: the time it takes to refill from empty to its burst.
+Micros bucket_window(double rate_per_second, int64_t burst) {
+  return Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
+}
+
 // The default name of a windowed policy: "<label>:l<limit>:w<window>us".
 std::string windowed_name(const char* label, int64_t limit, Micros window) {
   return std::string(label) + ":l" + std::to_string(limit) + ":w" +
@@ -135,23 +140,15 @@ Result<Algorithm> parse_algorithm(std::string_view name) {
 Result<Policy> Policy::fixed_window(int64_t limit, Micros window) {
   if (auto s = check(kLimit, limit); !s.is_ok()) return s;
   if (auto s = check(kWindow, window); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kFixedWindow;
-  p.limit_ = limit;
-  p.window_ = window;
-  p.set_name(windowed_name("fixed_window", limit, window));
-  return p;
+  return make(Algorithm::kFixedWindow, limit, window, 0, windowed_name("fixed_window", limit, window));
 }
 
 Result<Policy> Policy::fixed_window_every_hit(int64_t limit, Micros window) {
   if (auto s = check(kEveryHitLimit, limit); !s.is_ok()) return s;
   if (auto s = check(kWindow, window); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kFixedWindow;
+  Policy p = make(Algorithm::kFixedWindow, limit, window, 0,
+                  windowed_name("fixed_window_every_hit", limit, window));
   p.every_hit_ = true;
-  p.limit_ = limit;
-  p.window_ = window;
-  p.set_name(windowed_name("fixed_window_every_hit", limit, window));
   return p;
 }
 
@@ -164,49 +161,32 @@ Result<Policy> Policy::sliding_window_log(int64_t limit, Micros window) {
         "); use sliding_window_counter for larger limits");
   }
   if (auto s = check(kWindow, window); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kSlidingWindowLog;
-  p.limit_ = limit;
-  p.window_ = window;
-  p.set_name(windowed_name("sliding_window_log", limit, window));
-  return p;
+  return make(Algorithm::kSlidingWindowLog, limit, window, 0,
+              windowed_name("sliding_window_log", limit, window));
 }
 
 Result<Policy> Policy::sliding_window_counter(int64_t limit, Micros window) {
   if (auto s = check(kLimit, limit); !s.is_ok()) return s;
   if (auto s = check(kWindow, window); !s.is_ok()) return s;
   if (auto s = check_counter_product(limit, window); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kSlidingWindowCounter;
-  p.limit_ = limit;
-  p.window_ = window;
-  p.set_name(windowed_name("sliding_window_counter", limit, window));
-  return p;
+  return make(Algorithm::kSlidingWindowCounter, limit, window, 0,
+              windowed_name("sliding_window_counter", limit, window));
 }
 
 Result<Policy> Policy::token_bucket(double rate_per_second, int64_t burst) {
   if (auto s = check(kBurst, burst); !s.is_ok()) return s;
   if (auto s = check_rate(rate_per_second, burst); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kTokenBucket;
-  p.limit_ = burst;
-  p.rate_ = rate_per_second;
-  p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
-  p.set_name("token_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst));
-  return p;
+  return make(Algorithm::kTokenBucket, burst, bucket_window(rate_per_second, burst), rate_per_second,
+              "token_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst));
 }
 
 Result<Policy> Policy::leaky_bucket(double rate_per_second, int64_t burst, LeakyMode mode) {
   if (auto s = check(kBurst, burst); !s.is_ok()) return s;
   if (auto s = check_rate(rate_per_second, burst); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kLeakyBucket;
+  Policy p = make(Algorithm::kLeakyBucket, burst, bucket_window(rate_per_second, burst), rate_per_second,
+                  "leaky_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst) +
+                      (mode == LeakyMode::kShape ? ":shape" : ":police"));
   p.leaky_mode_ = mode;
-  p.limit_ = burst;
-  p.rate_ = rate_per_second;
-  p.window_ = Micros{algo::time_to_drain_us(burst * algo::kUnit, rate_per_second)};
-  p.set_name("leaky_bucket:r" + format_rate(rate_per_second) + ":b" + std::to_string(burst) +
-             (mode == LeakyMode::kShape ? ":shape" : ":police"));
   return p;
 }
 
@@ -218,18 +198,23 @@ Result<Policy> Policy::concurrency(int64_t limit, Micros lease_ttl) {
                                     " (got " + std::to_string(limit) + ")");
   }
   if (auto s = check(kConcurrencyLeaseTtl, lease_ttl); !s.is_ok()) return s;
-  Policy p;
-  p.algorithm_ = Algorithm::kConcurrency;
-  p.limit_ = limit;
-  p.window_ = lease_ttl;
-  p.set_name("concurrency:l" + std::to_string(limit) + ":ttl" +
-             std::to_string(lease_ttl.count()) + "us");
-  return p;
+  return make(Algorithm::kConcurrency, limit, lease_ttl, 0,
+              "concurrency:l" + std::to_string(limit) + ":ttl" + std::to_string(lease_ttl.count()) + "us");
 }
 
 Result<Policy> Policy::with_name(std::string name) const {
   if (auto s = validate_policy_name(name); !s.is_ok()) return s;
   Policy p = *this;
+  p.set_name(std::move(name));
+  return p;
+}
+
+Policy Policy::make(Algorithm algorithm, int64_t limit, Micros window, double rate, std::string name) {
+  Policy p;
+  p.algorithm_ = algorithm;
+  p.limit_ = limit;
+  p.window_ = window;
+  p.rate_ = rate;
   p.set_name(std::move(name));
   return p;
 }

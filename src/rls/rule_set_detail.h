@@ -25,6 +25,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "rule_set.h"
+#include "strict_reader.h"
 #include "try.h"  // RL_TRY_ASSIGN
 
 namespace ratelimit::rls {
@@ -56,15 +57,13 @@ inline constexpr std::array<std::string_view, 7> kExtensionKeys = {
 inline constexpr std::array<std::string_view, 1> kRootExtensionKeys = {"all_or_nothing"};
 
 bool contains(std::span<const std::string_view> list, std::string_view k);
-// 1-based line of `n` (1 when unknown).
-int line_of(const YAML::Node& n);
-// A plain (untagged, unquoted) scalar.
-bool is_plain(const YAML::Node& n);
+// line_of, is_plain and is_yaml_bool are the strict reader's (src/yaml/strict_reader.h).
+using yaml::is_plain;
+using yaml::is_yaml_bool;
+using yaml::line_of;
 // YAML 1.1 plain scalars that yaml.v2 reads as something other than a string, int or bool
 // (a float, or an integer beyond int64): envoyproxy/ratelimit refuses them as leaves.
 bool is_float_like(const std::string& s);
-// yaml.v2's YAML 1.1 booleans.
-bool is_yaml_bool(const std::string& s, bool& v);
 // `metadata` as compact JSON: plain numbers and booleans keep their type, the rest are strings.
 void to_json(const YAML::Node& n, std::string& out);
 // envoyproxy/ratelimit's counter for a rule of `rpu` per `unit` (the default, and every

@@ -15,6 +15,7 @@
 #include "consistency_keys.h"
 #include "ratelimit/store.h"
 #include "rule_set_detail.h"
+#include "strict_reader.h"
 
 namespace ratelimit::rls {
 
@@ -28,12 +29,16 @@ YAML::Node item_of(const YAML::Node& doc, const std::string& list, size_t item) 
   return l[item];
 }
 
-class Loader {
+// Typed leaves are read as yaml.v2 decodes them into envoyproxy/ratelimit's structs: the one
+// strict reader (strict_reader.h) in its yaml.v2 dialect.
+class Loader : private yaml::StrictReader {
  public:
-  Loader(RuleSet& set, const LoadOptions& options) : set_(set), options_(options) {}
+  Loader(RuleSet& set, const LoadOptions& options)
+      : StrictReader("", yaml::Dialect::kYamlV2), set_(set), options_(options) {}
 
   Status load_file(const SourceFile& f) {
     file_ = f.name;
+    set_file(file_);
     YAML::Node doc;
     // Nesting, nodes and aliases are bounded before yaml-cpp builds (and we walk) the document:
     // `metadata` is rendered as JSON, which expands every alias in it.
@@ -59,14 +64,6 @@ class Loader {
   }
 
  private:
-  Status error(int line, std::string_view reason) const {
-    return Status::invalid_argument(file_ + ":" + std::to_string(line) + ": " +
-                                    std::string(reason));
-  }
-  Status error(const YAML::Node& n, std::string_view reason) const {
-    return error(line_of(n), reason);
-  }
-
   // Pass 1: envoyproxy/ratelimit's validateYamlKeys, plus duplicate keys and our extensions.
   Status check_keys(const YAML::Node& map, bool in_rate_limit, bool at_root = false) const {
     std::unordered_set<std::string> seen;
@@ -100,40 +97,6 @@ class Loader {
       }
     }
     return {};
-  }
-
-  // Typed leaves, as yaml.v2 decodes them into envoyproxy/ratelimit's structs.
-  Result<std::string> string(const YAML::Node& n, std::string_view what) const {
-    if (!n || n.IsNull()) return std::string();
-    if (!n.IsScalar()) return error(n, std::string(what) + " must be a string");
-    return n.Scalar();
-  }
-  Result<bool> boolean(const YAML::Node& n, std::string_view what) const {
-    if (!n || n.IsNull()) return false;
-    bool v = false;
-    if (n.IsScalar() && is_plain(n) && is_yaml_bool(n.Scalar(), v)) return v;
-    return error(n, std::string(what) + " must be true or false, got " +
-                        (n.IsScalar() ? "'" + n.Scalar() + "'" : std::string("a collection")));
-  }
-  Result<int64_t> integer(const YAML::Node& n, std::string_view what, int64_t lo,
-                          int64_t hi) const {
-    if (!n.IsScalar() || !is_plain(n)) return error(n, std::string(what) + " must be a whole number");
-    const std::string& s = n.Scalar();
-    int64_t v = 0;
-    const char* b = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
-    auto [p, ec] = std::from_chars(b, s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc() || p != s.data() + s.size()) {
-      return error(n, std::string(what) + " must be a whole number, got '" + s + "'");
-    }
-    if (v < lo || v > hi) {
-      return error(n, std::string(what) + " must be between " + std::to_string(lo) + " and " +
-                          std::to_string(hi) + ", got " + s);
-    }
-    return v;
-  }
-  Status sequence(const YAML::Node& n, std::string_view what) const {
-    if (!n || n.IsNull() || n.IsSequence()) return {};
-    return error(n, std::string(what) + " must be a list");
   }
 
   Status load_root(const YAML::Node& root) {

@@ -40,13 +40,6 @@ bool contains(std::span<const std::string_view> list, std::string_view k) {
   return std::find(list.begin(), list.end(), k) != list.end();
 }
 
-int line_of(const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  return m.is_null() ? 1 : m.line + 1;
-}
-
-bool is_plain(const YAML::Node& n) { return n.Tag() == "?"; }
-
 // YAML 1.1 plain scalars that yaml.v2 reads as something other than a string, int or bool
 // (a float, or an integer beyond int64): envoyproxy/ratelimit refuses them as leaves.
 bool is_float_like(const std::string& s) {
@@ -131,17 +124,6 @@ void to_json(const YAML::Node& n, std::string& out) {
   } else {
     out += "null";
   }
-}
-
-// yaml.v2's YAML 1.1 booleans.
-bool is_yaml_bool(const std::string& s, bool& v) {
-  static constexpr std::array<std::string_view, 11> kTrue = {
-      "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"};
-  static constexpr std::array<std::string_view, 11> kFalse = {
-      "n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"};
-  if (contains(kTrue, s)) { v = true; return true; }
-  if (contains(kFalse, s)) { v = false; return true; }
-  return false;
 }
 
 }  // namespace ratelimit::rls::rule_set_detail

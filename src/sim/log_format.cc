@@ -8,6 +8,7 @@
 
 #include "apache_directive.h"
 #include "timestamps.h"
+#include "text.h"
 
 namespace ratelimit::sim {
 namespace {
@@ -24,38 +25,34 @@ bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) s.remove_suffix(1);
-  return s;
-}
+using text::trim_space;
 
 // Unwraps "log_format NAME [escape=...] 'part' 'part';" (or just the quoted parts) to the
 // format itself; anything else is returned as it is.
 std::string unwrap_nginx(std::string_view spec) {
-  std::string_view s = trim(spec);
+  std::string_view s = trim_space(spec);
   if (s.substr(0, 10) == "log_format") {
     s.remove_prefix(10);
-    s = trim(s);
+    s = trim_space(s);
     while (!s.empty() && s.front() != '\'' && s.front() != '"') {  // the name, escape=
       const size_t sp = s.find_first_of(" \t");
       if (sp == std::string_view::npos) break;
-      s = trim(s.substr(sp));
+      s = trim_space(s.substr(sp));
     }
   }
-  if (!s.empty() && s.back() == ';') s = trim(s.substr(0, s.size() - 1));
+  if (!s.empty() && s.back() == ';') s = trim_space(s.substr(0, s.size() - 1));
   if (s.empty() || (s.front() != '\'' && s.front() != '"')) return std::string(s);
   std::string out;
   size_t i = 0;
   while (i < s.size()) {
     const char q = s[i];
-    if (q != '\'' && q != '"') return std::string(trim(spec));  // not a list of quoted parts
+    if (q != '\'' && q != '"') return std::string(trim_space(spec));  // not a list of quoted parts
     size_t j = i + 1;
     while (j < s.size() && s[j] != q) {
       if (s[j] == '\\' && j + 1 < s.size()) ++j;
       out += s[j++];
     }
-    if (j >= s.size()) return std::string(trim(spec));
+    if (j >= s.size()) return std::string(trim_space(spec));
     i = j + 1;
     while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])) != 0) ++i;
   }
@@ -64,10 +61,10 @@ std::string unwrap_nginx(std::string_view spec) {
 
 // Unwraps 'LogFormat "..." nickname' and resolves the config-file escapes \" \\ \t \n.
 std::string unwrap_apache(std::string_view spec) {
-  std::string_view s = trim(spec);
+  std::string_view s = trim_space(spec);
   bool quoted = false;
   if (s.substr(0, 9) == "LogFormat") {
-    s = trim(s.substr(9));
+    s = trim_space(s.substr(9));
   }
   if (!s.empty() && s.front() == '"') {
     quoted = true;
@@ -135,7 +132,7 @@ int AccessLogFormat::field_index(std::string_view name) const {
 }
 
 Result<AccessLogFormat> AccessLogFormat::compile(std::string_view spec) {
-  const std::string_view s = trim(spec);
+  const std::string_view s = trim_space(spec);
   // "combined $msec": a predefined layout with fields appended (strict, like any spec).
   for (const auto& [name, layout] : {std::pair{std::string_view("combined"), kNginxCombined},
                                      std::pair{std::string_view("main"), kNginxMain},

@@ -8,6 +8,7 @@
 
 #include "ratelimit/policy.h"
 #include "timestamps.h"
+#include "text.h"
 
 namespace ratelimit::sim {
 namespace {
@@ -15,11 +16,7 @@ namespace {
 constexpr const char* kJsonTimeNames[] = {"time",          "timestamp",  "ts",   "@timestamp",
                                           "msec",          "time_iso8601", "time_local", "date"};
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using text::trim_ows;
 
 bool looks_like_address(std::string_view s) {
   if (s.empty()) return false;
@@ -128,7 +125,7 @@ Result<std::vector<std::string>> parse_key_list(std::string_view text) {
   size_t pos = 0;
   for (;;) {
     const size_t comma = std::min(text.size(), text.find(',', pos));
-    const std::string_view part = trim(text.substr(pos, comma - pos));
+    const std::string_view part = trim_ows(text.substr(pos, comma - pos));
     if (part.empty()) {
       return Status::invalid_argument("--key: empty name in '" + printable(text) +
                                       "' (expected names such as client or client,path)");
@@ -145,13 +142,13 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_json_fields(std::
   size_t pos = 0;
   for (;;) {
     const size_t comma = std::min(text.size(), text.find(',', pos));
-    const std::string_view part = trim(text.substr(pos, comma - pos));
+    const std::string_view part = trim_ows(text.substr(pos, comma - pos));
     const size_t eq = part.find('=');
     if (eq == std::string_view::npos || eq == 0 || eq + 1 == part.size()) {
       return Status::invalid_argument("--json-fields: expected NAME=MEMBER[,NAME=MEMBER...] such as "
                                       "time=ts,remote_addr=client.ip, got '" + printable(part) + "'");
     }
-    out.emplace_back(std::string(trim(part.substr(0, eq))), std::string(trim(part.substr(eq + 1))));
+    out.emplace_back(std::string(trim_ows(part.substr(0, eq))), std::string(trim_ows(part.substr(eq + 1))));
     if (comma == text.size()) break;
     pos = comma + 1;
   }
@@ -254,7 +251,7 @@ Result<RecordBuilder> RecordBuilder::create(const FieldOptions& options,
 std::optional<std::string_view> RecordBuilder::key_part(FieldSource& fields, const std::string& name) {
   if (name == "client") {
     if (auto xff = fields.get("http_x_forwarded_for")) {
-      const std::string_view first = trim(xff->substr(0, xff->find(',')));
+      const std::string_view first = trim_ows(xff->substr(0, xff->find(',')));
       if (looks_like_address(first)) return first;
     }
     return fields.get("remote_addr");

@@ -13,17 +13,14 @@
 #include "log_format.h"
 #include "ratelimit/policy.h"
 #include "timestamps.h"
+#include "text.h"
 
 namespace ratelimit::sim {
 namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using text::trim_ows;
 
 bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -48,7 +45,7 @@ Result<std::string_view> next_field(std::string_view& rest, std::string& buf, bo
       }
       buf.push_back(s[i++]);
     }
-    std::string_view after = trim(s.substr(i));
+    std::string_view after = trim_ows(s.substr(i));
     if (!after.empty() && after.front() != ',') {
       return Status::invalid_argument("unexpected text after a quoted field");
     }
@@ -58,7 +55,7 @@ Result<std::string_view> next_field(std::string_view& rest, std::string& buf, bo
   }
   const size_t comma = s.find(',');
   had_comma = comma != std::string_view::npos;
-  std::string_view field = trim(had_comma ? s.substr(0, comma) : s);
+  std::string_view field = trim_ows(had_comma ? s.substr(0, comma) : s);
   rest = had_comma ? s.substr(comma + 1) : std::string_view{};
   return field;
 }
@@ -88,7 +85,7 @@ const char* trace_format_name(TraceFormat f) {
 }
 
 bool is_blank_or_comment(std::string_view line) {
-  const std::string_view t = trim(line);
+  const std::string_view t = trim_ows(line);
   return t.empty() || t.front() == '#';
 }
 
@@ -237,7 +234,7 @@ std::string LineParser::describe() const {
 }
 
 TraceFormat detect_trace_format(std::string_view first_content_line) {
-  const std::string_view t = trim(first_content_line);
+  const std::string_view t = trim_ows(first_content_line);
   if (!t.empty() && t.front() == '{') return TraceFormat::kJson;
   LineParser p(TraceFormat::kCombined);
   TraceRecord r;

@@ -1,23 +1,20 @@
 // client_ip.cc — the client address of a proxy chain (see client_ip.h).
 #include "client_ip.h"
+#include "text.h"
 
 namespace ratelimit::server {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using text::trim_ows;
 
 // The address one element of the chain names: the X-Forwarded-For element itself, or the
 // `for=` parameter of a Forwarded element (quotes removed). Empty when there is none.
 std::string_view element_address(std::string_view element, ClientHeader kind) {
-  element = trim(element);
+  element = trim_ows(element);
   if (kind == ClientHeader::kXForwardedFor) return element;
   while (!element.empty()) {
     const size_t semi = element.find(';');
-    std::string_view pair = trim(element.substr(0, semi));
+    std::string_view pair = trim_ows(element.substr(0, semi));
     element = semi == std::string_view::npos ? std::string_view{} : element.substr(semi + 1);
     const size_t eq = pair.find('=');
     if (eq != 3) continue;

@@ -146,7 +146,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   if (!policy) return p.error(n, what + ": " + policy.status().message());
   auto named = policy->with_name(name);
   if (!named) return p.error(key, named.status().message());
-  PolicyConfig pc{std::move(*named), false, Parser::line_of(key)};
+  PolicyConfig pc{std::move(*named), false, yaml::line_of(key)};
   if (n["shadow"]) RL_TRY_ASSIGN(pc.shadow, p.boolean(n["shadow"], what + ".shadow"));
   if (n["count_denied"]) {
     bool cd = false;

@@ -5,14 +5,12 @@
 
 #include <cstring>
 
+#include "text.h"
+
 namespace ratelimit::server {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using text::trim_ows;
 
 bool parse_plain(std::string_view text, IpAddress& out) {
   char buf[INET6_ADDRSTRLEN + 1];
@@ -68,7 +66,7 @@ std::string IpAddress::to_string() const {
 Result<TrustedProxies> TrustedProxies::parse(const std::vector<std::string>& cidrs) {
   TrustedProxies t;
   for (const std::string& entry : cidrs) {
-    const std::string_view text = trim(entry);
+    const std::string_view text = trim_ows(entry);
     const size_t slash = text.find('/');
     Block b;
     if (!parse_plain(text.substr(0, slash), b.base)) {
