@@ -8,6 +8,7 @@
 // frees, so the byte bound counts what is held.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "shard.h"
@@ -85,40 +86,29 @@ AlgorithmState Shard::take_state(uint32_t i) {
 void Shard::put_state(uint32_t i, AlgorithmState&& state) {
   Slot& s = slot(i);
   const auto tag = static_cast<uint8_t>(state.index());
-  if (tag == kLogTag) {
-    auto& log = std::get<kLogTag>(state);
-    if (s.tag == kLogTag) {
-      sub_bytes(log_bytes(s));
-      *log_in(s) = std::move(log);
-    } else {
-      free_state(s);
-      new (s.state) SlidingWindowLogState(std::move(log));
-    }
-    s.tag = tag;
-    add_bytes(log_bytes(s));
-    return;
-  }
-  if (tag == kLeasesTag) {
-    auto& leases = std::get<kLeasesTag>(state);
-    if (s.tag == kLeasesTag) {
-      sub_bytes(log_bytes(s));
-      *leases_in(s) = std::move(leases);
-    } else {
-      free_state(s);
-      new (s.state) ConcurrencyState(std::move(leases));
-    }
-    s.tag = tag;
-    add_bytes(log_bytes(s));
-    return;
-  }
-  free_state(s);
   std::visit(
-      [&s](auto& v) {
+      [&](auto& v) {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (kPacksInline<T>) std::memcpy(s.state, &v, sizeof v);
+        if constexpr (kPacksInline<T>) {
+          free_state(s);
+          std::memcpy(s.state, &v, sizeof v);
+        } else {
+          // The states that own heap memory (the sliding log, the leases): moved into the slot,
+          // reusing the one already there, and their bytes counted.
+          static_assert(std::is_same_v<T, SlidingWindowLogState> || std::is_same_v<T, ConcurrencyState>);
+          if (s.tag == tag) {
+            sub_bytes(log_bytes(s));
+            if constexpr (std::is_same_v<T, SlidingWindowLogState>) *log_in(s) = std::move(v);
+            else *leases_in(s) = std::move(v);
+          } else {
+            free_state(s);
+            new (s.state) T(std::move(v));
+          }
+        }
       },
       state);
   s.tag = tag;
+  if (tag == kLogTag || tag == kLeasesTag) add_bytes(log_bytes(s));
 }
 
 int64_t Shard::idle_at(uint32_t i) {

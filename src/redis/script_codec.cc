@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <initializer_list>
 
 namespace ratelimit::redis_detail {
 namespace {
@@ -153,34 +154,35 @@ ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> op
   return call;
 }
 
-ScriptCall reserve_call(std::string_view prefix, const Policy& policy, std::string_view key,
-                        int64_t give_back_window_us, int64_t give_back, int64_t want,
-                        std::optional<int64_t> now_us) {
+namespace {
+
+// The distributed modes' calls on one key's state: now, the algorithm, `ints` (the call's own
+// arguments), then the policy's fields — one layout for distributed.lua's readers.
+ScriptCall distributed_call(ScriptId script, std::string_view prefix, const Policy& policy,
+                            std::string_view key, std::optional<int64_t> now_us,
+                            std::initializer_list<int64_t> ints) {
   ScriptCall call;
-  call.script = kScriptReserve;
+  call.script = script;
   call.keys.push_back(redis_state_key(prefix, key, policy.name()));
-  call.args.reserve(10);
+  call.args.reserve(2 + ints.size() + 5);  // + append_policy_args's five fields
   call.args.push_back(now_arg(now_us));
   call.args.push_back(algorithm_arg(policy.algorithm()));
-  call.args.push_back(int_arg(want));
-  call.args.push_back(int_arg(give_back_window_us));
-  call.args.push_back(int_arg(give_back));
+  for (const int64_t v : ints) call.args.push_back(int_arg(v));
   append_policy_args(policy, call.args);
   return call;
 }
 
+}  // namespace
+
+ScriptCall reserve_call(std::string_view prefix, const Policy& policy, std::string_view key,
+                        int64_t give_back_window_us, int64_t give_back, int64_t want,
+                        std::optional<int64_t> now_us) {
+  return distributed_call(kScriptReserve, prefix, policy, key, now_us, {want, give_back_window_us, give_back});
+}
+
 ScriptCall add_hits_call(std::string_view prefix, const Policy& policy, std::string_view key,
                          int64_t window_us, int64_t hits, std::optional<int64_t> now_us) {
-  ScriptCall call;
-  call.script = kScriptAddHits;
-  call.keys.push_back(redis_state_key(prefix, key, policy.name()));
-  call.args.reserve(9);
-  call.args.push_back(now_arg(now_us));
-  call.args.push_back(algorithm_arg(policy.algorithm()));
-  call.args.push_back(int_arg(window_us));
-  call.args.push_back(int_arg(hits));
-  append_policy_args(policy, call.args);
-  return call;
+  return distributed_call(kScriptAddHits, prefix, policy, key, now_us, {window_us, hits});
 }
 
 Result<algo::SharedView> decode_shared_view(const redisReply* reply) {

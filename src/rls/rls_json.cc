@@ -98,30 +98,34 @@ Status array_member(const json::value& x, const std::string& path, TooMany too_m
   return {};
 }
 
-Status parse_entry(const json::value& v, const std::string& path, RequestEntry& e) {
+// Each member of the object `v` through member(key, value), in order, the first error stopping;
+// anything but an object is refused at `path`.
+template <typename Member>
+Status object_members(const json::value& v, const std::string& path, Member member) {
   if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
-  for (const auto& kv : v.get_object()) {
-    const std::string_view k = kv.key();
-    if (k == "key") {
-      if (Status s = string_field(kv.value(), path + ".key", e.key); !s.is_ok()) return s;
-    } else if (k == "value") {
-      if (Status s = string_field(kv.value(), path + ".value", e.value); !s.is_ok()) return s;
-    } else {
-      return unknown(path, k);
-    }
-  }
+  for (const auto& kv : v.get_object()) RL_TRY(member(std::string_view(kv.key()), kv.value()));
   return {};
 }
 
+Status parse_entry(const json::value& v, const std::string& path, RequestEntry& e) {
+  return object_members(v, path, [&](std::string_view k, const json::value& x) -> Status {
+    if (k == "key") {
+      if (Status s = string_field(x, path + ".key", e.key); !s.is_ok()) return s;
+    } else if (k == "value") {
+      if (Status s = string_field(x, path + ".value", e.value); !s.is_ok()) return s;
+    } else {
+      return unknown(path, k);
+    }
+    return {};
+  });
+}
+
 Status parse_limit(const json::value& v, const std::string& path, LimitOverride& l) {
-  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
-  for (const auto& kv : v.get_object()) {
-    const std::string_view k = kv.key();
-    const json::value& x = kv.value();
+  return object_members(v, path, [&](std::string_view k, const json::value& x) -> Status {
     if (is(k, "requestsPerUnit", "requests_per_unit")) {
       RL_TRY(uint_member(x, path + "." + std::string(k), std::numeric_limits<uint32_t>::max(), l.requests_per_unit));
     } else if (k == "unit") {
-      if (x.is_null()) continue;
+      if (x.is_null()) return Status{};
       if (x.is_string()) {
         const std::string_view name(x.get_string().data(), x.get_string().size());
         bool found = false;
@@ -146,22 +150,19 @@ Status parse_limit(const json::value& v, const std::string& path, LimitOverride&
     } else {
       return unknown(path, k);
     }
-  }
-  return {};
+    return {};
+  });
 }
 
 Status parse_descriptor(const json::value& v, const std::string& path, RequestDescriptor& d) {
-  if (!v.is_object()) return bad(path, std::string("must be an object, got ") + json_kind_name(v.kind()));
-  for (const auto& kv : v.get_object()) {
-    const std::string_view k = kv.key();
-    const json::value& x = kv.value();
+  return object_members(v, path, [&](std::string_view k, const json::value& x) -> Status {
     if (k == "entries") {
       const auto too_many = [](size_t n) {
         return n > kMaxEntries ? "has more than " + std::to_string(kMaxEntries) + " entries" : std::string();
       };
       RL_TRY(array_member(x, path + ".entries", too_many, d.entries, parse_entry));
     } else if (k == "limit") {
-      if (x.is_null()) continue;
+      if (x.is_null()) return Status{};
       LimitOverride l;
       if (Status s = parse_limit(x, path + ".limit", l); !s.is_ok()) return s;
       d.limit = l;
@@ -170,8 +171,8 @@ Status parse_descriptor(const json::value& v, const std::string& path, RequestDe
     } else {
       return unknown(path, k);
     }
-  }
-  return {};
+    return {};
+  });
 }
 
 void append_uint(std::string& out, uint64_t v) { out += std::to_string(v); }

@@ -65,6 +65,14 @@ struct Snapshot {
   }
 };
 
+// One reader's cache of a published value (one per thread): the value it last read and the
+// generation it read it at, so a reader re-reads only after a newer publish.
+template <typename T>
+struct SnapshotCache {
+  std::shared_ptr<const T> value;
+  uint64_t generation = 0;
+};
+
 // A read-only view of one part of what a SnapshotCell publishes, with the same per-thread cache.
 // Why: a library that knows nothing of the whole (Envoy's API in src/rls reads only its rules)
 // still follows the one cell the whole is published in, so its part changes in the same swap as
@@ -74,10 +82,7 @@ struct Snapshot {
 template <typename Part>
 class SnapshotView {
  public:
-  struct Cache {
-    std::shared_ptr<const Part> value;
-    uint64_t generation = 0;
-  };
+  using Cache = SnapshotCache<Part>;
   // The part of the cell's value as of this call, and the cell's generation it was read at.
   using Load = std::function<std::pair<std::shared_ptr<const Part>, uint64_t>()>;
 
@@ -104,10 +109,7 @@ class SnapshotView {
 template <typename T>
 class SnapshotCell {
  public:
-  struct Cache {
-    std::shared_ptr<const T> value;
-    uint64_t generation = 0;
-  };
+  using Cache = SnapshotCache<T>;
 
   explicit SnapshotCell(std::shared_ptr<const T> first) { publish(std::move(first)); }
 

@@ -30,23 +30,26 @@ class HealthzHandler final : public Handler {
   bool handle(Exchange& x) override;
 };
 
-class ReadyzHandler final : public Handler {
+// A handler that answers from the ServerState (which must outlive it).
+class StateHandler : public Handler {
  public:
-  explicit ReadyzHandler(const ServerState& state) : state_(state) {}
-  bool handle(Exchange& x) override;
+  explicit StateHandler(const ServerState& state) : state_(state) {}
 
- private:
+ protected:
   const ServerState& state_;
 };
 
-// envoyproxy/ratelimit's /healthcheck (any method, as its handler).
-class HealthcheckHandler final : public Handler {
+class ReadyzHandler final : public StateHandler {
  public:
-  explicit HealthcheckHandler(const ServerState& state) : state_(state) {}
+  using StateHandler::StateHandler;
   bool handle(Exchange& x) override;
+};
 
- private:
-  const ServerState& state_;
+// envoyproxy/ratelimit's /healthcheck (any method, as its handler).
+class HealthcheckHandler final : public StateHandler {
+ public:
+  using StateHandler::StateHandler;
+  bool handle(Exchange& x) override;
 };
 
 class MetricsHandler final : public Handler {

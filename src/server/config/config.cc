@@ -33,6 +33,17 @@ namespace {
 
 using config_detail::Parser;
 
+// The address at `key` of the root (listen, admin_listen, grpc_listen); nullopt when absent.
+Result<std::optional<ListenAddress>> listen_key(const Parser& p, const YAML::Node& root, const char* key) {
+  const YAML::Node n = root[key];
+  if (!n) return std::optional<ListenAddress>();
+  std::string text;
+  RL_TRY_ASSIGN(text, p.string(n, key));
+  auto a = parse_listen(text);
+  if (!a) return p.error(n, std::string(key) + ": " + a.status().message());
+  return std::optional<ListenAddress>(*a);
+}
+
 Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_view yaml,
                           std::string_view filename) {
   if (!root || root.IsNull()) return p.error(1, "the configuration is empty (at least 'policies' is needed)");
@@ -44,34 +55,20 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
                                                  "regions"}));
   Config c;
   c.source = std::string(filename);
-  if (root["listen"]) {
-    std::string l;
-    RL_TRY_ASSIGN(l, p.string(root["listen"], "listen"));
-    auto a = parse_listen(l);
-    if (!a) return p.error(root["listen"], "listen: " + a.status().message());
-    c.listen = *a;
-  }
+  std::optional<ListenAddress> listen;
+  RL_TRY_ASSIGN(listen, listen_key(p, root, "listen"));
+  if (listen) c.listen = *listen;
   if (root["threads"]) {
     int64_t t = 0;
     RL_TRY_ASSIGN(t, p.integer(root["threads"], "threads", 0, 256));
     c.threads = static_cast<unsigned>(t);
   }
-  if (root["admin_listen"]) {
-    std::string l;
-    RL_TRY_ASSIGN(l, p.string(root["admin_listen"], "admin_listen"));
-    auto a = parse_listen(l);
-    if (!a) return p.error(root["admin_listen"], "admin_listen: " + a.status().message());
-    if (*a == c.listen && a->port != 0) return p.error(root["admin_listen"], "admin_listen must differ from listen");
-    c.admin_listen = *a;
+  RL_TRY_ASSIGN(c.admin_listen, listen_key(p, root, "admin_listen"));
+  if (c.admin_listen && *c.admin_listen == c.listen && c.listen.port != 0) {
+    return p.error(root["admin_listen"], "admin_listen must differ from listen");
   }
   if (root["store"]) RL_TRY(parse_store(p, root["store"], c.store));
-  if (root["grpc_listen"]) {
-    std::string l;
-    RL_TRY_ASSIGN(l, p.string(root["grpc_listen"], "grpc_listen"));
-    auto a = parse_listen(l);
-    if (!a) return p.error(root["grpc_listen"], "grpc_listen: " + a.status().message());
-    c.grpc_listen = *a;
-  }
+  RL_TRY_ASSIGN(c.grpc_listen, listen_key(p, root, "grpc_listen"));
   if (root["envoy_api"]) RL_TRY(parse_envoy_api(p, root["envoy_api"], c.envoy_api));
   if (root["domains"]) RL_TRY(parse_domains(p, root["domains"], yaml, filename, c));
   if (c.grpc_listen && !c.domains) {
