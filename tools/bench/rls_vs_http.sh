@@ -11,7 +11,8 @@
 #   rls.http     POST /v1/acquire over HTTP/1.1, wrk, N connections
 #   rls.h2c      POST /v1/acquire over h2c on the HTTP port, h2load, N streams on one
 #                connection (only when the HTTP port speaks h2c)
-#   rls.http_old POST /v1/acquire on OLD_RATELIMITD (a build from before the change), when set
+#   rls.http_old, rls.h2load_old, rls.h2c_old  the same three runs on OLD_RATELIMITD (a build from
+#                before the change), when set — old and new in the same round
 #   rls.grpcgo   ShouldRateLimit on bench/peers/grpcgo (the grpc-go floor peer, GOPATH build of
 #                Debian's grpc-go), same h2load load, pinned the same (GRPCGO=0 skips it)
 #   rls.nginx    nginx limit_req (Debian's nginx, bench/peers/nginx/nginx.conf.in: one worker,
@@ -181,10 +182,17 @@ for ((r = 1; r <= RUNS; r++)); do
   if [ -n "${OLD_RATELIMITD:-}" ]; then
     start_ratelimitd "$OLD_RATELIMITD"
     for n in $INFLIGHT; do
+      log "ShouldRateLimit (h2load) on OLD_RATELIMITD, $n streams"
+      h2load_run h2load-grpc-old "rls.h2load_old.c$n" "$n" "http://127.0.0.1:$GRPC_PORT$RLS_PATH" decisions "${GRPC_ARGS[@]}"
       log "POST /v1/acquire over HTTP/1.1 (wrk) on OLD_RATELIMITD, $n connections"
       SRV_PIDS=$SRV_PID WRK_CONNS=$n WRK_DURATION=${SECONDS_MEASURED}s \
         wrk_json ratelimitd-http-old "rls.http_old.c$n" allow "http://127.0.0.1:$HTTP_PORT/v1/acquire" \
         WRK_MODE=acquire WRK_KEYS=1 WRK_POLICY=bench | tee -a "$TMP/all.jsonl"
+      if [ "$h2c" = 1 ]; then
+        log "POST /v1/acquire over h2c (h2load) on OLD_RATELIMITD, $n streams"
+        h2load_run h2load-h2c-old "rls.h2c_old.c$n" "$n" "http://127.0.0.1:$HTTP_PORT/v1/acquire" status \
+          -H 'content-type: application/json' -d "$TMP/acquire.json"
+      fi
     done
     stop_srv
   fi
@@ -232,7 +240,7 @@ by = {}
 for d in rows:
     kind, n = d["workload"].split(".")[1], d["workload"].split(".c")[-1]
     by.setdefault((n, kind), []).append(d)
-kinds = ("h2load", "grpc", "http", "h2c", "http_old", "grpcgo", "nginx", "nginx_h2c")
+kinds = ("h2load", "h2load_old", "grpc", "http", "http_old", "h2c", "h2c_old", "grpcgo", "nginx", "nginx_h2c")
 for n in sorted({k[0] for k in by}, key=int, reverse=True):
     for kind in kinds:
         rs = by.get((n, kind), [])
@@ -240,12 +248,12 @@ for n in sorted({k[0] for k in by}, key=int, reverse=True):
             continue
         med = lambda key: statistics.median(d[key] for d in rs)
         us = statistics.median(d["server_cpu"] / d["value"] * 1e6 for d in rs if d["value"] > 0)
-        print(f"{n:>4} in flight {kind:8} {med('value'):>9,.0f} req/s  p50 {med('p50_us') / 1000:.2f} ms"
+        print(f"{n:>4} in flight {kind:10} {med('value'):>9,.0f} req/s  p50 {med('p50_us') / 1000:.2f} ms"
               f"  p99 {med('p99_us') / 1000:.2f} ms  server CPU {med('server_cpu') * 100:.0f} %"
               f" ({us:.1f} µs/call)  client CPU {med('client_cpu') * 100:.0f} %"
               f"  steal max {max(d.get('steal_s', 0) for d in rs):.2f} s"
               f"  other CPU max {max(d.get('other_cpu', 0) for d in rs) * 100:.0f} %")
-    for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old"),
+    for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old"), ("h2load", "h2load_old"), ("h2c", "h2c_old"),
              ("http", "nginx"), ("h2c", "nginx_h2c"), ("h2c", "nginx")):
         g, h = by.get((n, a), []), by.get((n, b), [])
         if g and len(g) == len(h):
