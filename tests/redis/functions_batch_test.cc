@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "lua_scripts.h"
+#include "script_codec.h"
 #include "ratelimit/algorithms.h"
 #include "ratelimit/redis_store.h"
 #include "redis_server.h"
@@ -76,6 +77,60 @@ TEST(RedisFunctions, FcallIsTheDefaultAndTheLibraryIsLoaded) {
   auto list = c->command({"FUNCTION", "LIST", "LIBRARYNAME", redis_detail::kLuaLibrary.name});
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->elements.size(), 1u) << "library " << redis_detail::kLuaLibrary.name;
+}
+
+// The library derives a bucket's window (time_to_drain_us of a full bucket) itself: a caller
+// that sends a wrong window_us for a token or leaky bucket gets exactly the answers of one that
+// sends the right one. With the window taken from the caller, "1" (µs) would cap the refill at
+// 2 µs and the second take below would be refused.
+TEST(RedisFunctions, ABucketsWindowIsDerivedByTheLibraryNotTakenFromTheCaller) {
+  auto url = shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().to_string();
+  auto o = options_for(*url);
+  o.key_prefix = unique_prefix("fbwin");
+  auto store = must_connect(o);  // loads the library
+  ASSERT_NE(store, nullptr);
+  auto c = RedisClient::connect(*url);
+  ASSERT_TRUE(c.ok());
+  for (const Policy& p : {Policy::token_bucket(10, 10).value(), Policy::leaky_bucket(10, 10).value()}) {
+    ASSERT_EQ(p.window().count(), 1'000'000) << p.name();
+    std::vector<std::vector<Reply>> answers;
+    for (const char* window : {"", "1", "999999999"}) {  // "": the policy's own
+      std::vector<Reply> got;
+      const std::string key = std::string("k") + window;
+      for (const int64_t t : {1'000'000, 3'000'000, 3'000'001}) {
+        redis_detail::ScriptCall call =
+            redis_detail::decide_call(o.key_prefix, p, key, 10, algo::Op::kAcquire, t, LeaseId{});
+        if (*window != '\0') call.args[4] = window;  // now, cost, op, limit, window_us, ...
+        std::vector<std::string> argv{"FCALL", redis_detail::function_name(call.script),
+                                      std::to_string(call.keys.size())};
+        argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+        argv.insert(argv.end(), call.args.begin(), call.args.end());
+        auto r = c->command(argv);
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        ASSERT_FALSE(r->is_error()) << r->str;
+        got.push_back(*r);
+      }
+      answers.push_back(std::move(got));
+    }
+    // Each answer starts with the DecisionReason: within_limit (admitted) or over_limit.
+    constexpr auto kWithin = static_cast<int64_t>(DecisionReason::kWithinLimit);
+    ASSERT_EQ(answers[0].size(), 3u);
+    EXPECT_EQ(answers[0][0].elements.at(0).integer, kWithin) << p.name() << ": the full bucket admits 10";
+    EXPECT_EQ(answers[0][1].elements.at(0).integer, kWithin) << p.name() << ": refilled 2 s later";
+    EXPECT_NE(answers[0][2].elements.at(0).integer, kWithin) << p.name() << ": and empty again";
+    for (size_t w = 1; w < answers.size(); ++w) {
+      for (size_t i = 0; i < answers[0].size(); ++i) {
+        ASSERT_EQ(answers[w][i].elements.size(), answers[0][i].elements.size()) << p.name();
+        for (size_t e = 0; e < answers[0][i].elements.size(); ++e) {
+          EXPECT_EQ(answers[w][i].elements[e].integer, answers[0][i].elements[e].integer)
+              << p.name() << " window variant " << w << " call " << i << " field " << e;
+          EXPECT_EQ(answers[w][i].elements[e].str, answers[0][i].elements[e].str)
+              << p.name() << " window variant " << w << " call " << i << " field " << e;
+        }
+      }
+    }
+  }
 }
 
 TEST(RedisFunctions, EvalshaWhenFunctionsAreTurnedOff) {

@@ -88,9 +88,13 @@ end
 
 -- The policy fields, from ARGV[i] on: limit, window_us, rate, shape (0/1), counting (0 admitted
 -- only, 1 count denied, 2 every hit: Policy::fixed_window_every_hit).
+-- A bucket's window (rate > 0: token and leaky bucket) is derived here, as Policy derives it
+-- (time_to_drain_us of a full bucket), never taken from the caller: every client then needs
+-- only burst and rate to call the library, and a caller's rounding cannot change a bucket.
 local function read_policy(argv, i)
-  return {limit = tonumber(argv[i]), window_us = tonumber(argv[i + 1]),
-          rate = tonumber(argv[i + 2]), shape = argv[i + 3] == '1',
+  local limit, rate = tonumber(argv[i]), tonumber(argv[i + 2])
+  local window_us = rate > 0 and time_to_drain_us(limit * kUnit, rate) or tonumber(argv[i + 1])
+  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1',
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
