@@ -103,7 +103,9 @@ def scrape_all(work):
             if subprocess.run(["redis-cli", "-p", str(redis_port), "ping"], capture_output=True).returncode == 0:
                 break
             time.sleep(0.05)
-        for name, store in (("memory", "{ type: memory }"),
+        # The memory store with store.snapshot, so its families are exported too.
+        snap = os.path.join(work, "counts.snap")
+        for name, store in (("memory", f"{{ type: memory, snapshot: {{ path: {snap} }} }}"),
                             ("redis", f'{{ type: redis, url: "redis://127.0.0.1:{redis_port}/0", command_timeout: 2s, denial_cache: {{}} }}')):
             port = free_port()
             cfg = os.path.join(work, f"{name}.yaml")

@@ -203,6 +203,35 @@ TEST(Config, MemoryStoreWhenSaturated) {
   expect_error(pol + "store: {type: redis, when_saturated: admit}\n", "cfg.yaml:3: ", "only to type: memory");
 }
 
+// store.snapshot (issue 33, counts across a restart): path, interval, on_corrupt; defaults,
+// every refusal by name, and the memory store only.
+TEST(Config, MemoryStoreSnapshot) {
+  const std::string pol = "policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\n";
+  auto none = parse_config(pol, "cfg.yaml");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->store.snapshot.has_value());
+  auto d = parse_config(pol + "store: {type: memory, snapshot: {path: /var/lib/ratelimitd/counts.snap}}\n", "cfg.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_TRUE(d->store.snapshot.has_value());
+  EXPECT_EQ(d->store.snapshot->path, "/var/lib/ratelimitd/counts.snap");
+  EXPECT_EQ(d->store.snapshot->interval, Micros{30'000'000});
+  EXPECT_EQ(d->store.snapshot->on_corrupt, SnapshotCorrupt::kRefuse);
+  auto c = parse_config(pol + "store: {type: memory, snapshot: {path: /s, interval: 0, on_corrupt: start_empty}}\n",
+                        "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->store.snapshot->interval, Micros{0});
+  EXPECT_EQ(c->store.snapshot->on_corrupt, SnapshotCorrupt::kStartEmpty);
+  expect_error(pol + "store: {type: memory, snapshot: {interval: 10s}}\n", "cfg.yaml:3: ", "'path' is required");
+  expect_error(pol + "store: {type: memory, snapshot: {path: counts.snap}}\n", "cfg.yaml:3: ", "absolute file name");
+  expect_error(pol + "store: {type: memory, snapshot: {path: /s, interval: 500ms}}\n", "cfg.yaml:3: ",
+               "between 1s and 1d");
+  expect_error(pol + "store: {type: memory, snapshot: {path: /s, on_corrupt: ignore}}\n", "cfg.yaml:3: ",
+               "store.snapshot.on_corrupt must be refuse or start_empty");
+  expect_error(pol + "store: {type: memory, snapshot: {path: /s, every: 1s}}\n", "cfg.yaml:3: ",
+               "unknown key 'every' in store.snapshot");
+  expect_error(pol + "store: {type: redis, snapshot: {path: /s}}\n", "cfg.yaml:3: ", "only to type: memory");
+}
+
 TEST(Config, HardeningSettings) {
   const std::string pol = "policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\n";
   auto d = parse_config(pol, "cfg.yaml");

@@ -133,6 +133,7 @@ int App::run() {
   });
   control_.run();
   joiner.join();
+  if (store_->stop) store_->stop();  // every worker has finished: no request reaches the store
   log_line("info", "ratelimitd stopped");
   return kExitOk;
 }

@@ -12,6 +12,7 @@
 #include "distributed_metrics.h"
 #include "log.h"
 #include "memory_upkeep.h"
+#include "try.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/region_store.h"
 
@@ -88,11 +89,13 @@ Result<OpenedStore> open_inner_store(const StoreConfig& config, Metrics& metrics
     o.when_saturated = config.when_saturated;
     auto store = std::make_shared<MemoryStore>(o);
     auto upkeep = std::make_shared<MemoryUpkeep>(store, config);
+    RL_TRY(upkeep->restore());  // store.snapshot: the counts before the restart
     upkeep->add_metrics(metrics);
     OpenedStore opened;
     opened.store = std::move(store);
     opened.ready = [] { return Status(); };  // in process: ready as long as it exists
     opened.tick = [upkeep](std::chrono::steady_clock::time_point now) { return upkeep->tick(now); };
+    opened.stop = [upkeep] { upkeep->final_snapshot(); };
     return opened;
   }
   return open_redis_store(config, metrics);

@@ -27,6 +27,9 @@ struct OpenedStore {
   // Memory only (else empty): the control loop's poll (every 500 ms); a line to log ("warn"),
   // if any (memory_upkeep.h).
   std::function<std::optional<std::string>(std::chrono::steady_clock::time_point)> tick;
+  // Memory only (else empty): at shutdown, once no request can reach the store (the last
+  // store.snapshot write).
+  std::function<void()> stop;
 };
 
 // Errors: kInvalidArgument for a bad setting (e.g. a malformed URL), kUnavailable /

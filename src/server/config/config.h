@@ -46,6 +46,19 @@ struct DenialCacheConfig {
   friend bool operator==(const DenialCacheConfig&, const DenialCacheConfig&) = default;
 };
 
+// store.snapshot (memory store only): the counts written to `path` every `interval` and at
+// shutdown, read back at start (docs/operations.md, "Counts across a restart").
+enum class SnapshotCorrupt : uint8_t {
+  kRefuse,      // a file that cannot be read whole stops the start (exit code 1)
+  kStartEmpty,  // logged, and the store starts empty
+};
+struct SnapshotConfig {
+  std::string path;
+  Micros interval{30'000'000};  // 0: only at shutdown
+  SnapshotCorrupt on_corrupt = SnapshotCorrupt::kRefuse;
+  friend bool operator==(const SnapshotConfig&, const SnapshotConfig&) = default;
+};
+
 struct StoreConfig {
   StoreType type = StoreType::kMemory;
   DenialCacheConfig denial_cache;  // either store type
@@ -54,6 +67,7 @@ struct StoreConfig {
   size_t shards = 64;
   size_t max_bytes = size_t{256} << 20;  // MemoryStoreOptions::max_bytes
   SaturationChoice when_saturated = SaturationChoice::kRefuse;  // store.when_saturated
+  std::optional<SnapshotConfig> snapshot;  // store.snapshot
   // redis
   std::string url = "redis://127.0.0.1:6379/0";
   size_t connections = 0;  // pool size; 0 = the Redis store's default (2 per core, <= 16)

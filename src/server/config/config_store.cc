@@ -1,5 +1,5 @@
 // config_store.cc — the `store:` section of the native configuration (StoreConfig): memory
-// (max_keys, max_bytes, shards, when_saturated) or redis (url, pool, timeouts, on_failure, key_prefix,
+// (max_keys, max_bytes, shards, when_saturated, snapshot) or redis (url, pool, timeouts, on_failure, key_prefix,
 // key_layout, tls, sentinel credentials), and the exact denial cache in front of either.
 // Invariants: a key of the other store type is refused by name; the Redis URL is checked by the
 // store's own parser (one definition of its forms; the password never appears in a message).
@@ -48,13 +48,41 @@ Status parse_denial_cache(const Parser& p, const YAML::Node& n, DenialCacheConfi
   return {};
 }
 
+// store.snapshot: { path, interval, on_corrupt }. The path must be absolute (ratelimitd may run
+// from any directory; a relative path would move with it) and its directory is not checked here:
+// the start reads the file, and a write that fails is logged and counted, never fatal.
+Status parse_snapshot(const Parser& p, const YAML::Node& n, SnapshotConfig& out) {
+  RL_TRY(p.check_map(n, "store.snapshot", {"path", "interval", "on_corrupt"}));
+  if (!n["path"]) return p.error(n, "store.snapshot: 'path' is required (an absolute file name)");
+  RL_TRY_ASSIGN(out.path, p.string(n["path"], "store.snapshot.path"));
+  if (out.path.empty() || out.path.front() != '/' || out.path.back() == '/') {
+    return p.error(n["path"], "store.snapshot.path must be an absolute file name, got '" + out.path + "'");
+  }
+  if (n["interval"]) {
+    if (n["interval"].IsScalar() && n["interval"].Scalar() == "0") {
+      out.interval = Micros{0};
+    } else {
+      RL_TRY_ASSIGN(out.interval, p.duration(n["interval"], "store.snapshot.interval"));
+      if (out.interval < Micros{1'000'000} || out.interval > Micros{int64_t{86'400} * 1'000'000}) {
+        return p.error(n["interval"], "store.snapshot.interval must be 0 (only at shutdown) or between 1s and 1d");
+      }
+    }
+  }
+  if (n["on_corrupt"]) {
+    RL_TRY_ASSIGN(out.on_corrupt, p.one_of<SnapshotCorrupt>(n["on_corrupt"], "store.snapshot.on_corrupt",
+                                                            {{"refuse", SnapshotCorrupt::kRefuse},
+                                                             {"start_empty", SnapshotCorrupt::kStartEmpty}}));
+  }
+  return {};
+}
+
 }  // namespace
 
 Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
   RL_TRY(p.check_map(n, "store", {"type", "max_keys", "max_bytes", "shards", "url", "connections", "pool", "connect_timeout",
                                   "command_timeout", "on_failure", "key_prefix", "tls",
                                   "require_noeviction", "sentinel_user", "sentinel_password", "denial_cache",
-                                  "key_layout", "when_saturated"}));
+                                  "key_layout", "when_saturated", "snapshot"}));
   if (n["denial_cache"]) RL_TRY(parse_denial_cache(p, n["denial_cache"], out.denial_cache));
   if (!n["type"]) return p.error(n, "store: 'type' is required (memory or redis)");
   RL_TRY_ASSIGN(out.type, p.one_of<StoreType>(n["type"], "store.type",
@@ -79,13 +107,18 @@ Status parse_store(const Parser& p, const YAML::Node& n, StoreConfig& out) {
       RL_TRY_ASSIGN(v, p.integer(n["max_bytes"], "store.max_bytes", int64_t{1} << 20, int64_t{1} << 40));
       out.max_bytes = static_cast<size_t>(v);
     }
+    if (n["snapshot"]) {
+      SnapshotConfig snap;
+      RL_TRY(parse_snapshot(p, n["snapshot"], snap));
+      out.snapshot = std::move(snap);
+    }
     if (n["when_saturated"]) {  // a key flood beyond the eviction residue's room (design.md)
       RL_TRY_ASSIGN(out.when_saturated,
                     p.one_of<SaturationChoice>(n["when_saturated"], "store.when_saturated",
                                                {{"refuse", SaturationChoice::kRefuse}, {"admit", SaturationChoice::kAdmit}}));
     }
   } else {
-    for (const char* k : {"max_keys", "max_bytes", "shards", "when_saturated"}) {
+    for (const char* k : {"max_keys", "max_bytes", "shards", "when_saturated", "snapshot"}) {
       if (n[k]) return p.error(n[k], std::string("store.") + k + " applies only to type: memory");
     }
     if (n["url"]) {

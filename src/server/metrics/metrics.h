@@ -70,6 +70,10 @@ enum class StoreMetric : uint8_t {
   kMemoryStoreEvictionsForBytesTotal,
   kMemoryStoreResidueSaturatedTotal,
   kMemoryStoreResidueDroppedTotal,
+  kMemoryStoreSnapshotLastSuccess,
+  kMemoryStoreSnapshotLastDuration,
+  kMemoryStoreSnapshotKeys,
+  kMemoryStoreSnapshotFailuresTotal,
   kDenialCacheHitsTotal,
   kDenialCacheMissesTotal,
   kDenialCacheBypassedTotal,
@@ -123,7 +127,7 @@ enum class StoreMetric : uint8_t {
   kRegionUntrackedTotal,
   kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 68;
+inline constexpr size_t kStoreMetricCount = 72;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);
