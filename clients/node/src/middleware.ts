@@ -35,6 +35,16 @@ export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req)
   const cost = typeof opts.cost === 'function' ? opts.cost(req) : opts.cost ?? 1;
   const decision = await opts.limiter.acquire(policy, key, { cost });
   const info = opts.limiter.describe(policy);
-  if (info === undefined) throw new RateLimitError('protocol', `no quota or window known for policy '${policy}'`);
+  if (info === undefined) {
+    // ratelimitd has not answered once since the app started, so nothing says the policy's
+    // quota and window: the failure policy still answers (issue 31 defect 1), without the
+    // RateLimit-Policy and RateLimit fields it cannot fill in truthfully.
+    if (decision.reason !== 'failed_open' && decision.reason !== 'failed_closed') {
+      throw new RateLimitError('protocol', `no quota or window known for policy '${policy}'`);
+    }
+    const answer = renderDecisions([decision], [{ name: policy, quota: decision.limit, windowUs: 0 }]);
+    answer.headers = answer.headers.filter(([name]) => name !== 'RateLimit-Policy' && name !== 'RateLimit');
+    return answer;
+  }
   return renderDecisions([decision], [{ ...info, quota: decision.limit || info.quota }]);
 }

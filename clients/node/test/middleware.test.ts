@@ -257,6 +257,20 @@ test("the shipped library file is byte for byte what ratelimitd loads into Redis
   }
 });
 
+// Issue 31 defect 1: an app whose ratelimitd has never answered (no policy header seen, no
+// `windows` option) answered 500 "no quota or window known"; the failure policy answers instead.
+test('ratelimitd never reached since start: Express answers by the failure policy, not 500', async () => {
+  for (const [onFailure, status] of [['open', 200], ['closed', 429]] as const) {
+    const never = new RatelimitdLimiter({ url: 'http://127.0.0.1:9', onFailure, timeoutMs: 500 });
+    const port = await expressApp(never);
+    const a = await get(port, '/items', 'x');
+    assert.equal(a.status, status, `onFailure ${onFailure}: ${a.body}`);
+    assert.equal(a.headers['ratelimit-policy'], undefined, 'no quota or window to tell');
+    if (status === 429) assert.equal(a.headers['retry-after'], '1');
+    else assert.equal(a.body, '{"items":[]}');
+  }
+});
+
 test('ratelimitd down: the failure policy answers', async () => {
   const gone = new RatelimitdLimiter({ url: 'http://127.0.0.1:9', onFailure: 'closed', timeoutMs: 500 });
   const d = await gone.acquire('api', 'k');

@@ -5,7 +5,7 @@ exception from a key or cost function, or bad input, is the application's bug an
 from typing import Optional
 
 from .errors import RateLimitError
-from .headers import Answer, render_decisions
+from .headers import Answer, PolicyInfo, render_decisions
 
 
 def _resolve(value, req):
@@ -15,7 +15,14 @@ def _resolve(value, req):
 def render(limiter, policy: str, decision) -> Answer:
     info = limiter.describe(policy)
     if info is None:
-        raise RateLimitError("protocol", f"no quota or window known for policy {policy!r}")
+        # ratelimitd has not answered once since the app started, so nothing says the policy's
+        # quota and window: the failure policy still answers (issue 31 defect 1), without the
+        # RateLimit-Policy and RateLimit fields it cannot fill in truthfully.
+        if decision.reason not in ("failed_open", "failed_closed"):
+            raise RateLimitError("protocol", f"no quota or window known for policy {policy!r}")
+        answer = render_decisions([decision], [PolicyInfo(policy, decision.limit, 0)])
+        headers = [(k, v) for k, v in answer.headers if k not in ("RateLimit-Policy", "RateLimit")]
+        return Answer(answer.status, headers, answer.body)
     if decision.limit:
         info = type(info)(info.name, decision.limit, info.window_us)
     return render_decisions([decision], [info])

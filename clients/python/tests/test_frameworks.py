@@ -287,6 +287,21 @@ class Frameworks(unittest.TestCase):
         finally:
             own.stop()
 
+    def test_ratelimitd_never_reached_answers_by_the_failure_policy(self):
+        # Issue 31 defect 1: no policy header ever seen (ratelimitd down since the app started)
+        # answered a plain 500; the failure policy answers instead, without quota or window.
+        for on_failure, want in (("open", 200), ("closed", 429)):
+            never = RatelimitdLimiter("http://127.0.0.1:9", on_failure=on_failure, timeout=0.5)
+            server = FlaskThread(flask_app(never))
+            try:
+                status, h, body = get(server.port, "/items", "x")
+                self.assertEqual(status, want, f"{on_failure}: {body}")
+                self.assertNotIn("ratelimit-policy", h)
+                if want == 429:
+                    self.assertEqual(h["retry-after"], "1")
+            finally:
+                server.stop()
+
     def test_ratelimitd_down(self):
         gone = RatelimitdLimiter("http://127.0.0.1:9", on_failure="closed", timeout=0.5)
         self.assertEqual(gone.acquire("api", "k").reason, "failed_closed")

@@ -46,6 +46,13 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 			}
 			d, err := l.Record(r.Context(), policy, o.Key(r), cost)
 			info, ok := l.Describe(policy)
+			failure := d.Reason == "failed_open" || d.Reason == "failed_closed"
+			if err == nil && !ok && failure {
+				// ratelimitd has not answered once since the app started, so nothing says the
+				// policy's quota and window: the failure policy still answers (issue 31 defect 1),
+				// without the RateLimit-Policy and RateLimit fields it cannot fill in truthfully.
+				info, ok = PolicyInfo{Name: policy, Quota: d.Limit}, true
+			}
 			if err != nil || !ok {
 				if err == nil {
 					err = &Error{Code: "protocol", Message: "no quota or window known for policy " + policy}
@@ -61,6 +68,9 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 			}
 			a := RenderDecisions([]Decision{d}, []PolicyInfo{info})
 			for _, h := range a.Headers {
+				if info.Window == 0 && (h[0] == "RateLimit-Policy" || h[0] == "RateLimit") {
+					continue // the failure policy's answer before ratelimitd ever answered (above)
+				}
 				w.Header().Set(h[0], h[1])
 			}
 			if a.Status != http.StatusOK {

@@ -301,3 +301,23 @@ func TestRatelimitdDown(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// Issue 31 defect 1: an app whose ratelimitd has never answered (no policy header seen) answered
+// 500 "no quota or window known"; the failure policy answers instead, without quota or window.
+func TestRatelimitdNeverReachedAnswersByTheFailurePolicy(t *testing.T) {
+	for _, c := range []struct {
+		policy FailurePolicy
+		status int
+	}{{FailOpen, http.StatusOK}, {FailClosed, http.StatusTooManyRequests}} {
+		l, _ := NewRatelimitdLimiter("http://127.0.0.1:9", RatelimitdOptions{OnFailure: c.policy, Timeout: 500 * time.Millisecond})
+		srv := app(l)
+		a := get(t, srv.URL+"/items", "x")
+		srv.Close()
+		if a.status != c.status || a.header.Get("RateLimit-Policy") != "" {
+			t.Fatalf("failure policy %v: %d %v %s", c.policy, a.status, a.header, a.body)
+		}
+		if c.status == http.StatusTooManyRequests && a.header.Get("Retry-After") != "1" {
+			t.Fatalf("Retry-After %q", a.header.Get("Retry-After"))
+		}
+	}
+}

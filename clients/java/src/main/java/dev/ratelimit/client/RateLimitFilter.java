@@ -89,7 +89,20 @@ public final class RateLimitFilter implements Filter {
 
   /** The rendered answer for one decision of `policy` (shared with the Spring adapter). */
   public static Headers.Answer answer(RatelimitdClient client, String policy, Decision d) {
-    PolicyInfo info = client.describe(policy).orElseThrow(
+    java.util.Optional<PolicyInfo> known = client.describe(policy);
+    boolean failure = d.reason().equals("failed_open") || d.reason().equals("failed_closed");
+    if (known.isEmpty() && failure) {
+      // ratelimitd has not answered once since the app started, so nothing says the policy's
+      // quota and window: the failure policy still answers (issue 31 defect 1), without the
+      // RateLimit-Policy and RateLimit fields it cannot fill in truthfully.
+      Headers.Answer a = Headers.render(List.of(d), List.of(new PolicyInfo(policy, d.limit(), 0)));
+      List<String[]> kept = new java.util.ArrayList<>();
+      for (String[] h : a.headers()) {
+        if (!h[0].equals("RateLimit-Policy") && !h[0].equals("RateLimit")) kept.add(h);
+      }
+      return new Headers.Answer(a.status(), kept, a.body());
+    }
+    PolicyInfo info = known.orElseThrow(
         () -> new RateLimitException("protocol", "no quota or window known for policy " + policy));
     if (d.limit() != 0) info = new PolicyInfo(info.name(), d.limit(), info.windowUs());
     return Headers.render(List.of(d), List.of(info));

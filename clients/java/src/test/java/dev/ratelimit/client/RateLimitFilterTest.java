@@ -268,6 +268,16 @@ public final class RateLimitFilterTest {
       check(open.allowed() && "failed_open".equals(open.reason()), "open " + open);
       Got down = get(http, port, "/items", "java-down-" + RUN);
       check(down.status() == 429 && "1".equals(down.h("Retry-After")), "filter with ratelimitd down: " + down.status() + " " + down.headers().map());
+
+      // Issue 31 defect 1: a client that never heard from ratelimitd (no policy header seen)
+      // answered 500 "no quota or window known"; the failure policy answers, without q or w.
+      for (FailurePolicy fp : new FailurePolicy[] {FailurePolicy.OPEN, FailurePolicy.CLOSED}) {
+        RatelimitdClient never = new RatelimitdClient("http://127.0.0.1:9", fp, Duration.ofMillis(500), null);
+        Headers.Answer a = RateLimitFilter.answer(never, "api", never.acquire("api", "k", 1));
+        int want = fp == FailurePolicy.OPEN ? 200 : 429;
+        check(a.status() == want && a.headers().stream().noneMatch(h -> h[0].equals("RateLimit-Policy")),
+            "never reached, " + fp + ": " + a.status());
+      }
     } finally {
       if (jetty != null) jetty.stop();
       stop(daemon);
