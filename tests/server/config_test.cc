@@ -215,12 +215,12 @@ TEST(Config, MemoryStoreSnapshot) {
   ASSERT_TRUE(d->store.snapshot.has_value());
   EXPECT_EQ(d->store.snapshot->path, "/var/lib/ratelimitd/counts.snap");
   EXPECT_EQ(d->store.snapshot->interval, Micros{30'000'000});
-  EXPECT_EQ(d->store.snapshot->on_corrupt, SnapshotCorrupt::kRefuse);
-  auto c = parse_config(pol + "store: {type: memory, snapshot: {path: /s, interval: 0, on_corrupt: start_empty}}\n",
+  EXPECT_EQ(d->store.snapshot->on_corrupt, SnapshotCorrupt::kStartEmpty);
+  auto c = parse_config(pol + "store: {type: memory, snapshot: {path: /s, interval: 0, on_corrupt: refuse}}\n",
                         "cfg.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->store.snapshot->interval, Micros{0});
-  EXPECT_EQ(c->store.snapshot->on_corrupt, SnapshotCorrupt::kStartEmpty);
+  EXPECT_EQ(c->store.snapshot->on_corrupt, SnapshotCorrupt::kRefuse);
   expect_error(pol + "store: {type: memory, snapshot: {interval: 10s}}\n", "cfg.yaml:3: ", "'path' is required");
   expect_error(pol + "store: {type: memory, snapshot: {path: counts.snap}}\n", "cfg.yaml:3: ", "absolute file name");
   expect_error(pol + "store: {type: memory, snapshot: {path: /s, interval: 500ms}}\n", "cfg.yaml:3: ",

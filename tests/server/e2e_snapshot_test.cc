@@ -5,8 +5,8 @@
 //   - kill -9: what was counted up to the last interval's write survives, at most what came
 //     after it is lost (measured and printed);
 //   - a policy changed between the two processes decides the restored count as configured now;
-//   - a damaged file or one of another format version refuses the start (exit 1, the file and
-//     the reason in the log) unless on_corrupt: start_empty, which starts empty and says so.
+//   - a damaged file or one of another format version: the start goes on empty and says so
+//     (the default), or with on_corrupt: refuse stops (exit 1, the file and the reason logged).
 // Windows are 1 h (started with room in their hour, window_room.h) and the buckets refill by
 // 0.001 a second, so no count moves on its own while a test restarts the daemon.
 #include <gtest/gtest.h>
@@ -155,8 +155,9 @@ TEST(Snapshot, ACountRestoredIsDecidedUnderThePolicyAsConfiguredNow) {
   EXPECT_EQ(gone.status, 400u) << gone.body;
 }
 
-// A valid file, then damaged three ways.
-TEST(Snapshot, ADamagedOrForeignFileRefusesTheStartUnlessStartEmpty) {
+// A valid file, then damaged three ways: by default the start goes on empty and says so; with
+// on_corrupt: refuse it stops.
+TEST(Snapshot, ADamagedOrForeignFileStartsEmptyOrWithRefuseStopsTheStart) {
   testing::await_window_room(std::chrono::hours(1), std::chrono::seconds(120));
   TempDir dir;
   const std::string file = dir.path + "/counts.snap";
@@ -176,12 +177,12 @@ TEST(Snapshot, ADamagedOrForeignFileRefusesTheStartUnlessStartEmpty) {
                                     std::pair{"a flipped byte", flipped}}) {
     std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
     Daemon refused;
-    EXPECT_FALSE(refused.start(config(file))) << what;
+    EXPECT_FALSE(refused.start(config(file, ", on_corrupt: refuse"))) << what;
     EXPECT_EQ(refused.wait_exit(5s), 1) << what << "\n" << refused.log();
     EXPECT_NE(refused.log().find("store.snapshot " + file + ": snapshot refused"), std::string::npos)
         << what << "\n" << refused.log();
     Daemon empty;
-    ASSERT_TRUE(empty.start(config(file, ", on_corrupt: start_empty"))) << what << "\n" << empty.log();
+    ASSERT_TRUE(empty.start(config(file))) << what << "\n" << empty.log();
     EXPECT_NE(empty.log().find("on_corrupt: start_empty: the store starts empty"), std::string::npos) << empty.log();
     EXPECT_EQ(take(empty.port(), "fw", "k", 1), 99) << what << ": empty, as the log says";
   }

@@ -35,8 +35,9 @@ class MemoryUpkeep {
   MemoryUpkeep(std::shared_ptr<MemoryStore> store, const StoreConfig& config);
   // store.snapshot, before the store serves: reads the file into it. No file: an empty start
   // (logged). A file that cannot be read whole (damaged, truncated, another format version):
-  // kUnavailable naming the file and why (on_corrupt: refuse — the start fails, exit code 1),
-  // or logged and an empty start (on_corrupt: start_empty). No snapshot configured: nothing.
+  // logged and an empty start (on_corrupt: start_empty, the default), or kUnavailable naming
+  // the file and why (on_corrupt: refuse — the start fails, exit code 1). No snapshot
+  // configured: nothing.
   Status restore();
   // At shutdown, once no request can reach the store: the last snapshot (logged either way).
   void final_snapshot();

@@ -55,7 +55,9 @@ enum class SnapshotCorrupt : uint8_t {
 struct SnapshotConfig {
   std::string path;
   Micros interval{30'000'000};  // 0: only at shutdown
-  SnapshotCorrupt on_corrupt = SnapshotCorrupt::kRefuse;
+  // Start empty by default (issue 33): a limiter that cannot start takes the API down with it;
+  // a fresh limit for one restart is the lesser harm, and it is logged and alertable.
+  SnapshotCorrupt on_corrupt = SnapshotCorrupt::kStartEmpty;
   friend bool operator==(const SnapshotConfig&, const SnapshotConfig&) = default;
 };
 
