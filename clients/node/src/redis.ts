@@ -11,8 +11,11 @@
 // that, a lone early decision leaves as a batch of 1 beside a batch of all the rest, and the
 // big batch alternates between Redis and this process with one side idle at a time.
 // The clock is Redis' own TIME, read once per batch; `nowUs` (conformance tests only) overrides.
-// Failures: a connection that is down, a command timeout or an error reply decide by
-// `onFailure` ('open' admits, 'closed' denies for 1 s), counted in `failures`; a flushed library
+// Failures: a connection that is down, no answer within `commandTimeoutMs` or an error reply
+// decide by `onFailure` ('open' admits, 'closed' denies for 1 s), counted in `failures`. The
+// bound is this client's own timer around the whole decision (library load included), so it
+// holds for an ioredis client the caller passed too, whatever that client's options (issue 31
+// defect 2: one without commandTimeout left acquire() pending while Redis hung); a flushed library
 // ("Function not found") is loaded again and the batch retried once. Bad input throws
 // RateLimitError before anything is sent; a library that Redis lacks and this client cannot
 // load rejects with RateLimitError('library_missing') naming the versions Redis has.
@@ -34,7 +37,7 @@ export interface RedisLimiterOptions {
   keyPrefix?: string;
   /** What a decision answers when Redis cannot: 'open' (default) admits, 'closed' denies. */
   onFailure?: FailurePolicy;
-  /** Bound on one call, ms (default 250). Applies to the URL form only. */
+  /** Bound on one decision, ms (default 250), with the URL form or a client of the caller's. */
   commandTimeoutMs?: number;
   /** The library: its text, a path, or {version} of one already loaded (see library.ts). */
   library?: string | { version: string };
@@ -80,6 +83,7 @@ export class RedisLimiter {
   private readonly prefix: string;
   private readonly onFailure: FailurePolicy;
   private readonly maxInFlight: number;
+  private readonly timeoutMs: number;
   private readonly onError?: (err: Error) => void;
   private readonly fn: string;
   private queue: Item[] = [];
@@ -100,12 +104,14 @@ export class RedisLimiter {
     this.onFailure = options.onFailure ?? 'open';
     if (this.onFailure !== 'open' && this.onFailure !== 'closed') throw new RateLimitError('invalid_policy', "onFailure must be 'open' or 'closed'");
     this.maxInFlight = Math.max(1, options.maxInFlight ?? 4);
+    this.timeoutMs = options.commandTimeoutMs ?? 250;
+    if (!Number.isFinite(this.timeoutMs) || this.timeoutMs <= 0) throw new RateLimitError('invalid_policy', `commandTimeoutMs must be a positive number, got ${this.timeoutMs}`);
     this.onError = options.onError;
     this.library = findLibrary(options.library);
     this.fn = `rl${this.library.version}_batch`;
     if (typeof options.redis === 'string') {
       this.redis = new Redis(options.redis, {
-        commandTimeout: options.commandTimeoutMs ?? 250,
+        commandTimeout: this.timeoutMs,
         maxRetriesPerRequest: 0,
         enableOfflineQueue: false,
         lazyConnect: true,
@@ -214,19 +220,35 @@ export class RedisLimiter {
     }
   }
 
+  // The library (when not yet known loaded) and the FCALL, retried once on a flushed library.
+  private async call(argv: string[]): Promise<unknown> {
+    await this.ready();
+    try {
+      return await this.redis.call('FCALL', argv);
+    } catch (e) {
+      if (!/Function not found/i.test((e as Error).message)) throw e;
+      this.loaded = null; // flushed (restart, FUNCTION FLUSH, failover): load and retry once
+      await this.ready();
+      return await this.redis.call('FCALL', argv);
+    }
+  }
+
+  // call() or, after timeoutMs, an 'unavailable' error. The command itself is not withdrawn (a
+  // client of the caller's may queue it until Redis answers); its late reply is dropped.
+  private bounded(argv: string[]): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RateLimitError('unavailable', `no answer from Redis within ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    const work = this.call(argv);
+    work.catch(() => {}); // a failure after the deadline is already answered
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  }
+
   private async send(items: Item[]): Promise<void> {
     let reply: unknown;
     try {
-      await this.ready();
-      const argv = encodeBatch(this.fn, items);
-      try {
-        reply = await this.redis.call('FCALL', argv);
-      } catch (e) {
-        if (!/Function not found/i.test((e as Error).message)) throw e;
-        this.loaded = null; // flushed (restart, FUNCTION FLUSH, failover): load and retry once
-        await this.ready();
-        reply = await this.redis.call('FCALL', argv);
-      }
+      reply = await this.bounded(encodeBatch(this.fn, items));
       if (!Array.isArray(reply) || reply.length !== 4 * items.length) {
         throw new RateLimitError('protocol', `unexpected reply from the function library: ${JSON.stringify(reply)}`);
       }

@@ -237,6 +237,32 @@ test('Redis down: the failure policy answers within the command timeout', async 
   }
 });
 
+// Issue 31 defect 2: a limiter on an ioredis client of the app's own (no commandTimeout, offline
+// queue on) still answered nothing 3 s after Redis hung (SIGSTOP): the bound was the URL form's
+// commandTimeout only. Now the limiter's own timer bounds every decision.
+test("Redis hung (SIGSTOP) under the app's own ioredis client: the failure policy answers within the timeout", async () => {
+  const own = await startRedis();
+  const Redis = (await import('ioredis')).default;
+  const conn = new Redis(own.url);
+  const l = new RedisLimiter({ redis: conn, policies: POLICIES, onFailure: 'closed', commandTimeoutMs: 200 });
+  try {
+    await answersWithinLimit(l);
+    own.proc.kill('SIGSTOP');
+    // As above: an order of events (before a 2 s timer), not a wall-clock figure.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((r) => { timer = setTimeout(() => r('late'), 2000); });
+    const d = await Promise.race([l.acquire('api', 'k'), late]);
+    clearTimeout(timer);
+    assert.notEqual(d, 'late', 'no failure-policy answer within 2 s (timeout 200 ms)');
+    assert.equal((d as { reason: string }).reason, 'failed_closed');
+  } finally {
+    own.proc.kill('SIGCONT');
+    conn.disconnect();
+    await l.close();
+    await own.stop();
+  }
+});
+
 test("the shipped library file is byte for byte what ratelimitd loads into Redis", async () => {
   const own = await startRedis();
   const d = await startRatelimitd(YAML(own.url));
