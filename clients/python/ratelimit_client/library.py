@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from redis.exceptions import ResponseError
+
 from .errors import RateLimitError
 
 _HEADER = re.compile(r"^#!lua name=ratelimit_([0-9a-f]{12})\n")
@@ -80,13 +82,15 @@ def missing_error(lib: Library, names: list, load_error: str) -> RateLimitError:
 
 
 def ensure_library(execute, lib: Library) -> None:
-    """Loads `lib` (when it has the text) or checks it is loaded; `execute(*args)` runs one command."""
+    """Loads `lib` (when it has the text) or checks it is loaded; `execute(*args)` runs one command.
+    Only a refusal by Redis falls back to FUNCTION LIST; a timeout or lost connection propagates
+    (the caller's failure policy answers after one timeout, not two: issue 31 defect 3)."""
     load_error = ""
     if lib.text is not None:
         try:
             execute("FUNCTION", "LOAD", lib.text)
             return
-        except Exception as e:  # noqa: BLE001 - any refusal falls back to the listing
+        except ResponseError as e:  # Redis refused it: the listing says why; no answer propagates
             if "already exists" in str(e):
                 return
             load_error = f" (FUNCTION LOAD failed: {e})"
@@ -102,7 +106,7 @@ async def ensure_library_async(execute, lib: Library) -> None:
         try:
             await execute("FUNCTION", "LOAD", lib.text)
             return
-        except Exception as e:  # noqa: BLE001
+        except ResponseError as e:
             if "already exists" in str(e):
                 return
             load_error = f" (FUNCTION LOAD failed: {e})"

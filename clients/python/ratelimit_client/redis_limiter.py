@@ -11,7 +11,9 @@ AsyncRedisLimiter's batches take even shares of what is outstanding (default 4 c
 so Redis decides one batch while the event loop answers another. acquire_many() sends its own
 batch.
 
-Failures: a refused or lost connection, a timeout (socket_timeout, default 0.25 s) or an error
+Failures: a refused or lost connection, a timeout (`timeout`, default 0.25 s: the socket
+timeout of a client made from a URL; AsyncRedisLimiter also bounds each call by it with its own
+timer, so a client the caller passed in cannot hang a request: issue 31 defect 2) or an error
 reply decide by on_failure ('open' admits, 'closed' denies for 1 s), counted in `failures`; a
 flushed library is loaded again and the call retried once. Bad input raises RateLimitError
 before anything is sent; a library Redis lacks and this client cannot load raises
@@ -153,6 +155,7 @@ class AsyncRedisLimiter(LimiterCore):
         else:
             self.redis = redis_url_or_client
         self.max_in_flight = max(1, max_in_flight)
+        self.timeout = timeout
         self.on_error = on_error
         self._queue: List[tuple] = []
         self._in_flight = 0
@@ -213,10 +216,18 @@ class AsyncRedisLimiter(LimiterCore):
             await self.connect()
             return await self.redis.execute_command("FCALL", self.function, *args)
 
+    async def _bounded(self, items: List[Item]):
+        """_call within self.timeout, else asyncio.TimeoutError. The call is shielded, not
+        cancelled: cancelling a command mid-reply can leave its answer on the connection for the
+        next command to read (redis-py before 4.5.3, CVE-2023-28858); a late one is dropped."""
+        task = asyncio.ensure_future(self._call(items))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a late error is answered
+        return await asyncio.wait_for(asyncio.shield(task), self.timeout)
+
     async def _send(self, batch) -> None:
         items = [it for it, _ in batch]
         try:
-            reply = await self._call(items)
+            reply = await self._bounded(items)
             results = decode_reply(reply, [it.policy.limit for it in items])
         except RateLimitError as e:
             if e.code == "library_missing":

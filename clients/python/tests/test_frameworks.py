@@ -6,10 +6,14 @@ ratelimitd's own; counts shared with ratelimitd; bad input; Redis or ratelimitd 
 import asyncio
 import http.client
 import json
+import os
+import signal
 import threading
 import time
 import unittest
 
+import redis
+import redis.asyncio as aioredis
 import uvicorn
 from fastapi import FastAPI
 from flask import Flask
@@ -32,6 +36,23 @@ policies:
   api:    {{ algorithm: sliding_window_log, limit: 10, window: 60s }}
   bucket: {{ algorithm: token_bucket, rate: 0.001, burst: 5 }}
 """
+
+
+def _name(args) -> str:
+    return f"{args[0]} {args[1]}" if args[0] == "FUNCTION" else str(args[0])
+
+
+class SyncRecording(redis.Redis):
+    """The app's own redis-py client; `sent` lists the commands given to it (to count them)."""
+    def execute_command(self, *args, **options):
+        self.sent.append(_name(args))
+        return super().execute_command(*args, **options)
+
+
+class AsyncRecording(aioredis.Redis):
+    async def execute_command(self, *args, **options):
+        self.sent.append(_name(args))
+        return await super().execute_command(*args, **options)
 
 
 def get(port, path, client):
@@ -285,6 +306,43 @@ class Frameworks(unittest.TestCase):
             finally:
                 server.stop()
         finally:
+            own.stop()
+
+    def test_redis_hung_under_the_apps_own_client(self):
+        """Issue 31 defects 2 and 3, Redis stopped by SIGSTOP. An AsyncRedisLimiter on the app's own
+        client (no socket_timeout) still answered nothing after 3 s: now its timeout bounds each
+        call. And every call through the outage re-sent the library (FUNCTION LOAD timing out,
+        swallowed, then FUNCTION LIST timing out: twice the timeout, 49 KB a call): now one FCALL
+        a call, so one timeout. Counted in commands, not measured in seconds."""
+        own = start_redis()
+        sync_client = SyncRecording.from_url(own.url, socket_timeout=0.2)
+        sync_client.sent = []
+        sync_l = RedisLimiter(sync_client, POLICIES, on_failure="closed", timeout=0.2)
+
+        async def scenario():  # one event loop for the asyncio limiter's whole life
+            bare = AsyncRecording.from_url(own.url)
+            bare.sent = []
+            async_l = AsyncRedisLimiter(bare, POLICIES, on_failure="closed", timeout=0.2)
+            self.assertTrue(self.answers_within_limit(sync_l.acquire))
+            self.assertTrue(await self.answers_within_limit_async(async_l.acquire))
+            os.kill(own.proc.pid, signal.SIGSTOP)
+            try:
+                sync_client.sent.clear()
+                bare.sent.clear()
+                da = [await asyncio.wait_for(async_l.acquire("api", "k"), 3) for _ in range(3)]
+                ds = [sync_l.acquire("api", "k") for _ in range(3)]
+            finally:
+                os.kill(own.proc.pid, signal.SIGCONT)
+            sent = (list(bare.sent), list(sync_client.sent))
+            await async_l.close()
+            return da, ds, sent
+        try:
+            da, ds, (async_sent, sync_sent) = asyncio.run(scenario())
+            self.assertEqual([d.reason for d in da + ds], ["failed_closed"] * 6)
+            self.assertEqual(async_sent, ["FCALL"] * 3)
+            self.assertEqual(sync_sent, ["FCALL"] * 3)
+        finally:
+            sync_l.close()
             own.stop()
 
     def test_ratelimitd_never_reached_answers_by_the_failure_policy(self):
