@@ -3,7 +3,10 @@
 // answer exactly what ratelimitd answers. The adapters (express.ts, fastify.ts) only copy the
 // answer into their framework's response.
 // Failure policy: the limiter's own (onFailure): a store that cannot decide admits or denies;
-// an exception from a key/cost function or bad input is the application's bug and is passed on.
+// a key or cost the request brought that ratelimitd would refuse (RateLimitError invalid_key or
+// invalid_cost: empty, too long) answers ratelimitd's 400 {"error", "message"} on either
+// back-end (issue 31 defect 6: it was a 500); any other exception from a key/cost function is
+// the application's bug and is passed on.
 
 import { Decision } from './decision';
 import { RateLimitError } from './errors';
@@ -27,13 +30,22 @@ export interface MiddlewareOptions<Req> {
   skip?: (req: Req) => boolean;
 }
 
+/** The codes of input ratelimitd answers 400 for: the request's, not the application's. */
+const BAD_REQUEST = new Set(['invalid_key', 'invalid_cost']);
+
 /** The decision for `req` rendered, or null when skipped. */
 export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req): Promise<RenderedAnswer | null> {
   if (opts.skip?.(req)) return null;
   const policy = typeof opts.policy === 'function' ? opts.policy(req) : opts.policy;
   const key = await opts.key(req);
   const cost = typeof opts.cost === 'function' ? opts.cost(req) : opts.cost ?? 1;
-  const decision = await opts.limiter.acquire(policy, key, { cost });
+  let decision: Decision;
+  try {
+    decision = await opts.limiter.acquire(policy, key, { cost });
+  } catch (e) {
+    if (!(e instanceof RateLimitError) || !BAD_REQUEST.has(e.code)) throw e;
+    return { status: 400, headers: [['Cache-Control', 'no-store']], body: JSON.stringify({ error: e.code, message: e.message }) };
+  }
   const info = opts.limiter.describe(policy);
   if (info === undefined) {
     // ratelimitd has not answered once since the app started, so nothing says the policy's

@@ -182,6 +182,17 @@ test('bad input gets a RateLimitError naming the problem, and consumes nothing',
   assert.equal((await viaRedis.acquire('api', key)).remaining, 9);
 });
 
+// Issue 31 defect 6: a key ratelimitd refuses (here 600 bytes, over both back-ends' limits)
+// answered 500 through the middleware; now ratelimitd's own 400 invalid_key, on both back-ends.
+test('a key over the limit: the middleware answers 400 invalid_key as ratelimitd, on both back-ends', async () => {
+  for (const limiter of [viaRedis, viaDaemon]) {
+    const port = await expressApp(limiter);
+    const a = await get(port, '/items', 'k'.repeat(600));
+    assert.equal(a.status, 400, a.body);
+    assert.equal(JSON.parse(a.body).error, 'invalid_key');
+  }
+});
+
 test('a library version Redis lacks and the client cannot load: a clear error, not a silent failure policy', async () => {
   const l = new RedisLimiter({ redis: redis.url, policies: POLICIES, library: { version: '000000000000' } });
   try {

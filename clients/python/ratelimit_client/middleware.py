@@ -1,11 +1,24 @@
 """middleware.py — what the Starlette/FastAPI middleware and the Flask decorator share: one
 decision per request (policy, key, cost and skip from the caller) rendered by headers.py, so
-both answer exactly what ratelimitd answers. The failure policy is the limiter's own; an
-exception from a key or cost function, or bad input, is the application's bug and propagates."""
+both answer exactly what ratelimitd answers. The failure policy is the limiter's own. A key or
+cost the request brought that ratelimitd would refuse (RateLimitError invalid_key/invalid_cost)
+answers ratelimitd's 400 {"error", "message"} on either back-end (issue 31 defect 6: it was a
+500); any other exception from a key or cost function is the application's bug and propagates."""
 from typing import Optional
 
 from .errors import RateLimitError
 from .headers import Answer, PolicyInfo, render_decisions
+
+
+import json
+
+_BAD_REQUEST = ("invalid_key", "invalid_cost")  # ratelimitd's 400s: the request's input
+
+
+def _bad_request(e: RateLimitError) -> Answer:
+    if e.code not in _BAD_REQUEST:
+        raise e
+    return Answer(400, [("Cache-Control", "no-store")], json.dumps({"error": e.code, "message": str(e)}))
 
 
 def _resolve(value, req):
@@ -32,7 +45,11 @@ def decide_sync(limiter, policy, key, cost, skip, req) -> Optional[Answer]:
     if skip is not None and skip(req):
         return None
     name = _resolve(policy, req)
-    return render(limiter, name, limiter.acquire(name, key(req), _resolve(cost, req)))
+    try:
+        decision = limiter.acquire(name, key(req), _resolve(cost, req))
+    except RateLimitError as e:
+        return _bad_request(e)
+    return render(limiter, name, decision)
 
 
 async def decide_async(limiter, policy, key, cost, skip, req) -> Optional[Answer]:
@@ -42,4 +59,8 @@ async def decide_async(limiter, policy, key, cost, skip, req) -> Optional[Answer
     k = key(req)
     if hasattr(k, "__await__"):
         k = await k
-    return render(limiter, name, await limiter.acquire(name, k, _resolve(cost, req)))
+    try:
+        decision = await limiter.acquire(name, k, _resolve(cost, req))
+    except RateLimitError as e:
+        return _bad_request(e)
+    return render(limiter, name, decision)

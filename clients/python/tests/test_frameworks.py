@@ -308,6 +308,21 @@ class Frameworks(unittest.TestCase):
         finally:
             own.stop()
 
+    def test_key_over_the_limit_answers_400_as_ratelimitd(self):
+        """Issue 31 defect 6: a key ratelimitd refuses (600 bytes, over both back-ends' limits)
+        answered 500 through the middleware; now ratelimitd's own 400 invalid_key, in FastAPI and
+        Flask, on both back-ends."""
+        servers = [FlaskThread(flask_app(self.sync_redis)), FlaskThread(flask_app(self.sync_daemon)),
+                   UvicornThread(fastapi_app(AsyncRedisLimiter(self.redis.url, POLICIES, key_prefix=PREFIX, timeout=30))),
+                   UvicornThread(fastapi_app(AsyncRatelimitdLimiter(self.daemon.url, timeout=30)))]
+        try:
+            for server in servers:
+                status, _, body = get(server.port, "/items", "k" * 600)
+                self.assertEqual((status, json.loads(body)["error"]), (400, "invalid_key"), body)
+        finally:
+            for server in servers:
+                server.stop()
+
     def test_redis_hung_under_the_apps_own_client(self):
         """Issue 31 defects 2 and 3, Redis stopped by SIGSTOP. An AsyncRedisLimiter on the app's own
         client (no socket_timeout) still answered nothing after 3 s: now its timeout bounds each

@@ -1,12 +1,16 @@
 // middleware.go — net/http middleware: Middleware(limiter, opts)(handler). Admitted requests go
 // on with RateLimit-Policy and RateLimit set; denied ones are answered here with ratelimitd's
 // 429 (400 for a cost over the capacity), rendered by headers.go. The failure policy is the
-// limiter's own; an *Error (bad input from a key or cost function) answers 500 and is passed to
-// OnError, since it is the application's bug.
+// limiter's own. A key or cost the request brought that ratelimitd would refuse (*Error
+// invalid_key or invalid_cost: empty, too long) answers ratelimitd's 400 {"error", "message"}
+// on either back-end (issue 31 defect 6: it was a 500); any other *Error answers 500 and is
+// passed to OnError, since it is the application's bug.
 package ratelimit
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 )
 
@@ -45,6 +49,9 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 				cost = o.Cost(r)
 			}
 			d, err := l.Record(r.Context(), policy, o.Key(r), cost)
+			if badRequest(w, err) {
+				return
+			}
 			info, ok := l.Describe(policy)
 			failure := d.Reason == "failed_open" || d.Reason == "failed_closed"
 			if err == nil && !ok && failure {
@@ -82,4 +89,18 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// badRequest answers ratelimitd's 400 for an *Error about the request's own input.
+func badRequest(w http.ResponseWriter, err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || (e.Code != "invalid_key" && e.Code != "invalid_cost") {
+		return false
+	}
+	body, _ := json.Marshal(map[string]string{"error": e.Code, "message": e.Error()})
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(body)
+	return true
 }

@@ -137,6 +137,19 @@ func TestMiddleware(t *testing.T) {
 		defer srv.Close()
 		race(t, srv, "go-d-"+runID)
 	})
+	// Issue 31 defect 6: a key ratelimitd refuses (600 bytes, over both back-ends' limits)
+	// answered 500; now ratelimitd's own 400 invalid_key, on both back-ends.
+	t.Run("a key over the limit: 400 invalid_key as ratelimitd, on both back-ends", func(t *testing.T) {
+		for _, l := range []Limiter{f.viaRedis, f.viaD} {
+			srv := app(l)
+			a := get(t, srv.URL+"/items", strings.Repeat("k", 600))
+			srv.Close()
+			var body struct{ Error string }
+			if err := json.Unmarshal([]byte(a.body), &body); err != nil || a.status != 400 || body.Error != "invalid_key" {
+				t.Errorf("%d %s", a.status, a.body)
+			}
+		}
+	})
 	t.Run("header text equals ratelimitd's for the same decision", func(t *testing.T) {
 		key := "hdr-" + runID
 		for i := 0; i < 12; i++ {
