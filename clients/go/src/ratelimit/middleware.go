@@ -32,8 +32,15 @@ type MiddlewareOptions struct {
 	OnError    func(*http.Request, error)
 }
 
-// Middleware limits every request the handler sees.
+// Middleware limits every request the handler sees. It panics with an *Error (code
+// invalid_policy or unknown_policy) on options that would fail every request: no limiter, no
+// Key, no Policy nor PolicyFunc, or a Policy a RedisLimiter does not have (ratelimitd's policies
+// are its own, known from its answers). Issue 31 defect 7: no Key was a nil dereference per
+// request and a misspelt policy a 500 per request.
 func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler {
+	if err := checkOptions(l, o); err != nil {
+		panic(err)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if o.Skip != nil && o.Skip(r) {
@@ -103,4 +110,21 @@ func badRequest(w http.ResponseWriter, err error) bool {
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(body)
 	return true
+}
+
+func checkOptions(l Limiter, o MiddlewareOptions) error {
+	switch {
+	case l == nil:
+		return &Error{Code: "invalid_policy", Message: "Middleware: a Limiter is required"}
+	case o.Key == nil:
+		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Key is required (the key a request counts against)"}
+	case o.Policy == "" && o.PolicyFunc == nil:
+		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Policy or PolicyFunc is required"}
+	}
+	if r, ok := l.(*RedisLimiter); ok && o.PolicyFunc == nil {
+		if _, err := r.policy(o.Policy); err != nil {
+			return err
+		}
+	}
+	return nil
 }

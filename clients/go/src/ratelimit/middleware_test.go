@@ -150,6 +150,26 @@ func TestMiddleware(t *testing.T) {
 			}
 		}
 	})
+	// Issue 31 defect 7: no Key was a nil dereference on every request, a misspelt policy a 500
+	// on every request; both are refused when the middleware is made.
+	t.Run("options that would fail every request are refused at construction", func(t *testing.T) {
+		key := func(r *http.Request) string { return "k" }
+		for _, c := range []struct {
+			o    MiddlewareOptions
+			code string
+		}{{MiddlewareOptions{Policy: "api"}, "invalid_policy"}, {MiddlewareOptions{Key: key}, "invalid_policy"},
+			{MiddlewareOptions{Policy: "apii", Key: key}, "unknown_policy"}} {
+			func() {
+				defer func() {
+					if e, ok := recover().(*Error); !ok || e.Code != c.code {
+						t.Errorf("%+v: want a panic with *Error %s, got %v", c.o, c.code, e)
+					}
+				}()
+				Middleware(f.viaRedis, c.o)
+			}()
+		}
+		Middleware(f.viaRedis, MiddlewareOptions{Policy: "api", Key: key})
+	})
 	t.Run("header text equals ratelimitd's for the same decision", func(t *testing.T) {
 		key := "hdr-" + runID
 		for i := 0; i < 12; i++ {
