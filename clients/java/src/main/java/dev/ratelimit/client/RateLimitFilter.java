@@ -73,7 +73,13 @@ public final class RateLimitFilter implements Filter {
     try {
       answer = answer(client, policy, client.acquire(policy, key.apply(req), cost.applyAsLong(req)));
     } catch (RateLimitException e) {
-      throw new ServletException("rate limiter: " + e.getMessage(), e);
+      // The key comes from the request (key-header, the address): none, or one over the length
+      // bound, is the client's bad input, answered 400 as ratelimitd answers it (issue 31
+      // defect 6: it was a 500 with a stack trace). Anything else is the application's bug.
+      if (!e.code().equals("invalid_key")) throw new ServletException("rate limiter: " + e.getMessage(), e);
+      String name = e.getMessage().startsWith("key must not be empty") ? "missing_key" : "invalid_key";
+      answer = new Headers.Answer(400, List.<String[]>of(new String[] {"Cache-Control", "no-store"}),
+          "{\"error\":\"" + name + "\",\"message\":" + Json.quote(e.getMessage()) + "}");
     }
     for (String[] h : answer.headers()) res.setHeader(h[0], h[1]);
     if (answer.status() == 200) {

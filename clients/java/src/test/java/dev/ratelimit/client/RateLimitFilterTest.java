@@ -259,6 +259,16 @@ public final class RateLimitFilterTest {
       check(dop.allowed() && viaOpen.failures() == 0, "Redis down, on_failure open: " + dop);
       check(RateLimitFilter.answer(viaOpen, "api", dop).status() == 200, "Redis down, on_failure open, rendered");
 
+      // Issue 31 defect 6: a key the request makes too long, or none at all, was a 500 with a
+      // stack trace; it is 400 invalid_key / missing_key, as ratelimitd answers.
+      Got tooLong = get(http, port, "/items", "k".repeat(600));
+      check(tooLong.status() == 400 && tooLong.body().contains("\"error\":\"invalid_key\""),
+          "a 600-byte key: " + tooLong.status() + " " + tooLong.body());
+      HttpResponse<String> none = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/items"))
+          .timeout(Duration.ofSeconds(30)).build(), HttpResponse.BodyHandlers.ofString());
+      check(none.statusCode() == 400 && none.body().contains("\"error\":\"missing_key\""),
+          "no key header: " + none.statusCode() + " " + none.body());
+
       // ratelimitd down: the failure policy answers, and the filter renders it.
       stop(daemon);
       daemon = null;
