@@ -2,9 +2,10 @@
 // go on with RateLimit-Policy and RateLimit set; denied ones end here with ratelimitd's 429 (or
 // 400 for a cost over the capacity). Errors go to next(err).
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { MiddlewareOptions, decideRequest } from './middleware';
+import { MiddlewareOptions, checkOptions, decideRequest } from './middleware';
 
 export function expressRateLimit(opts: MiddlewareOptions<Request>): RequestHandler {
+  checkOptions(opts);
   return (req: Request, res: Response, next: NextFunction) => {
     decideRequest(opts, req).then((answer) => {
       if (answer === null) return next();

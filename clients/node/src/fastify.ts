@@ -2,9 +2,10 @@
 // Admitted requests go on with RateLimit-Policy and RateLimit set; denied ones are answered here
 // with ratelimitd's 429 (or 400 for a cost over the capacity). Errors reach Fastify's handler.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { MiddlewareOptions, decideRequest } from './middleware';
+import { MiddlewareOptions, checkOptions, decideRequest } from './middleware';
 
 export function fastifyRateLimit(opts: MiddlewareOptions<FastifyRequest>) {
+  checkOptions(opts);
   return async function rateLimitHook(req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const answer = await decideRequest(opts, req);
     if (answer === null) return;

@@ -5,7 +5,7 @@ export { Decision, Reason, FailurePolicy } from './decision';
 export { RateLimitError } from './errors';
 export { Policy, PolicySpec, Algorithm, makePolicy, parseDuration } from './policy';
 export { PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
-export { Limiter, MiddlewareOptions, decideRequest } from './middleware';
+export { Limiter, MiddlewareOptions, checkOptions, decideRequest } from './middleware';
 export { expressRateLimit } from './express';
 export { fastifyRateLimit } from './fastify';
 export { FunctionLibrary, findLibrary } from './library';

@@ -11,6 +11,7 @@
 import { Decision } from './decision';
 import { RateLimitError } from './errors';
 import { PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
+import { RedisLimiter } from './redis';
 
 /** Either back-end (RedisLimiter, RatelimitdLimiter) or anything that decides alike. */
 export interface Limiter {
@@ -28,6 +29,18 @@ export interface MiddlewareOptions<Req> {
   cost?: number | ((req: Req) => number);
   /** Requests to let through without a decision or headers (health checks, internal calls). */
   skip?: (req: Req) => boolean;
+}
+
+/** Refuses options that would fail every request (issue 31 defect 7): no limiter, a `key` that
+ *  is not a function, no policy, or a policy name the RedisLimiter lacks (ratelimitd's policies
+ *  are its own, known from its answers). The adapters call it when they are made. */
+export function checkOptions<Req>(opts: MiddlewareOptions<Req>): void {
+  if (!opts || !opts.limiter) throw new RateLimitError('invalid_policy', 'middleware: `limiter` is required');
+  if (typeof opts.key !== 'function') throw new RateLimitError('invalid_policy', 'middleware: `key` must be a function of the request');
+  if (typeof opts.policy !== 'function' && (typeof opts.policy !== 'string' || opts.policy === '')) {
+    throw new RateLimitError('invalid_policy', 'middleware: `policy` must be a policy name or a function of the request');
+  }
+  if (typeof opts.policy === 'string' && opts.limiter instanceof RedisLimiter) opts.limiter.policy(opts.policy);
 }
 
 /** The codes of input ratelimitd answers 400 for: the request's, not the application's. */

@@ -193,6 +193,20 @@ test('a key over the limit: the middleware answers 400 invalid_key as ratelimitd
   }
 });
 
+// Issue 31 defect 7: a misspelt policy was a 500 on every request, and no key function a
+// TypeError on every request; both are refused when the middleware is made.
+test('middleware options that would fail every request are refused at construction', () => {
+  const key = () => 'k';
+  const refused = (code: string) => (e: unknown) => e instanceof RateLimitError && e.code === code;
+  for (const make of [expressRateLimit, fastifyRateLimit] as ((o: unknown) => unknown)[]) {
+    assert.throws(() => make({ limiter: viaRedis, policy: 'apii', key }), refused('unknown_policy'));
+    assert.throws(() => make({ limiter: viaRedis, policy: 'api' }), refused('invalid_policy'));
+    assert.throws(() => make({ limiter: viaRedis, key }), refused('invalid_policy'));
+    make({ limiter: viaRedis, policy: 'api', key });
+    make({ limiter: viaDaemon, policy: 'whatever-ratelimitd-has', key }); // its policies are its own
+  }
+});
+
 test('a library version Redis lacks and the client cannot load: a clear error, not a silent failure policy', async () => {
   const l = new RedisLimiter({ redis: redis.url, policies: POLICIES, library: { version: '000000000000' } });
   try {

@@ -8,10 +8,11 @@ import functools
 
 from flask import Response, make_response, request
 
-from .middleware import decide_sync
+from .middleware import check_options, decide_sync
 
 
 def rate_limit(limiter, policy, *, key, cost=1, skip=None):
+    check_options(limiter, policy, key)
     def wrap(view):
         @functools.wraps(view)
         def limited(*args, **kwargs):

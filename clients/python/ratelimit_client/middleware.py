@@ -21,6 +21,21 @@ def _bad_request(e: RateLimitError) -> Answer:
     return Answer(400, [("Cache-Control", "no-store")], json.dumps({"error": e.code, "message": str(e)}))
 
 
+def check_options(limiter, policy, key) -> None:
+    """Refuses options that would fail every request (issue 31 defect 7): no limiter, a key that
+    is not callable, no policy, or a policy name a Redis limiter lacks (ratelimitd's policies are
+    its own, known from its answers). The adapters call it when they are made."""
+    from ._core import LimiterCore  # here: _core imports redis-py, the adapters' users have it
+    if limiter is None:
+        raise RateLimitError("invalid_policy", "a limiter is required")
+    if not callable(key):
+        raise RateLimitError("invalid_policy", "key must be a function of the request")
+    if not callable(policy) and (not isinstance(policy, str) or not policy):
+        raise RateLimitError("invalid_policy", "policy must be a policy name or a function of the request")
+    if isinstance(policy, str) and isinstance(limiter, LimiterCore):
+        limiter.policy(policy)
+
+
 def _resolve(value, req):
     return value(req) if callable(value) else value
 

@@ -5,11 +5,12 @@ their response gets RateLimit-Policy and RateLimit; denied ones are answered her
 ratelimitd's 429 (400 for a cost over the capacity). Non-HTTP scopes pass untouched."""
 from starlette.requests import Request
 
-from .middleware import decide_async
+from .middleware import check_options, decide_async
 
 
 class RateLimitMiddleware:
     def __init__(self, app, *, limiter, policy, key, cost=1, skip=None):
+        check_options(limiter, policy, key)
         self.app, self.limiter, self.policy, self.key, self.cost, self.skip = app, limiter, policy, key, cost, skip
 
     async def __call__(self, scope, receive, send):

@@ -323,6 +323,23 @@ class Frameworks(unittest.TestCase):
             for server in servers:
                 server.stop()
 
+    def test_options_that_would_fail_every_request_are_refused_at_construction(self):
+        """Issue 31 defect 7: a misspelt policy answered 500 on every request; now the Flask
+        decorator and the Starlette middleware refuse it, and a key that is not a function, when
+        they are made."""
+        def key(req):
+            return "k"
+
+        for make in (lambda **o: rate_limit(**o), lambda **o: RateLimitMiddleware(None, **o)):
+            for options, code in (({"policy": "apii", "key": key}, "unknown_policy"),
+                                  ({"policy": "api", "key": None}, "invalid_policy"),
+                                  ({"policy": "", "key": key}, "invalid_policy")):
+                with self.assertRaises(RateLimitError) as e:
+                    make(limiter=self.sync_redis, **options)
+                self.assertEqual(e.exception.code, code)
+            make(limiter=self.sync_redis, policy="api", key=key)
+            make(limiter=self.sync_daemon, policy="whatever-ratelimitd-has", key=key)  # its own policies
+
     def test_redis_hung_under_the_apps_own_client(self):
         """Issue 31 defects 2 and 3, Redis stopped by SIGSTOP. An AsyncRedisLimiter on the app's own
         client (no socket_timeout) still answered nothing after 3 s: now its timeout bounds each
