@@ -17,8 +17,8 @@ src=$1 work=$2
 mkdir -p "$work"
 command -v npm >/dev/null || { echo "npm is not installed (scripts/deps.sh installs nodejs and npm when missing)" >&2; exit 1; }
 cp "$src/package.json" "$src/package-lock.json" "$src/tsconfig.json" "$src/tsconfig.test.json" "$work/"
-rm -rf "$work/src" "$work/test" "$work/dist" "$work/dist-test"
-cp -r "$src/src" "$src/test" "$work/"
+rm -rf "$work/src" "$work/test" "$work/scripts" "$work/dist" "$work/dist-test" "$work/library"
+cp -r "$src/src" "$src/test" "$src/scripts" "$work/"
 cd "$work"
 stamp=node_modules/.installed-package-lock.json
 if ! cmp -s package-lock.json "$stamp"; then
