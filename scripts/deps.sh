@@ -26,6 +26,7 @@ RATELIMIT_TEST_PACKAGES=(
   # and Debian's redigo (GOPATH mode) (Node comes from scripts/test when no npm exists;
   # clients/node's npm packages from its package-lock.json)
   python3-redis python3-fastapi python3-starlette python3-uvicorn python3-flask python3-httpx
+  python3-setuptools  # clients/python: setup.py's build step that bundles the function library (its test)
   golang-go golang-github-gomodule-redigo-dev
   default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
   util-linux  # setpriv --pdeathsig: the client tests' servers die with them (Essential in Debian)

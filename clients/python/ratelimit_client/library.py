@@ -2,8 +2,9 @@
 "Versioning"): finding its text, reading its version, and making sure Redis has it.
 Where the text comes from, first found wins: the `library` argument (text, a file, or a
 directory holding one ratelimit_<version>.lua; or Library(version, None) for one already
-loaded), RATELIMIT_REDIS_LIBRARY, /usr/share/ratelimit/redis and /usr/local/share/ratelimit/redis
-(the install of ratelimit's build)."""
+loaded), RATELIMIT_REDIS_LIBRARY, the copy bundled in the package (ratelimit_client/library/, put there
+by setup.py's build step from a ratelimit build; issue 31 defect 5), /usr/share/ratelimit/redis
+and /usr/local/share/ratelimit/redis (the install of ratelimit's build)."""
 import os
 import re
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from .errors import RateLimitError
 _HEADER = re.compile(r"^#!lua name=ratelimit_([0-9a-f]{12})\n")
 _FILE = re.compile(r"^ratelimit_[0-9a-f]{12}\.lua$")
 _INSTALLED = ("/usr/share/ratelimit/redis", "/usr/local/share/ratelimit/redis")
+_BUNDLED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "library")
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,10 @@ def find_library(option=None) -> Library:
     env = os.environ.get("RATELIMIT_REDIS_LIBRARY")
     if env:
         return _from_path(env)
-    for d in _INSTALLED:
+    for d in (_BUNDLED,) + _INSTALLED:
         if os.path.isdir(d):
             return _from_path(d)
-    raise RateLimitError("library_missing", "no ratelimit function library: pass library= (the file share/ratelimit/redis/ratelimit_<version>.lua of a ratelimit build or install) or set RATELIMIT_REDIS_LIBRARY")
+    raise RateLimitError("library_missing", "no ratelimit function library: pass library= (the file share/ratelimit/redis/ratelimit_<version>.lua of a ratelimit build or install), set RATELIMIT_REDIS_LIBRARY, or install a package built from a ratelimit build (it bundles one)")
 
 
 def _listed_names(listed) -> list:

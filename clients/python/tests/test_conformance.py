@@ -6,9 +6,12 @@ threads)."""
 import asyncio
 import json
 import os
+import shutil
+import sys
 import unittest
 
 from ratelimit_client import AsyncRedisLimiter, RedisLimiter, make_policy
+from ratelimit_client.library import find_library
 from support import CONFORMANCE_DIR, RUN_ID, VECTORS_DIR, await_window_room, in_flight, test_redis
 
 # The library's algorithms (clients/conformance/algorithms.json, held to kAlgorithmTable by
@@ -156,3 +159,24 @@ class Conformance(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Packaging(unittest.TestCase):
+    def test_the_built_package_carries_the_library(self):
+        """Issue 31 defect 5: the package shipped no function library, so without
+        RATELIMIT_REDIS_LIBRARY the constructor raised library_missing. setup.py's build step
+        bundles the build's copy; the built package finds it with no environment variable."""
+        import subprocess
+        import tempfile
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        with tempfile.TemporaryDirectory() as tmp:  # a copy: the build's leftovers stay out of the source tree
+            src, out = os.path.join(tmp, "src"), os.path.join(tmp, "out")
+            shutil.copytree(here, src, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.egg-info", "build"))
+            r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", out], cwd=src,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            env = {k: v for k, v in os.environ.items() if k not in ("RATELIMIT_REDIS_LIBRARY", "PYTHONPATH")}
+            probe = "import ratelimit_client.library as l; print(l.find_library().version)"
+            r = subprocess.run([sys.executable, "-c", probe], cwd=out, env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), find_library().version)
