@@ -159,6 +159,11 @@ class alignas(64) Shard {
   algo::AlgorithmState take_state(uint32_t i) RL_REQUIRES(mu);
   // Stores a state back into the slot.
   void put_state(uint32_t i, algo::AlgorithmState&& state) RL_REQUIRES(mu);
+  // put_state's states that own heap memory (the sliding log, the leases): moved into the slot,
+  // reusing the one already there, and their bytes counted. A member, not a lambda, so that
+  // -Wthread-safety sees `mu` held.
+  template <typename T>
+  void put_heap_state(Slot& s, uint8_t tag, T&& state) RL_REQUIRES(mu);
   // algo::idle_at_us of the slot's state under its policy's current definition.
   int64_t idle_at(uint32_t i) RL_REQUIRES(mu);
   // Records an acquire that left the entry at `standing`: moves it to the front of that

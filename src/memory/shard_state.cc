@@ -83,32 +83,33 @@ AlgorithmState Shard::take_state(uint32_t i) {
   }
 }
 
+template <typename T>
+void Shard::put_heap_state(Slot& s, uint8_t tag, T&& state) {
+  if (s.tag == tag) {
+    sub_bytes(log_bytes(s));
+    if constexpr (std::is_same_v<T, SlidingWindowLogState>) *log_in(s) = std::move(state);
+    else *leases_in(s) = std::move(state);
+  } else {
+    free_state(s);
+    new (s.state) T(std::move(state));
+  }
+  s.tag = tag;
+  add_bytes(log_bytes(s));
+}
+
 void Shard::put_state(uint32_t i, AlgorithmState&& state) {
   Slot& s = slot(i);
   const auto tag = static_cast<uint8_t>(state.index());
+  if (tag == kLogTag) return put_heap_state(s, tag, std::get<kLogTag>(std::move(state)));
+  if (tag == kLeasesTag) return put_heap_state(s, tag, std::get<kLeasesTag>(std::move(state)));
+  free_state(s);
   std::visit(
-      [&](auto& v) {
+      [&s](auto& v) {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (kPacksInline<T>) {
-          free_state(s);
-          std::memcpy(s.state, &v, sizeof v);
-        } else {
-          // The states that own heap memory (the sliding log, the leases): moved into the slot,
-          // reusing the one already there, and their bytes counted.
-          static_assert(std::is_same_v<T, SlidingWindowLogState> || std::is_same_v<T, ConcurrencyState>);
-          if (s.tag == tag) {
-            sub_bytes(log_bytes(s));
-            if constexpr (std::is_same_v<T, SlidingWindowLogState>) *log_in(s) = std::move(v);
-            else *leases_in(s) = std::move(v);
-          } else {
-            free_state(s);
-            new (s.state) T(std::move(v));
-          }
-        }
+        if constexpr (kPacksInline<T>) std::memcpy(s.state, &v, sizeof v);
       },
       state);
   s.tag = tag;
-  if (tag == kLogTag || tag == kLeasesTag) add_bytes(log_bytes(s));
 }
 
 int64_t Shard::idle_at(uint32_t i) {
