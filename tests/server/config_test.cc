@@ -220,6 +220,9 @@ TEST(Config, MemoryStoreSnapshot) {
                         "cfg.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->store.snapshot->interval, Micros{0});
+  auto zero_s = parse_config(pol + "store: {type: memory, snapshot: {path: /s, interval: 0s}}\n", "cfg.yaml");
+  ASSERT_TRUE(zero_s.ok()) << zero_s.status().message();
+  EXPECT_EQ(zero_s->store.snapshot->interval, Micros{0});
   EXPECT_EQ(c->store.snapshot->on_corrupt, SnapshotCorrupt::kRefuse);
   expect_error(pol + "store: {type: memory, snapshot: {interval: 10s}}\n", "cfg.yaml:3: ", "'path' is required");
   expect_error(pol + "store: {type: memory, snapshot: {path: counts.snap}}\n", "cfg.yaml:3: ", "absolute file name");

@@ -185,6 +185,12 @@ TEST(Snapshot, ADamagedOrForeignFileStartsEmptyOrWithRefuseStopsTheStart) {
     ASSERT_TRUE(empty.start(config(file))) << what << "\n" << empty.log();
     EXPECT_NE(empty.log().find("on_corrupt: start_empty: the store starts empty"), std::string::npos) << empty.log();
     EXPECT_EQ(take(empty.port(), "fw", "k", 1), 99) << what << ": empty, as the log says";
+    // The refused file was moved aside, byte for byte, before anything could write over it.
+    const size_t at = empty.log().find("the file was moved to ");
+    ASSERT_NE(at, std::string::npos) << empty.log();
+    const std::string aside = empty.log().substr(at + 22, empty.log().find(')', at) - at - 22);
+    std::ifstream kept(aside, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), bytes) << what << ": " << aside;
   }
 }
 

@@ -2,6 +2,8 @@
 // memory_upkeep.h).
 #include "memory_upkeep.h"
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "log.h"
@@ -42,8 +44,21 @@ Status MemoryUpkeep::restore() {
     return Status::unavailable(why + " (on_corrupt: refuse; move the file away, or set on_corrupt: "
                                      "start_empty, to start with empty counts)");
   }
-  log_line("warn", why + " (on_corrupt: start_empty: the store starts empty; the file is replaced at the "
-                         "next write)");
+  // Moved aside before the first write can replace it: the path may be a typo naming some other
+  // file, or a snapshot an operator wants to inspect. If it cannot be moved, nothing is started
+  // over it.
+  const std::string aside =
+      path + ".refused-" +
+      std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count());
+  std::error_code ec;
+  std::filesystem::rename(path, aside, ec);
+  if (ec) {
+    return Status::unavailable(why + " (on_corrupt: start_empty, but it cannot be moved aside to " + aside +
+                               ": " + ec.message() + "; the start stops rather than overwrite it)");
+  }
+  log_line("warn", why + " (on_corrupt: start_empty: the store starts empty; the file was moved to " + aside + ")");
   return {};
 }
 

@@ -35,7 +35,8 @@ class MemoryUpkeep {
   MemoryUpkeep(std::shared_ptr<MemoryStore> store, const StoreConfig& config);
   // store.snapshot, before the store serves: reads the file into it. No file: an empty start
   // (logged). A file that cannot be read whole (damaged, truncated, another format version):
-  // logged and an empty start (on_corrupt: start_empty, the default), or kUnavailable naming
+  // moved aside to PATH.refused-<µs>, logged, and an empty start (on_corrupt: start_empty, the
+  // default; kUnavailable if it cannot be moved, never overwritten), or kUnavailable naming
   // the file and why (on_corrupt: refuse — the start fails, exit code 1). No snapshot
   // configured: nothing.
   Status restore();

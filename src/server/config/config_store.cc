@@ -59,7 +59,8 @@ Status parse_snapshot(const Parser& p, const YAML::Node& n, SnapshotConfig& out)
     return p.error(n["path"], "store.snapshot.path must be an absolute file name, got '" + out.path + "'");
   }
   if (n["interval"]) {
-    if (n["interval"].IsScalar() && n["interval"].Scalar() == "0") {
+    const std::string zero = n["interval"].IsScalar() ? n["interval"].Scalar() : "";
+    if (zero == "0" || zero == "0s" || zero == "0ms") {
       out.interval = Micros{0};
     } else {
       RL_TRY_ASSIGN(out.interval, p.duration(n["interval"], "store.snapshot.interval"));
