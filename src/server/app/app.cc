@@ -108,6 +108,10 @@ const Served& App::serve(const ListenerPlan& l) {
           .fallback(not_found);
       break;
     }
+    case RouteSet::kResp:
+      if (!resp_) resp_ = std::make_unique<RespCommands>(*decisions_, cell_, metrics_.policy(kThrottlePolicyName));
+      s->resp = resp_.get();
+      break;
     case RouteSet::kEnvoyPrometheus: {
       auto& not_found = keep<TextHandler>(handlers_, 404, "404 page not found\n");
       r.exact(plan_.rls->prometheus_path, keep<MetricsHandler>(handlers_, metrics_, &not_found), Endpoint::kMetrics)

@@ -38,6 +38,7 @@
 #include "lease_api.h"
 #include "listener.h"
 #include "ops_api.h"
+#include "resp_api.h"
 #include "rls_service.h"
 #include "rls_stats.h"
 #include "options.h"
@@ -52,10 +53,11 @@ enum class RouteSet : uint8_t {
   kEnvoyMain,        // envoyproxy/ratelimit's HOST:PORT: /json, /healthcheck
   kEnvoyDebug,       // DEBUG_HOST:DEBUG_PORT: /rlconfig, /metrics, /
   kEnvoyPrometheus,  // PROMETHEUS_ADDR: PROMETHEUS_PATH
+  kResp,             // resp_listen: the Redis protocol (resp_api.h), no HTTP
 };
 
 struct ListenerPlan {
-  std::string name;  // ListenerInfo::name: "HTTP", "admin", "debug", "Prometheus"
+  std::string name;  // ListenerInfo::name: "HTTP", "admin", "debug", "Prometheus", "RESP"
   ListenAddress address;
   RouteSet routes = RouteSet::kNative;
   bool admin = false;  // counted apart from the API's connections (caps.h)
@@ -156,6 +158,7 @@ class App {
   LeaseMetrics lease_metrics_;  // concurrency policies' leases (/v1/leases), on /metrics
   std::unique_ptr<rls::RateLimitService> rls_;
   std::vector<std::unique_ptr<Handler>> handlers_;
+  std::unique_ptr<RespCommands> resp_;  // resp_listen's commands (null without it); as handlers_
   // gRPC on h2c (null without Envoy's API) and h2c on the HTTP ports (h2c.h): outlive the
   // workers' connections, like the handlers.
   std::unique_ptr<GrpcStreams> grpc_;

@@ -19,6 +19,7 @@ Plan FileSource::plan() {
   p.config = first_;
   p.listeners.push_back({"HTTP", first_->listen, RouteSet::kNative, false});
   if (first_->admin_listen) p.listeners.push_back({"admin", *first_->admin_listen, RouteSet::kAdmin, true});
+  if (first_->resp_listen) p.listeners.push_back({"RESP", *first_->resp_listen, RouteSet::kResp, false});
   if (first_->grpc_listen) {  // the file has domains too (parse_config: both or neither)
     RlsPlan r;
     r.rules = first_->domains;
@@ -65,6 +66,7 @@ void FileSource::log_reload(const std::string&, const SourceUpdate& u) {
 void FileSource::log_started(const Started& s) {
   for (const auto& [name, where] : s.listeners) {
     if (name == "admin") log_line("info", "admin listener on " + where + " (/healthz, /readyz, /metrics, /v1/reset)");
+    if (name == "RESP") log_line("info", "resp_listen " + where + ": the Redis protocol (CL.THROTTLE)");
   }
   log_line("info", "ratelimitd listening on " + s.listeners.front().second + " (" + std::to_string(s.threads) +
                        " threads, store " + s.store + ", " + std::to_string(first_->policies.size()) +

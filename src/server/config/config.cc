@@ -44,6 +44,36 @@ Result<std::optional<ListenAddress>> listen_key(const Parser& p, const YAML::Nod
   return std::optional<ListenAddress>(*a);
 }
 
+// A secret given on a command line (admin_token, resp_password): printable ASCII, no blank, so
+// it fits an inline AUTH; never quoted in a message.
+Result<std::string> read_secret(const Parser& p, const YAML::Node& n, const char* key, size_t min_length) {
+  std::string t;
+  RL_TRY_ASSIGN(t, p.string(n, key));
+  if (t.size() < min_length) return p.error(n, std::string(key) + " must be at least " + std::to_string(min_length) + " characters");
+  if (t.size() > 1024) return p.error(n, std::string(key) + " must be at most 1024 characters");
+  for (char ch : t) {
+    if (ch <= 0x20 || ch >= 0x7f) return p.error(n, std::string(key) + " must be printable ASCII without spaces");
+  }
+  return t;
+}
+
+// resp_listen and resp_password (a password needs the listener it protects).
+Status parse_resp(const Parser& p, const YAML::Node& root, Config& c) {
+  RL_TRY_ASSIGN(c.resp_listen, listen_key(p, root, "resp_listen"));
+  if (c.resp_listen && c.resp_listen->port != 0) {
+    for (const std::optional<ListenAddress>& other : {std::optional<ListenAddress>(c.listen), c.admin_listen, c.grpc_listen}) {
+      if (other && *other == *c.resp_listen) return p.error(root["resp_listen"], "resp_listen must differ from listen, admin_listen and grpc_listen");
+    }
+  }
+  if (const YAML::Node n = root["resp_password"]) {
+    if (!c.resp_listen) return p.error(n, "resp_password protects resp_listen: set resp_listen (host:port)");
+    std::string t;
+    RL_TRY_ASSIGN(t, read_secret(p, n, "resp_password", 1));
+    c.resp_password = std::move(t);
+  }
+  return {};
+}
+
 Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_view yaml,
                           std::string_view filename) {
   if (!root || root.IsNull()) return p.error(1, "the configuration is empty (at least 'policies' is needed)");
@@ -52,7 +82,7 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
                                                  "grpc_listen", "envoy_api", "domains",
                                                  "headers", "problem_json", "admin_listen",
                                                  "peek_requires_admin_token", "region",
-                                                 "regions"}));
+                                                 "regions", "resp_listen", "resp_password"}));
   Config c;
   c.source = std::string(filename);
   std::optional<ListenAddress> listen;
@@ -87,22 +117,20 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     if (!it->first.IsScalar()) return p.error(it->first, "policy names must be plain strings");
     const std::string name = it->first.Scalar();
     if (c.policies.count(name)) return p.error(it->first, "policy '" + name + "' defined twice");
+    // CL.THROTTLE's keys live under this name (resp_api.h); a policy of its own would share them.
+    if (name == "cl.throttle") return p.error(it->first, "the policy name 'cl.throttle' is reserved for CL.THROTTLE (resp_listen)");
     PolicyConfig pc{Policy::fixed_window(1, Micros{1'000'000}).value(), false, 0};
     RL_TRY_ASSIGN(pc, parse_policy(p, name, it->first, it->second));
     c.policies.emplace(name, std::move(pc));
   }
   RL_TRY(parse_regions(p, root, c));  // after store and policies: it completes both
   if (root["admin_token"]) {
-    std::string t;
-    RL_TRY_ASSIGN(t, p.string(root["admin_token"], "admin_token"));
     // The token itself never appears in a message.
-    if (t.size() < 16) return p.error(root["admin_token"], "admin_token must be at least 16 characters");
-    if (t.size() > 1024) return p.error(root["admin_token"], "admin_token must be at most 1024 characters");
-    for (char ch : t) {
-      if (ch <= 0x20 || ch >= 0x7f) return p.error(root["admin_token"], "admin_token must be printable ASCII without spaces");
-    }
+    std::string t;
+    RL_TRY_ASSIGN(t, read_secret(p, root["admin_token"], "admin_token", 16));
     c.admin_token = std::move(t);
   }
+  RL_TRY(parse_resp(p, root, c));
   if (root["peek_requires_admin_token"]) {
     RL_TRY_ASSIGN(c.peek_requires_admin_token, p.boolean(root["peek_requires_admin_token"], "peek_requires_admin_token"));
     if (c.peek_requires_admin_token && !c.admin_token) {
@@ -264,6 +292,7 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (current.regions != next.regions) what += " regions";
   if (current.grpc_listen != next.grpc_listen) what += " grpc_listen";
   if (current.admin_listen != next.admin_listen) what += " admin_listen";
+  if (current.resp_listen != next.resp_listen) what += " resp_listen";
   const rls::ServiceOptions& a = current.envoy_api;
   const rls::ServiceOptions& b = next.envoy_api;
   if (a.response_headers != b.response_headers || a.ietf_headers != b.ietf_headers ||

@@ -160,6 +160,12 @@ struct Config {
   // descriptor rules it serves (`domains`: envoyproxy/ratelimit's files, inline). Both set or
   // neither.
   std::optional<ListenAddress> grpc_listen;
+  // The Redis-protocol listener (RESP2/RESP3: CL.THROTTLE and the native commands,
+  // docs/redis-protocol.md), on the same workers and caps as the API listener; absent: none.
+  std::optional<ListenAddress> resp_listen;
+  // A password its clients must give (AUTH / HELLO ... AUTH) before any command; absent: none
+  // (the admin token still opens the admin commands). Reloadable.
+  std::optional<std::string> resp_password;
   rls::ServiceOptions envoy_api;
   std::shared_ptr<const rls::RuleSet> domains;  // null when `domains` is absent
   // The rate-limit header fields of every decision answer (`headers:` ietf, draft6,

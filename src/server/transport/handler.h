@@ -103,6 +103,28 @@ class ExchangeState {
 class Handler;
 class RouteTable;
 
+// One handler-owned object kept with a transport's exchange (an Exchange here, a RespCall in
+// resp_connection.h): of the type T the handler asks for, made from `owner` on first use and
+// kept for the next request; replaced when a handler asks for another type.
+template <typename Base>
+class StateSlot {
+ public:
+  template <typename T, typename Owner>
+  T& get(Owner& owner) {
+    if (tag_ != &kTag<T>) {
+      state_ = std::make_unique<T>(owner);
+      tag_ = &kTag<T>;
+    }
+    return static_cast<T&>(*state_);
+  }
+
+ private:
+  template <typename T>
+  static inline const char kTag = 0;
+  std::unique_ptr<Base> state_;
+  const void* tag_ = nullptr;
+};
+
 // One request and its answer, owned by the transport (one per HTTP/1.1 connection, one per
 // HTTP/2 stream). Not copyable or movable: completions hold its address.
 class Exchange {
@@ -127,22 +149,15 @@ class Exchange {
   // on first use, kept for the next request; replaced when a handler asks for another type.
   template <typename T>
   T& state() {
-    if (state_tag_ != &kTag<T>) {
-      state_ = std::make_unique<T>(*this);
-      state_tag_ = &kTag<T>;
-    }
-    return static_cast<T&>(*state_);
+    return state_.get<T>(*this);
   }
 
  private:
-  template <typename T>
-  static inline const char kTag = 0;
   friend bool dispatch(const RouteTable& routes, Exchange& exchange);
   friend void complete(Exchange& exchange);
   friend void cancel(Exchange& exchange);
   Handler* handler_ = nullptr;  // the one dispatch() chose, until complete()
-  std::unique_ptr<ExchangeState> state_;
-  const void* state_tag_ = nullptr;
+  StateSlot<ExchangeState> state_;
 };
 
 class Handler {

@@ -72,9 +72,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void close() {
     if (state_ == State::kClosed) return;
     state_ = State::kClosed;
-    error_code ec;
-    sock_.shutdown(tcp::socket::shutdown_both, ec);
-    sock_.close(ec);
+    close_socket(sock_);
   }
 
   void wait_for_request() {

@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 
 #include "http1_connection.h"
+#include "resp_connection.h"
 #include "log.h"
 
 namespace ratelimit::server {
@@ -57,7 +58,9 @@ void Listener::accept() {
         caps_.admit(rec ? std::string("unknown") : peer.address().to_string(), served_.info.admin);
     if (slot) {
       asio::post(w.io_context(), [&w, s = std::move(sock), admitted = std::move(*slot), &served = served_]() mutable {
-        if (served.h2c_only && served.h2c != nullptr) {
+        if (served.resp != nullptr) {
+          serve_resp(w, std::move(s), std::move(admitted), served);
+        } else if (served.h2c_only && served.h2c != nullptr) {
           served.h2c->adopt(w, std::move(s), {}, std::move(admitted), served);
         } else {
           serve_http1(w, std::move(s), std::move(admitted), served);

@@ -23,10 +23,18 @@
 
 namespace ratelimit::server {
 
+// Closes a connection's socket both ways, ignoring errors (the peer may be gone already).
+inline void close_socket(boost::asio::ip::tcp::socket& socket) {
+  boost::system::error_code ec;
+  socket.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
 // The client connection preface of HTTP/2 (RFC 9113 §3.4).
 inline constexpr std::string_view kH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 class ConnectionTakeover;
+class RespHandler;  // resp_connection.h
 
 // What one listener serves.
 struct Served {
@@ -36,6 +44,9 @@ struct Served {
   // The gRPC listener (grpc_listen): every connection is h2c from its first byte (prior
   // knowledge, what Envoy's gRPC clusters speak) and goes to `h2c` at once, no HTTP/1.1.
   bool h2c_only = false;
+  // The Redis-protocol listener (resp_listen): every connection speaks RESP to this handler
+  // (resp_connection.h); `routes` is unused.
+  RespHandler* resp = nullptr;
 };
 
 class ConnectionTakeover {

@@ -1,0 +1,290 @@
+// e2e_resp_test.cc — resp_listen through the real binary (issue 32): redis-cell's CL.THROTTLE as
+// redis-cli and a raw socket see it (every example redis-cell documents, shape and values), 200
+// pipelined CL.THROTTLE from 50 connections on one key admitting exactly its limit, and the
+// connection's own commands and refusals (PING, HELLO 2/3, AUTH with the password or the admin
+// token, QUIT, inline commands, protocol errors with bounded sizes, unknown commands), counted
+// on /metrics by endpoint.
+// Every wait is bounded (RawConn's deadlines, run_program's timeout). The redis-cell examples
+// use periods of a minute or more, or are sent as one pipeline (redis-cell's own table, whose
+// requests happen at one instant), so no value depends on the machine's speed.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.h"
+#include "daemon.h"
+#include "raw_conn.h"
+
+namespace ratelimit::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using test_support::RawConn;
+
+const std::string kPolicies = R"(policies:
+  api: { algorithm: token_bucket, rate: 1, burst: 5 }
+)";
+
+// The port resp_listen bound (the daemon logs "resp_listen 127.0.0.1:PORT: ...").
+uint16_t resp_port(const Daemon& d) {
+  constexpr std::string_view kMarker = "resp_listen 127.0.0.1:";
+  const std::string log = d.log();
+  const size_t at = log.find(kMarker);
+  return at == std::string::npos ? 0 : static_cast<uint16_t>(std::atoi(log.c_str() + at + kMarker.size()));
+}
+
+// A command as a RESP multibulk.
+std::string command(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const std::string& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+// Where the reply starting at `at` ends, or npos when it is not whole yet.
+size_t reply_end(std::string_view s, size_t at) {
+  if (at >= s.size()) return std::string_view::npos;
+  const size_t eol = s.find("\r\n", at);
+  if (eol == std::string_view::npos) return eol;
+  const char type = s[at];
+  if (type == '$') {
+    const long n = std::atol(std::string(s.substr(at + 1, eol - at - 1)).c_str());
+    if (n < 0) return eol + 2;
+    const size_t end = eol + 2 + static_cast<size_t>(n) + 2;
+    return end <= s.size() ? end : std::string_view::npos;
+  }
+  if (type == '*' || type == '%') {
+    long n = std::atol(std::string(s.substr(at + 1, eol - at - 1)).c_str());
+    if (type == '%') n *= 2;
+    size_t pos = eol + 2;
+    for (long i = 0; i < n; ++i) {
+      pos = reply_end(s, pos);
+      if (pos == std::string_view::npos) return pos;
+    }
+    return pos;
+  }
+  return eol + 2;
+}
+
+// Sends `bytes` and reads until `replies` whole replies arrived (10 s at most).
+std::string roundtrip(RawConn& c, std::string_view bytes, int replies = 1) {
+  if (!c.send(bytes)) return "<send failed>";
+  std::string out;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < end) {
+    size_t pos = 0;
+    int whole = 0;
+    while (whole < replies && (pos = reply_end(out, pos)) != std::string::npos) ++whole;
+    if (whole == replies) return out;
+    bool closed = false;
+    const std::string more = c.read_all(50ms, closed);
+    out += more;
+    if (closed && more.empty()) return out + "<closed>";
+  }
+  return out + "<timeout>";
+}
+
+std::string ints(std::initializer_list<int64_t> v) {
+  std::string out = "*" + std::to_string(v.size()) + "\r\n";
+  for (int64_t x : v) out += ":" + std::to_string(x) + "\r\n";
+  return out;
+}
+
+// redis-cli's output for `args`, as a user would see it piped (one value a line).
+std::string redis_cli(uint16_t port, const std::vector<std::string>& args, const Daemon& d) {
+  std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(port)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = d.dir() + "/redis-cli.out";
+  const Status s = testing::run_program(argv, 10s, out);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return s.is_ok() ? text : "<redis-cli failed: " + s.message() + ">";
+}
+
+class Resp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(d_.start(kPolicies + "resp_listen: 127.0.0.1:0\n" + extra_)) << d_.log();
+    port_ = resp_port(d_);
+    ASSERT_NE(port_, 0) << d_.log();
+  }
+  std::string extra_;
+  Daemon d_;
+  uint16_t port_ = 0;
+};
+
+// redis-cell's README: `CL.THROTTLE user123 15 30 60 1` on a fresh key, and its other examples.
+TEST_F(Resp, RedisCliAnswersAsRedisCellDocuments) {
+  EXPECT_EQ(redis_cli(port_, {"CL.THROTTLE", "user123", "15", "30", "60", "1"}, d_), "0\n16\n15\n-1\n2\n");
+  EXPECT_EQ(redis_cli(port_, {"CL.THROTTLE", "user123-read-rate", "15", "30", "60"}, d_), "0\n16\n15\n-1\n2\n");
+  EXPECT_EQ(redis_cli(port_, {"CL.THROTTLE", "user123-write-rate", "5", "10", "60"}, d_), "0\n6\n5\n-1\n6\n");
+  // The same key again: one more token taken, two seconds more to reset.
+  EXPECT_EQ(redis_cli(port_, {"cl.throttle", "user123", "15", "30", "60", "1"}, d_), "0\n16\n14\n-1\n4\n");
+  EXPECT_EQ(redis_cli(port_, {"PING"}, d_), "PONG\n");
+}
+
+// redis-cell's own table (redis-cell-impl it_rate_limits, max_burst 4 at 1/s), the requests it
+// makes at one instant, as one pipeline on a raw socket: a quantity above the limit never
+// passes (retry -1), five pass, the sixth waits a second.
+TEST_F(Resp, RedisCellTableAtOneInstant) {
+  RawConn c(port_);
+  std::string pipeline = command({"CL.THROTTLE", "foo", "4", "1", "1", "6"});
+  for (int i = 0; i < 6; ++i) pipeline += command({"CL.THROTTLE", "foo", "4", "1", "1", "1"});
+  const std::string want = ints({1, 5, 5, -1, 0}) + ints({0, 5, 4, -1, 1}) + ints({0, 5, 3, -1, 2}) +
+                           ints({0, 5, 2, -1, 3}) + ints({0, 5, 1, -1, 4}) + ints({0, 5, 0, -1, 5}) +
+                           ints({1, 5, 0, 1, 5});
+  EXPECT_EQ(roundtrip(c, pipeline, 7), want);
+  // The inline form redis-cli and telnet users type.
+  EXPECT_EQ(roundtrip(c, "CL.THROTTLE inline-key 15 30 60\r\n"), ints({0, 16, 15, -1, 2}));
+}
+
+// 200 pipelined CL.THROTTLE race 9 1 3600 from 50 connections: exactly max_burst + 1 admitted.
+TEST_F(Resp, PipelinedRaceAdmitsExactlyTheLimit) {
+  constexpr int kConnections = 50, kPerConnection = 4;
+  std::vector<int> admitted(kConnections, -1);
+  std::barrier start(kConnections);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kConnections; ++i) {
+    threads.emplace_back([&, i] {
+      RawConn c(port_);
+      std::string pipeline;
+      for (int k = 0; k < kPerConnection; ++k) pipeline += command({"CL.THROTTLE", "race", "9", "1", "3600"});
+      start.arrive_and_wait();
+      const std::string out = roundtrip(c, pipeline, kPerConnection);
+      int n = 0;
+      for (size_t at = 0; (at = out.find("*5\r\n:", at)) != std::string::npos; at += 4) n += out[at + 5] == '0' ? 1 : 0;
+      admitted[i] = reply_end(out, 0) == std::string::npos ? -1000 : n;
+    });
+  }
+  for (auto& t : threads) t.join();
+  int total = 0;
+  for (int n : admitted) total += n;
+  EXPECT_EQ(total, 10);
+  // The eleventh waits for one token at 1 per hour.
+  RawConn c(port_);
+  const std::string out = roundtrip(c, command({"CL.THROTTLE", "race", "9", "1", "3600"}));
+  EXPECT_EQ(out.substr(0, 19), "*5\r\n:1\r\n:10\r\n:0\r\n:3") << out;
+  const std::string metrics = http_get(d_.port(), "/metrics").body;
+  EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp_throttle\",status=\"200\"} 10"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp_throttle\",status=\"429\"} 191"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("ratelimitd_decisions_total{policy=\"cl.throttle\",outcome=\"allowed\"} 10"), std::string::npos)
+      << metrics;
+}
+
+TEST_F(Resp, BadArgumentsAreRefusedAndConsumeNothing) {
+  RawConn c(port_);
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "15", "30"})), "-ERR wrong number of arguments for 'cl.throttle' command\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "x", "30", "60"})), "-ERR max_burst is not an integer: 'x'\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "0", "60"})),
+            "-ERR count and period must be positive (zero rates are not supported)\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "-1", "1", "60"})), "-ERR max_burst must be 0 or more\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60", "0"})).substr(0, 24), "-ERR quantity must be 1 ");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", std::string(300, 'k'), "1", "1", "60"})),
+            "-ERR key must be 1 to 256 bytes (limits.max_key_length)\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60"})), ints({0, 2, 1, -1, 60}));
+  EXPECT_EQ(roundtrip(c, command({"NOSUCH", "a", "b"})), "-ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \r\n");
+}
+
+TEST_F(Resp, ConnectionCommands) {
+  RawConn c(port_);
+  EXPECT_EQ(roundtrip(c, "PING\r\n"), "+PONG\r\n");
+  EXPECT_EQ(roundtrip(c, command({"PING", "hi"})), "$2\r\nhi\r\n");
+  EXPECT_EQ(roundtrip(c, command({"ECHO", "a\r\nb"})), "$4\r\na\r\nb\r\n");
+  EXPECT_EQ(roundtrip(c, command({"SELECT", "0"})), "+OK\r\n");
+  EXPECT_EQ(roundtrip(c, command({"SELECT", "1"})), "-ERR DB index is out of range\r\n");
+  EXPECT_EQ(roundtrip(c, command({"HELLO", "4"})), "-NOPROTO unsupported protocol version\r\n");
+  const std::string hello3 = roundtrip(c, command({"HELLO", "3"}));
+  EXPECT_EQ(hello3.substr(0, 31), "%7\r\n$6\r\nserver\r\n$10\r\nratelimitd") << hello3;
+  EXPECT_NE(hello3.find("$5\r\nproto\r\n:3\r\n"), std::string::npos) << hello3;
+  EXPECT_EQ(roundtrip(c, command({"HELLO", "2"})).substr(0, 5), "*14\r\n");
+  // Without a password, AUTH says so as Redis does.
+  EXPECT_EQ(roundtrip(c, command({"AUTH", "x"})).substr(0, 30), "-ERR AUTH <password> called wi");
+  EXPECT_EQ(roundtrip(c, command({"QUIT"})), "+OK\r\n");
+    EXPECT_TRUE(c.wait_closed(10s));
+}
+
+TEST_F(Resp, HostileInputIsRefusedWithBoundedMemory) {
+  {  // A bulk announced far beyond limits.max_body_bytes is refused on its header; then closed.
+    RawConn c(port_);
+    EXPECT_EQ(roundtrip(c, "*2\r\n$4\r\nPING\r\n$1000000000\r\n"), "-ERR Protocol error: invalid bulk length\r\n");
+    EXPECT_TRUE(c.wait_closed(10s));
+  }
+  {  // A nested array is not a request.
+    RawConn c(port_);
+    EXPECT_EQ(roundtrip(c, "*1\r\n*1\r\n$4\r\nPING\r\n"), "-ERR Protocol error: expected '$', got '*'\r\n");
+    EXPECT_TRUE(c.wait_closed(10s));
+  }
+  {  // An inline line that never ends.
+    RawConn c(port_);
+    EXPECT_EQ(roundtrip(c, std::string(9000, 'a')), "-ERR Protocol error: too big inline request\r\n");
+    EXPECT_TRUE(c.wait_closed(10s));
+  }
+  {  // Replies before a protocol error are still written, in order.
+    RawConn c(port_);
+    EXPECT_EQ(roundtrip(c, "PING\r\n*x\r\n", 2), "+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n");
+  }
+  {  // 10 000 pipelined PINGs in one write: every reply, in order.
+    RawConn c(port_);
+    std::string flood;
+    for (int i = 0; i < 10'000; ++i) flood += command({"PING", std::to_string(i)});
+    const std::string out = roundtrip(c, flood, 10'000);
+    ASSERT_GE(out.size(), 10u) << out;
+    EXPECT_EQ(out.substr(out.size() - 10), "$4\r\n9999\r\n");
+    EXPECT_EQ(out.find("<"), std::string::npos);
+  }
+  const std::string metrics = http_get(d_.port(), "/metrics").body;
+  EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"other\",status=\"400\"} 4"), std::string::npos) << metrics;
+}
+
+class RespWithPassword : public Resp {
+ protected:
+  RespWithPassword() { extra_ = "resp_password: s3cret-pass\nadmin_token: 0123456789abcdef-admin\n"; }
+};
+
+TEST_F(RespWithPassword, NothingButAuthBeforeThePassword) {
+  RawConn c(port_);
+  EXPECT_EQ(roundtrip(c, command({"PING"})), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60"})), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(roundtrip(c, command({"HELLO", "3"})).substr(0, 50), "-NOAUTH HELLO must be called with the client alrea");
+  EXPECT_EQ(roundtrip(c, command({"AUTH", "wrong"})), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(roundtrip(c, command({"AUTH", "someone", "s3cret-pass"})),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(roundtrip(c, command({"AUTH", "default", "s3cret-pass"})), "+OK\r\n");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60"})), ints({0, 2, 1, -1, 60}));
+  // HELLO 3 AUTH on a fresh connection, as RESP3 clients open; the admin token opens too.
+  RawConn h(port_);
+  EXPECT_EQ(roundtrip(h, command({"HELLO", "3", "AUTH", "default", "0123456789abcdef-admin"})).substr(0, 4), "%7\r\n");
+  EXPECT_EQ(roundtrip(h, command({"PING"})), "+PONG\r\n");
+  EXPECT_EQ(redis_cli(port_, {"-a", "s3cret-pass", "--no-auth-warning", "CL.THROTTLE", "k", "1", "1", "60"}, d_),
+            "0\n2\n0\n-1\n120\n");
+  const std::string metrics = http_get(d_.port(), "/metrics").body;
+  EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp\",status=\"401\"} 5"), std::string::npos) << metrics;
+}
+
+TEST(RespConfig, PasswordNeedsTheListenerAndTheNameIsReserved) {
+  std::string out;
+  Daemon d;
+  const std::string dir = ::testing::TempDir();
+  auto check = [&](const std::string& yaml) {
+    const std::string path = dir + "/resp-check.yaml";
+    std::ofstream(path) << yaml;
+    return Daemon::run({"--check", "--config", path}, out);
+  };
+  EXPECT_NE(check(kPolicies + "resp_password: x\n"), 0);
+  EXPECT_NE(out.find("resp_password protects resp_listen"), std::string::npos) << out;
+  EXPECT_NE(check("policies:\n  cl.throttle: { algorithm: token_bucket, rate: 1, burst: 5 }\nresp_listen: 127.0.0.1:0\n"), 0);
+  EXPECT_NE(out.find("reserved for CL.THROTTLE"), std::string::npos) << out;
+  EXPECT_NE(check(kPolicies + "listen: 127.0.0.1:7000\nresp_listen: 127.0.0.1:7000\n"), 0);
+  EXPECT_NE(out.find("resp_listen must differ"), std::string::npos) << out;
+  EXPECT_EQ(check(kPolicies + "resp_listen: 127.0.0.1:6380\nresp_password: s3cret\n"), 0) << out;
+}
+
+}  // namespace
+}  // namespace ratelimit::e2e
