@@ -20,6 +20,7 @@
 #include "child_process.h"
 #include "daemon.h"
 #include "raw_conn.h"
+#include "window_room.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -266,6 +267,77 @@ TEST_F(RespWithPassword, NothingButAuthBeforeThePassword) {
             "0\n2\n0\n-1\n120\n");
   const std::string metrics = http_get(d_.port(), "/metrics").body;
   EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp\",status=\"401\"} 5"), std::string::npos) << metrics;
+}
+
+// ratelimitd's own policies over RESP: the HTTP answer's fields, a map in RESP3 and a flat array
+// in RESP2, one count with HTTP callers, several policies all or nothing, reset for the admin,
+// leases by id.
+class RespNativeCommands : public Resp {
+ protected:
+  void SetUp() override {
+    testing::await_window_room(std::chrono::hours(1), std::chrono::seconds(60));
+    ASSERT_TRUE(d_.start(R"(admin_token: 0123456789abcdef-admin
+resp_listen: 127.0.0.1:0
+policies:
+  a2: { algorithm: fixed_window, limit: 2, window: 1h }
+  b3: { algorithm: fixed_window, limit: 3, window: 1h }
+  db: { algorithm: concurrency, limit: 1, lease_ttl: 30s }
+)")) << d_.log();
+    port_ = resp_port(d_);
+    ASSERT_NE(port_, 0) << d_.log();
+  }
+};
+
+std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+
+TEST_F(RespNativeCommands, AcquireSharesTheCountWithHttpAllOrNothing) {
+  RawConn c(port_);
+  // RESP2: a flat array of name, value pairs, true as 1.
+  const std::string two = roundtrip(c, command({"RL.ACQUIRE", "k", "a2"}));
+  const std::string head = "*14\r\n" + bulk("allowed") + ":1\r\n" + bulk("policy") + bulk("a2") + bulk("limit") + ":2\r\n";
+  EXPECT_EQ(two.substr(0, head.size()), head) << two;
+  EXPECT_NE(two.find(bulk("remaining") + ":1\r\n"), std::string::npos) << two;
+  // An HTTP caller takes the last unit of a2: the same count.
+  const Reply http = http_post(d_.port(), "/v1/acquire", R"({"key":"k","policy":"a2"})");
+  EXPECT_EQ(http.status, 200u) << http.body;
+  EXPECT_NE(http.body.find(R"("remaining":0)"), std::string::npos) << http.body;
+  // RESP3: a map; denied by a2, so b3 is not charged either (all or nothing).
+  ASSERT_EQ(roundtrip(c, command({"HELLO", "3"})).substr(0, 4), "%7\r\n");
+  const std::string three = roundtrip(c, command({"RL.ACQUIRE", "k", "a2", "b3"}));
+  EXPECT_EQ(three.substr(0, 4 + 13 + 4), "%7\r\n" + bulk("allowed") + "#f\r\n") << three;
+  EXPECT_NE(three.find(bulk("policy") + bulk("a2")), std::string::npos) << three;
+  const std::string peek = roundtrip(c, command({"RL.PEEK", "k", "b3", "COST", "3"}));
+  EXPECT_NE(peek.find(bulk("allowed") + "#t\r\n"), std::string::npos) << peek;
+  EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "nope"})), "-ERR unknown_policy: unknown policy 'nope'\r\n");
+  EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "a2", "COST", "x"})), "-ERR cost is not an integer: 'x'\r\n");
+  EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "a2", "COST", "1", "b3"})),
+            "-ERR syntax error: a policy after an option, or an unknown option 'b3'\r\n");
+  // Reset: the admin token, given with AUTH, opens it.
+  EXPECT_EQ(roundtrip(c, command({"RL.RESET", "k", "a2"})).substr(0, 21), "-NOPERM unauthorized:");
+  EXPECT_EQ(roundtrip(c, command({"AUTH", "0123456789abcdef-admin"})), "+OK\r\n");
+  EXPECT_EQ(roundtrip(c, command({"RL.RESET", "k", "a2"})), "%2\r\n" + bulk("reset") + "#t\r\n" + bulk("policy") + bulk("a2"));
+  EXPECT_EQ(http_post(d_.port(), "/v1/acquire", R"({"key":"k","policy":"a2"})").status, 200u);
+}
+
+TEST_F(RespNativeCommands, LeasesByIdOverResp) {
+  RawConn c(port_);
+  const std::string lease = roundtrip(c, command({"RL.LEASE.ACQUIRE", "t7", "db"}));
+  const std::string marker = bulk("lease_id") + "$";
+  const size_t at = lease.find(marker);
+  ASSERT_NE(at, std::string::npos) << lease;
+  const size_t len_end = lease.find("\r\n", at + marker.size());
+  const std::string id = lease.substr(len_end + 2, static_cast<size_t>(std::stoi(lease.substr(at + marker.size()))));
+  // The unit is held: a second lease is refused, over HTTP too.
+  EXPECT_NE(roundtrip(c, command({"RL.LEASE.ACQUIRE", "t7", "db"})).find(bulk("allowed") + ":0\r\n"), std::string::npos);
+  EXPECT_EQ(http_post(d_.port(), "/v1/leases", R"({"key":"t7","policy":"db"})").status, 429u);
+  EXPECT_NE(roundtrip(c, command({"RL.LEASE.RENEW", id})).find(bulk("renewed") + ":1\r\n"), std::string::npos);
+  EXPECT_NE(roundtrip(c, command({"RL.LEASE.RELEASE", id})).find(bulk("released") + ":1\r\n"), std::string::npos);
+  EXPECT_NE(roundtrip(c, command({"RL.LEASE.RELEASE", id})).find(bulk("released") + ":0\r\n"), std::string::npos);
+  EXPECT_EQ(roundtrip(c, command({"RL.LEASE.RELEASE", "../../v1/reset"})).substr(0, 23), "-ERR invalid_lease_id: ");
+  EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "t7", "db"})).substr(0, 24), "-ERR concurrency_policy:");
+  const std::string metrics = http_get(d_.port(), "/metrics").body;
+  EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp_leases\",status=\"200\"} 4"), std::string::npos)
+      << metrics;
 }
 
 TEST(RespConfig, PasswordNeedsTheListenerAndTheNameIsReserved) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "native_api.h"  // token_matches
+#include "resp_words.h"
 #include "ratelimit/version.h"
 
 namespace ratelimit::server {
@@ -21,45 +22,18 @@ namespace {
 // the decision completes).
 class RespState final : public RespCallState, public service::Pending {
  public:
-  explicit RespState(RespCall& call) : call_(call) {}
+  explicit RespState(RespCall& call) : bridge(call), call_(call) {}
   void resume() override { call_.resume(); }
 
   ConfigCell::Cache cache;
   std::optional<Policy> policy;
   std::vector<service::Item> items;
+  RespBridge bridge;    // ratelimitd's own commands: the HTTP handler's exchange (resp_native.h)
+  bool native = false;  // the command in flight is one of those
 
  private:
   RespCall& call_;
 };
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char c = a[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != b[i]) return false;  // b is lower case
-  }
-  return true;
-}
-
-// A whole decimal integer, as Redis reads one (no sign but '-', no blank, no leading '+').
-std::optional<int64_t> integer_arg(std::string_view s) {
-  int64_t v = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-void refuse(RespCall& call, std::string_view message, unsigned status = 400) {
-  call.reply().error(message);
-  call.status = status;
-}
-
-void wrong_arity(RespCall& call) {
-  std::string name(call.args[0]);
-  for (char& c : name) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  refuse(call, "ERR wrong number of arguments for '" + name + "' command");
-}
 
 // Redis's words for a command it does not know.
 void unknown_command(RespCall& call) {
@@ -70,7 +44,7 @@ void unknown_command(RespCall& call) {
     m += "'" + std::string(a) + "' ";
     room -= a.size();
   }
-  refuse(call, m);
+  resp_refuse(call, m);
 }
 
 // redis-cell's seconds: whole seconds, plus one when a millisecond is left over.
@@ -82,7 +56,7 @@ int64_t cell_seconds(Micros d) {
 void reply_throttle(const RespState& st, RespCall& call) {
   if (!st.status.is_ok()) {
     const bool bad = st.status.code() == StatusCode::kInvalidArgument;
-    refuse(call, bad ? "ERR " + st.status.message() : "ERR store_error " + std::string(status_code_name(st.status.code())),
+    resp_refuse(call, bad ? "ERR " + st.status.message() : "ERR store_error " + std::string(status_code_name(st.status.code())),
            bad ? 400 : 503);
     return;
   }
@@ -100,7 +74,7 @@ void reply_throttle(const RespState& st, RespCall& call) {
 
 // PING [message]
 void ping(RespCall& call) {
-  if (call.args.size() > 2) return wrong_arity(call);
+  if (call.args.size() > 2) return resp_wrong_arity(call);
   if (call.args.size() == 2) {
     call.reply().bulk(call.args[1]);
   } else {
@@ -112,13 +86,13 @@ void ping(RespCall& call) {
 // password. Only Redis's "default" user exists.
 void authenticate(RespCall& call, const Config& cfg, std::string_view user, std::string_view password, bool reply_ok) {
   if (!cfg.resp_password && !cfg.admin_token) {
-    return refuse(call, "ERR AUTH <password> called without any password configured for the default user. "
+    return resp_refuse(call, "ERR AUTH <password> called without any password configured for the default user. "
                         "Are you sure your configuration is correct?");
   }
   const bool admin = cfg.admin_token && token_matches(password, *cfg.admin_token);
-  const bool user_ok = iequals(user, "default");
+  const bool user_ok = resp_iequals(user, "default");
   if (!user_ok || (!admin && !(cfg.resp_password && token_matches(password, *cfg.resp_password)))) {
-    return refuse(call, "WRONGPASS invalid username-password pair or user is disabled.", 401);
+    return resp_refuse(call, "WRONGPASS invalid username-password pair or user is disabled.", 401);
   }
   call.session.authenticated = true;
   call.session.admin = admin;
@@ -130,24 +104,24 @@ void hello(RespCall& call, const Config& cfg) {
   const auto args = call.args;
   int protocol = call.session.protocol;
   if (args.size() >= 2) {
-    const std::optional<int64_t> v = integer_arg(args[1]);
-    if (!v) return refuse(call, "ERR Protocol version is not an integer or out of range");
-    if (*v != 2 && *v != 3) return refuse(call, "NOPROTO unsupported protocol version");
+    const std::optional<int64_t> v = resp_integer(args[1]);
+    if (!v) return resp_refuse(call, "ERR Protocol version is not an integer or out of range");
+    if (*v != 2 && *v != 3) return resp_refuse(call, "NOPROTO unsupported protocol version");
     protocol = static_cast<int>(*v);
   }
   for (size_t i = 2; i < args.size(); ++i) {
-    if (iequals(args[i], "auth") && i + 2 < args.size()) {
+    if (resp_iequals(args[i], "auth") && i + 2 < args.size()) {
       authenticate(call, cfg, args[i + 1], args[i + 2], false);
       if (call.status != 200) return;
       i += 2;
-    } else if (iequals(args[i], "setname") && i + 1 < args.size()) {
+    } else if (resp_iequals(args[i], "setname") && i + 1 < args.size()) {
       ++i;  // accepted and not kept: nothing here names clients
     } else {
-      return refuse(call, "ERR Syntax error in HELLO option '" + std::string(args[i]) + "'");
+      return resp_refuse(call, "ERR Syntax error in HELLO option '" + std::string(args[i]) + "'");
     }
   }
   if (cfg.resp_password && !call.session.authenticated) {
-    return refuse(call, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
+    return resp_refuse(call, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
                         "<proto> AUTH <user> <pass> option can be used to authenticate the client and select the "
                         "RESP protocol version at the same time", 401);
   }
@@ -167,18 +141,18 @@ void hello(RespCall& call, const Config& cfg) {
 bool connection_command(RespCall& call) {
   const std::string_view name = call.args[0];
   const size_t n = call.args.size();
-  if (iequals(name, "ping")) {
+  if (resp_iequals(name, "ping")) {
     ping(call);
-  } else if (iequals(name, "echo")) {
-    if (n != 2) return wrong_arity(call), true;
+  } else if (resp_iequals(name, "echo")) {
+    if (n != 2) return resp_wrong_arity(call), true;
     call.reply().bulk(call.args[1]);
-  } else if (iequals(name, "select")) {  // one database: 0
-    if (n != 2) return wrong_arity(call), true;
-    if (call.args[1] != "0") return refuse(call, "ERR DB index is out of range"), true;
+  } else if (resp_iequals(name, "select")) {  // one database: 0
+    if (n != 2) return resp_wrong_arity(call), true;
+    if (call.args[1] != "0") return resp_refuse(call, "ERR DB index is out of range"), true;
     call.reply().simple("OK");
-  } else if (iequals(name, "client")) {  // what client libraries send on connect
-    if (n < 2 || !(iequals(call.args[1], "setname") || iequals(call.args[1], "setinfo"))) {
-      return refuse(call, "ERR unknown subcommand or wrong number of arguments for 'client'; SETNAME and SETINFO "
+  } else if (resp_iequals(name, "client")) {  // what client libraries send on connect
+    if (n < 2 || !(resp_iequals(call.args[1], "setname") || resp_iequals(call.args[1], "setinfo"))) {
+      return resp_refuse(call, "ERR unknown subcommand or wrong number of arguments for 'client'; SETNAME and SETINFO "
                           "are accepted"), true;
     }
     call.reply().simple("OK");
@@ -195,29 +169,29 @@ bool throttle(service::DecisionService& decisions, const service::Rule& rule, Re
   const Config& cfg = *snap.config;
   const size_t n = call.args.size();
   call.endpoint = Endpoint::kRespThrottle;
-  if (n != 5 && n != 6) return wrong_arity(call), true;
+  if (n != 5 && n != 6) return resp_wrong_arity(call), true;
   const std::string_view key = call.args[1];
   static constexpr const char* kNames[] = {"max_burst", "count", "period", "quantity"};
   int64_t v[4] = {0, 0, 0, 1};
   for (size_t i = 2; i < n; ++i) {
-    const std::optional<int64_t> x = integer_arg(call.args[i]);
-    if (!x) return refuse(call, std::string("ERR ") + kNames[i - 2] + " is not an integer: '" + std::string(call.args[i]) + "'"), true;
+    const std::optional<int64_t> x = resp_integer(call.args[i]);
+    if (!x) return resp_refuse(call, std::string("ERR ") + kNames[i - 2] + " is not an integer: '" + std::string(call.args[i]) + "'"), true;
     v[i - 2] = *x;
   }
   const auto [max_burst, count, period, quantity] = v;
   if (key.empty() || key.size() > cfg.limits.max_key_length) {
-    return refuse(call, "ERR key must be 1 to " + std::to_string(cfg.limits.max_key_length) + " bytes (limits.max_key_length)"), true;
+    return resp_refuse(call, "ERR key must be 1 to " + std::to_string(cfg.limits.max_key_length) + " bytes (limits.max_key_length)"), true;
   }
-  if (max_burst < 0) return refuse(call, "ERR max_burst must be 0 or more"), true;
-  if (count <= 0 || period <= 0) return refuse(call, "ERR count and period must be positive (zero rates are not supported)"), true;
+  if (max_burst < 0) return resp_refuse(call, "ERR max_burst must be 0 or more"), true;
+  if (count <= 0 || period <= 0) return resp_refuse(call, "ERR count and period must be positive (zero rates are not supported)"), true;
   if (quantity < 1 || quantity > cfg.limits.max_cost) {
-    return refuse(call, "ERR quantity must be 1 to " + std::to_string(cfg.limits.max_cost) +
+    return resp_refuse(call, "ERR quantity must be 1 to " + std::to_string(cfg.limits.max_cost) +
                         " (limits.max_cost; redis-cell's quantity 0, a peek, is not supported)"), true;
   }
   auto policy = Policy::token_bucket(static_cast<double>(count) / static_cast<double>(period),
                                      max_burst < kMaxLimit ? max_burst + 1 : kMaxLimit + 1);
   if (policy) policy = policy->with_name(std::string(kThrottlePolicyName));
-  if (!policy) return refuse(call, "ERR " + policy.status().message()), true;
+  if (!policy) return resp_refuse(call, "ERR " + policy.status().message()), true;
   st.policy = std::move(*policy);
   st.items.assign(1, service::Item{&rule, key, quantity, StoreOp::Kind::kAcquire, &*st.policy});
   if (!decisions.decide(*snap.rules, st.items, Atomicity::kIndependent, st)) return false;
@@ -227,10 +201,10 @@ bool throttle(service::DecisionService& decisions, const service::Rule& rule, Re
 
 }  // namespace
 
-RespCommands::RespCommands(service::DecisionService& decisions, const ConfigCell& config,
-                           service::RuleCounters* throttle_counters)
-    : decisions_(decisions),
-      config_(config),
+RespCommands::RespCommands(NativeApi api, LeaseMetrics& lease_metrics, service::RuleCounters* throttle_counters)
+    : decisions_(api.decisions),
+      config_(api.config),
+      native_(api, lease_metrics),
       throttle_{Policy::token_bucket(1, 1).value().with_name(std::string(kThrottlePolicyName)).value(), false,
                 throttle_counters} {}
 
@@ -242,26 +216,33 @@ bool RespCommands::handle(RespCall& call) {
   const size_t n = call.args.size();
   call.endpoint = Endpoint::kResp;
   // Before a password: only what authenticates, and QUIT.
-  if (iequals(name, "quit")) {
+  if (resp_iequals(name, "quit")) {
     call.reply().simple("OK");
     call.close_after = true;
     return true;
   }
-  if (iequals(name, "auth")) {
-    if (n != 2 && n != 3) return wrong_arity(call), true;
+  if (resp_iequals(name, "auth")) {
+    if (n != 2 && n != 3) return resp_wrong_arity(call), true;
     authenticate(call, cfg, n == 3 ? call.args[1] : "default", call.args[n - 1], true);
     return true;
   }
-  if (iequals(name, "hello")) return hello(call, cfg), true;
+  if (resp_iequals(name, "hello")) return hello(call, cfg), true;
   if (cfg.resp_password && !call.session.authenticated) {
-    return refuse(call, "NOAUTH Authentication required.", 401), true;
+    return resp_refuse(call, "NOAUTH Authentication required.", 401), true;
   }
   if (connection_command(call)) return true;
-  if (!iequals(name, "cl.throttle")) return unknown_command(call), true;
-
-  return throttle(decisions_, throttle_, call, st, snap);
+  st.native = false;
+  if (resp_iequals(name, "cl.throttle")) return throttle(decisions_, throttle_, call, st, snap);
+  const std::optional<bool> native = native_.handle(call, st.bridge, cfg);
+  if (!native) return unknown_command(call), true;
+  st.native = !*native;
+  return *native;
 }
 
-void RespCommands::complete(RespCall& call) { reply_throttle(call.state<RespState>(), call); }
+void RespCommands::complete(RespCall& call) {
+  RespState& st = call.state<RespState>();
+  if (st.native) return native_.complete(call, st.bridge);
+  reply_throttle(st, call);
+}
 
 }  // namespace ratelimit::server

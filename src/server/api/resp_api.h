@@ -1,7 +1,8 @@
 // resp_api.h — the commands ratelimitd answers on resp_listen (the Redis protocol,
 // docs/redis-protocol.md): the connection's own (PING, ECHO, HELLO 2|3, AUTH, QUIT, SELECT 0,
-// CLIENT SETNAME|SETINFO) and redis-cell's CL.THROTTLE, so any Redis client in any language is a
-// rate-limit client, and redis-cell's users a drop-in.
+// CLIENT SETNAME|SETINFO), redis-cell's CL.THROTTLE, and ratelimitd's own API as RL.* commands
+// (resp_native.h), so any Redis client in any language is a rate-limit client, and redis-cell's
+// users a drop-in.
 //
 // CL.THROTTLE key max_burst count period [quantity] answers as redis-cell does (its README and
 // src/lib.rs): five integers — limited (0/1), limit (max_burst + 1), remaining, retry_after (whole
@@ -25,6 +26,7 @@
 #include "decision_service.h"
 #include "published.h"
 #include "resp_connection.h"
+#include "resp_native.h"
 
 namespace ratelimit::server {
 
@@ -33,9 +35,10 @@ inline constexpr std::string_view kThrottlePolicyName = "cl.throttle";
 
 class RespCommands final : public RespHandler {
  public:
-  // `throttle_counters` count CL.THROTTLE's outcomes (ratelimitd_decisions_total{policy="cl.throttle"}).
-  // Everything must outlive the handler.
-  RespCommands(service::DecisionService& decisions, const ConfigCell& config, service::RuleCounters* throttle_counters);
+  // `throttle_counters` count CL.THROTTLE's outcomes (ratelimitd_decisions_total{policy="cl.throttle"});
+  // `api` and `lease_metrics` serve the RL.* commands (resp_native.h). Everything must outlive
+  // the handler.
+  RespCommands(NativeApi api, LeaseMetrics& lease_metrics, service::RuleCounters* throttle_counters);
 
   bool handle(RespCall& call) override;
   void complete(RespCall& call) override;
@@ -43,6 +46,7 @@ class RespCommands final : public RespHandler {
  private:
   service::DecisionService& decisions_;
   const ConfigCell& config_;
+  RespNative native_;       // RL.ACQUIRE, RL.PEEK, RL.RESET, RL.LEASE.*
   service::Rule throttle_;  // the counters and name every CL.THROTTLE decides under
 };
 

@@ -109,7 +109,7 @@ const Served& App::serve(const ListenerPlan& l) {
       break;
     }
     case RouteSet::kResp:
-      if (!resp_) resp_ = std::make_unique<RespCommands>(*decisions_, cell_, metrics_.policy(kThrottlePolicyName));
+      if (!resp_) resp_ = std::make_unique<RespCommands>(native, lease_metrics_, metrics_.policy(kThrottlePolicyName));
       s->resp = resp_.get();
       break;
     case RouteSet::kEnvoyPrometheus: {
