@@ -2,10 +2,18 @@
 // "Versioning"): finding its text, reading its version, and making sure Redis has it.
 // Where the text comes from, first found wins: Options.Library (the text, a file, or a directory
 // holding one ratelimit_<version>.lua), Options.LibraryVersion (one already loaded, no text),
-// RATELIMIT_REDIS_LIBRARY, /usr/share/ratelimit/redis, /usr/local/share/ratelimit/redis.
+// RATELIMIT_REDIS_LIBRARY, the copy this package carries (library/, embedded), then
+// /usr/share/ratelimit/redis, /usr/local/share/ratelimit/redis.
+// The embedded copy: a Go package is its source tree, with no install step to copy the build's
+// library in (as npm pack and setup.py do), so library/ratelimit_<version>.lua is committed,
+// written by `go generate` (scripts/copy-library.sh) and held equal to the build's by
+// TestBundledLibraryIsTheBuilds.
 package ratelimit
 
+//go:generate sh ../../scripts/copy-library.sh
+
 import (
+	"embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +29,9 @@ type Library struct {
 	Version string
 	Text    string
 }
+
+//go:embed library
+var bundled embed.FS
 
 var (
 	libraryHeader = regexp.MustCompile(`^#!lua name=ratelimit_([0-9a-f]{12})\n`)
@@ -79,12 +90,30 @@ func FindLibrary(option, version string) (Library, error) {
 	if env := os.Getenv("RATELIMIT_REDIS_LIBRARY"); env != "" {
 		return libraryFromPath(env)
 	}
+	if lib, ok := bundledLibrary(); ok {
+		return lib, nil
+	}
 	for _, d := range []string{"/usr/share/ratelimit/redis", "/usr/local/share/ratelimit/redis"} {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
 			return libraryFromPath(d)
 		}
 	}
 	return Library{}, missing("no ratelimit function library: set Options.Library (the file share/ratelimit/redis/ratelimit_<version>.lua of a ratelimit build or install) or RATELIMIT_REDIS_LIBRARY")
+}
+
+// bundledLibrary is the copy embedded from library/ (go:embed refuses to compile an empty
+// library/, so false only for a file that is not a library).
+func bundledLibrary() (Library, bool) {
+	entries, _ := bundled.ReadDir("library")
+	for _, e := range entries {
+		if libraryFile.MatchString(e.Name()) {
+			b, err := bundled.ReadFile("library/" + e.Name())
+			if lib, perr := ParseLibrary(string(b)); err == nil && perr == nil {
+				return lib, true
+			}
+		}
+	}
+	return Library{}, false
 }
 
 // ensureLibrary loads lib (when it has the text) or checks that Redis has it; otherwise the
