@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <unistd.h>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -19,7 +20,9 @@
 
 #include "child_process.h"
 #include "daemon.h"
+#include "eventually.h"
 #include "raw_conn.h"
+#include "redis_server.h"
 #include "window_room.h"
 
 namespace ratelimit::e2e {
@@ -144,28 +147,34 @@ TEST_F(Resp, RedisCellTableAtOneInstant) {
   EXPECT_EQ(roundtrip(c, "CL.THROTTLE inline-key 15 30 60\r\n"), ints({0, 16, 15, -1, 2}));
 }
 
-// 200 pipelined CL.THROTTLE race 9 1 3600 from 50 connections: exactly max_burst + 1 admitted.
-TEST_F(Resp, PipelinedRaceAdmitsExactlyTheLimit) {
+// 200 pipelined `CL.THROTTLE <key> 9 1 3600`, 4 on each of 50 connections spread over `ports`,
+// released together: how many were admitted (-1000 for a connection that got no whole reply).
+int pipelined_race(const std::vector<uint16_t>& ports, const std::string& key) {
   constexpr int kConnections = 50, kPerConnection = 4;
   std::vector<int> admitted(kConnections, -1);
   std::barrier start(kConnections);
   std::vector<std::thread> threads;
   for (int i = 0; i < kConnections; ++i) {
     threads.emplace_back([&, i] {
-      RawConn c(port_);
+      RawConn c(ports[static_cast<size_t>(i) % ports.size()]);
       std::string pipeline;
-      for (int k = 0; k < kPerConnection; ++k) pipeline += command({"CL.THROTTLE", "race", "9", "1", "3600"});
+      for (int k = 0; k < kPerConnection; ++k) pipeline += command({"CL.THROTTLE", key, "9", "1", "3600"});
       start.arrive_and_wait();
       const std::string out = roundtrip(c, pipeline, kPerConnection);
       int n = 0;
       for (size_t at = 0; (at = out.find("*5\r\n:", at)) != std::string::npos; at += 4) n += out[at + 5] == '0' ? 1 : 0;
-      admitted[i] = reply_end(out, 0) == std::string::npos ? -1000 : n;
+      admitted[i] = out.find('<') != std::string::npos ? -1000 : n;
     });
   }
   for (auto& t : threads) t.join();
   int total = 0;
   for (int n : admitted) total += n;
-  EXPECT_EQ(total, 10);
+  return total;
+}
+
+// 200 pipelined CL.THROTTLE race 9 1 3600 from 50 connections: exactly max_burst + 1 admitted.
+TEST_F(Resp, PipelinedRaceAdmitsExactlyTheLimit) {
+  EXPECT_EQ(pipelined_race({port_}, "race"), 10);
   // The eleventh waits for one token at 1 per hour.
   RawConn c(port_);
   const std::string out = roundtrip(c, command({"CL.THROTTLE", "race", "9", "1", "3600"}));
@@ -338,6 +347,54 @@ TEST_F(RespNativeCommands, LeasesByIdOverResp) {
   const std::string metrics = http_get(d_.port(), "/metrics").body;
   EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp_leases\",status=\"200\"} 4"), std::string::npos)
       << metrics;
+}
+
+// On the Redis store, two ratelimitd share one count: the race over both admits exactly 10, and
+// RL.ACQUIRE through one sees HTTP acquires through the other.
+TEST(RespRedis, TwoDaemonsShareOneCount) {
+  const Result<std::string> url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string prefix = "e2e:resp:" + std::to_string(getpid()) + ":" +
+                             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ":";
+  const std::string cfg = "store: { type: redis, url: \"" + *url + "\", key_prefix: \"" + prefix +
+                          "\" }\nresp_listen: 127.0.0.1:0\npolicies:\n  api: { algorithm: token_bucket, rate: 0.001, burst: 5 }\n";
+  Daemon one, two;
+  ASSERT_TRUE(one.start(cfg)) << one.log();
+  ASSERT_TRUE(two.start(cfg)) << two.log();
+  const uint16_t p1 = resp_port(one), p2 = resp_port(two);
+  ASSERT_TRUE(p1 != 0 && p2 != 0);
+  EXPECT_EQ(pipelined_race({p1, p2}, "race"), 10);
+  RawConn c(p1);
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "race", "9", "1", "3600"})).substr(0, 19), "*5\r\n:1\r\n:10\r\n:0\r\n:3");
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(http_post(two.port(), "/v1/acquire", R"({"key":"k","policy":"api"})").status, 200u);
+  const std::string three = roundtrip(c, command({"RL.ACQUIRE", "k", "api", "COST", "3"}));
+  EXPECT_NE(three.find("$9\r\nremaining\r\n:0\r\n"), std::string::npos) << three;
+  EXPECT_EQ(http_post(two.port(), "/v1/acquire", R"({"key":"k","policy":"api"})").status, 429u);
+}
+
+// A slow sender is cut at limits.request_timeout from a command's first byte; the connection caps
+// count RESP connections as the API listener's.
+class RespLimits : public Resp {
+ protected:
+  RespLimits() { extra_ = "limits: { request_timeout: 1s, max_connections_per_client: 2 }\n"; }
+};
+
+TEST_F(RespLimits, SlowSenderAndPerClientCap) {
+  RawConn slow(port_);
+  ASSERT_TRUE(slow.send("*2\r\n$4\r\nPING\r\n$5\r\nhel"));
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_TRUE(slow.wait_closed(10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, 900ms);
+  {
+    RawConn a(port_), b(port_);
+    EXPECT_EQ(roundtrip(a, "PING\r\n"), "+PONG\r\n");
+    EXPECT_EQ(roundtrip(b, "PING\r\n"), "+PONG\r\n");
+    RawConn third(port_);  // accepted by the kernel, closed at admission
+    EXPECT_TRUE(third.wait_closed(10s));
+  }
+  // The two are counted out once closed (the HTTP GET below is this address's too).
+  ASSERT_TRUE(testing::eventually([&] { return http_get(d_.port(), "/healthz").status == 200; }, 10s));
+  EXPECT_GE(metric_value(d_.port(), "ratelimitd_connections_rejected_per_client_total"), 1);
 }
 
 TEST(RespConfig, PasswordNeedsTheListenerAndTheNameIsReserved) {
