@@ -208,6 +208,7 @@ TEST_F(Resp, ConnectionCommands) {
   EXPECT_EQ(roundtrip(c, command({"PING", "hi"})), "$2\r\nhi\r\n");
   EXPECT_EQ(roundtrip(c, command({"ECHO", "a\r\nb"})), "$4\r\na\r\nb\r\n");
   EXPECT_EQ(roundtrip(c, command({"SELECT", "0"})), "+OK\r\n");
+  EXPECT_NE(roundtrip(c, "INFO\r\n").find("\r\nloading:0\r\n"), std::string::npos);
   EXPECT_EQ(roundtrip(c, command({"SELECT", "1"})), "-ERR DB index is out of range\r\n");
   EXPECT_EQ(roundtrip(c, command({"HELLO", "4"})), "-NOPROTO unsupported protocol version\r\n");
   const std::string hello3 = roundtrip(c, command({"HELLO", "3"}));

@@ -146,6 +146,9 @@ bool connection_command(RespCall& call) {
   } else if (resp_iequals(name, "echo")) {
     if (n != 2) return resp_wrong_arity(call), true;
     call.reply().bulk(call.args[1]);
+  } else if (resp_iequals(name, "info")) {  // ioredis's ready check reads loading:0 from it
+    call.reply().bulk("# Server\r\nratelimitd_version:" RATELIMIT_VERSION "\r\nredis_mode:standalone\r\n"
+                      "# Persistence\r\nloading:0\r\n# Replication\r\nrole:master\r\n");
   } else if (resp_iequals(name, "select")) {  // one database: 0
     if (n != 2) return resp_wrong_arity(call), true;
     if (call.args[1] != "0") return resp_refuse(call, "ERR DB index is out of range"), true;

@@ -1,6 +1,6 @@
 // resp_api.h — the commands ratelimitd answers on resp_listen (the Redis protocol,
 // docs/redis-protocol.md): the connection's own (PING, ECHO, HELLO 2|3, AUTH, QUIT, SELECT 0,
-// CLIENT SETNAME|SETINFO), redis-cell's CL.THROTTLE, and ratelimitd's own API as RL.* commands
+// CLIENT SETNAME|SETINFO, INFO), redis-cell's CL.THROTTLE, and ratelimitd's own API as RL.* commands
 // (resp_native.h), so any Redis client in any language is a rate-limit client, and redis-cell's
 // users a drop-in.
 //
