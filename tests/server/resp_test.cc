@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ratelimit/algorithms.h"
 #include "resp_parser.h"
 
 namespace ratelimit::server {
@@ -120,6 +121,42 @@ TEST(RespReply, Resp2AndResp3) {
   }
   EXPECT_EQ(two, "*2\r\n$7\r\nlimited\r\n:1\r\n$-1\r\n:-1\r\n+OK  x\r\n-ERR bad\r\n*0\r\n");
   EXPECT_EQ(three, "%1\r\n$7\r\nlimited\r\n#t\r\n_\r\n:-1\r\n+OK  x\r\n-ERR bad\r\n*0\r\n");
+}
+
+// CL.THROTTLE decides with src/core's token bucket of max_burst + 1 at count/period (resp_api.h).
+// redis-cell's own table (redis-cell-impl/src/lib.rs, it_rate_limits: max_burst 4 at 1/s; time
+// in ms from its start, quantity, then what it expects) on a manual clock, to the microsecond:
+// the two are the same GCRA, also where a level is fractional (3.1 s: remaining 1, reset 3.9 s),
+// which the e2e test (real clock) cannot pin down. Quantity 0 (redis-cell's peek) is the core's
+// peek of cost 0: the math answers it, only ratelimitd's cost validation refuses it today.
+TEST(RespCellTable, TokenBucketIsRedisCellsGcra) {
+  struct Case {
+    int64_t at_ms, quantity;
+    bool limited;
+    int64_t remaining, reset_ms, retry_ms;  // retry -1: none (admitted, or can never pass)
+  };
+  const Case cases[] = {
+      {0, 6, true, 5, 0, -1},           {0, 1, false, 4, 1000, -1},       {0, 1, false, 3, 2000, -1},
+      {0, 1, false, 2, 3000, -1},       {0, 1, false, 1, 4000, -1},       {0, 1, false, 0, 5000, -1},
+      {0, 1, true, 0, 5000, 1000},      {3000, 1, false, 2, 3000, -1},    {3100, 1, false, 1, 3900, -1},
+      {4000, 1, false, 1, 4000, -1},    {8000, 1, false, 4, 1000, -1},    {9500, 1, false, 4, 1000, -1},
+      {9500, 0, false, 4, 1000, -1},    {9500, 2, false, 2, 3000, -1},    {9500, 5, true, 2, 3000, 3000},
+  };
+  const Policy policy = Policy::token_bucket(1.0, 5).value();
+  algo::TokenBucketState state;
+  const int64_t start_us = 1'700'000'000'000'000;
+  int n = 0;
+  for (const Case& c : cases) {
+    const algo::Op op = c.quantity == 0 ? algo::Op::kPeek : algo::Op::kAcquire;
+    const Decision d = algo::decide(policy, state, start_us + c.at_ms * 1000, c.quantity, op);
+    EXPECT_EQ(!d.allowed, c.limited) << "case " << n;
+    EXPECT_EQ(d.limit, 5) << "case " << n;
+    EXPECT_EQ(d.remaining, c.remaining) << "case " << n;
+    EXPECT_EQ(d.reset_after.count(), c.reset_ms * 1000) << "case " << n;
+    const bool waits = !d.allowed && d.reason == DecisionReason::kOverLimit;
+    EXPECT_EQ(waits ? d.retry_after.count() : -1000, c.retry_ms * 1000) << "case " << n;
+    ++n;
+  }
 }
 
 }  // namespace
