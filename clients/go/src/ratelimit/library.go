@@ -13,14 +13,13 @@ package ratelimit
 //go:generate sh ../../scripts/copy-library.sh
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-
-	"github.com/gomodule/redigo/redis"
 )
 
 // Library is a function library: its version (12 hex digits) and text ("" when only the
@@ -118,32 +117,23 @@ func bundledLibrary() (Library, bool) {
 
 // ensureLibrary loads lib (when it has the text) or checks that Redis has it; otherwise the
 // error names the versions Redis has and what to do.
-func ensureLibrary(c redis.Conn, lib Library) error {
+func ensureLibrary(ctx context.Context, r Redis, lib Library) error {
 	loadErr := ""
 	if lib.Text != "" {
-		_, err := c.Do("FUNCTION", "LOAD", lib.Text)
+		_, err := r.Do(ctx, "FUNCTION", "LOAD", lib.Text)
 		if err == nil || strings.Contains(err.Error(), "already exists") {
 			return nil
 		}
-		if _, isRedisErr := err.(redis.Error); !isRedisErr {
+		if _, isReply := err.(ReplyError); !isReply {
 			return err // the connection, not the library
 		}
 		loadErr = fmt.Sprintf(" (FUNCTION LOAD failed: %v)", err)
 	}
-	listed, err := redis.Values(c.Do("FUNCTION", "LIST", "LIBRARYNAME", "ratelimit_*"))
+	listed, err := r.Do(ctx, "FUNCTION", "LIST", "LIBRARYNAME", "ratelimit_*")
 	if err != nil {
 		return err
 	}
-	var names []string
-	for _, entry := range listed {
-		fields, _ := redis.Values(entry, nil)
-		for i := 0; i+1 < len(fields); i += 2 {
-			if k, _ := redis.String(fields[i], nil); k == "library_name" {
-				v, _ := redis.String(fields[i+1], nil)
-				names = append(names, v)
-			}
-		}
-	}
+	names := libraryNames(listed)
 	for _, n := range names {
 		if n == "ratelimit_"+lib.Version {
 			return nil

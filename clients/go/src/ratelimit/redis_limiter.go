@@ -1,15 +1,20 @@
-// redis_limiter.go — the Redis back-end on redigo: decisions by the ratelimit function library
+// redis_limiter.go — the Redis back-end: decisions by the ratelimit function library
 // (FCALL rl<version>_batch), the same keys, arguments and code as ratelimitd's Redis store, so
-// both share one count. The clock is Redis' TIME (read once per batch).
+// both share one count. The clock is Redis' TIME (read once per batch). Redis is reached through
+// the Redis interface (redis_client.go): redigo by default, or the app's own client.
 //
 // Batching: a decision is sent at once while fewer than MaxInFlight calls are outstanding; those
 // that arrive meanwhile queue and leave together as one batch (at most 1024) when a call
 // returns — one Redis call for many decisions under load, no wait at low load.
-// Failures: a dial or I/O error, a timeout (Options.Timeout, default 250 ms) or an error reply
-// decide by Options.OnFailure (FailOpen admits, FailClosed denies for 1 s), counted in
-// Failures(); a flushed library ("Function not found") is loaded again and the batch retried
-// once. Bad input returns an *Error before anything is sent; a library Redis lacks and this
-// client cannot load returns an *Error with Code "library_missing".
+// Failures: a dial or I/O error, a timeout or an error reply decide by Options.OnFailure
+// (FailOpen admits, FailClosed denies for 1 s), counted in Failures(); a flushed library
+// ("Function not found") is loaded again and the batch retried once. Bad input returns an
+// *Error before anything is sent; a library Redis lacks and this client cannot load returns an
+// *Error with Code "library_missing".
+// Timeout (Options.Timeout, default 250 ms) bounds each decision, queue included, whatever the
+// client does: a Redis call gets it as its context's deadline, and a caller still waiting then
+// is answered by the failure policy (a client ignoring the deadline cannot hold it longer; its
+// late answer is dropped, not counted twice).
 // Thread-safety: every method may be called from any goroutine.
 package ratelimit
 
@@ -17,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,12 +32,19 @@ import (
 
 const maxBatch = 1024
 
+// An item's state: the batch answers it (decided) unless its caller stopped waiting first.
+const (
+	pending int32 = iota
+	decided
+	abandoned
+)
+
 // Options configure a RedisLimiter.
 type Options struct {
 	Policies       map[string]PolicySpec // by name, as in ratelimitd's config
 	KeyPrefix      string                // default "rl:" (ratelimitd's default)
 	OnFailure      FailurePolicy         // default FailOpen
-	Timeout        time.Duration         // dial, read and write bound (default 250 ms; URL form only)
+	Timeout        time.Duration         // bound on each decision (default 250 ms); the URL form dials with it
 	Library        string                // the library's text or a path (see library.go)
 	LibraryVersion string                // or only the version of one already loaded
 	MaxInFlight    int                   // default 2
@@ -47,14 +58,16 @@ type item struct {
 	peek   bool
 	nowUs  int64 // -1: the server's clock
 	done   chan struct{}
+	state  atomic.Int32
 	d      Decision
 	err    error
 }
 
 // RedisLimiter decides through the function library.
 type RedisLimiter struct {
-	pool      *redis.Pool
-	ownsPool  bool
+	redis     Redis
+	closePool func() error // set when the limiter made the pool
+	timeout   time.Duration
 	policies  map[string]*Policy
 	prefix    string
 	onFailure FailurePolicy
@@ -79,22 +92,34 @@ func NewRedisLimiter(url string, o Options) (*RedisLimiter, error) {
 	pool := &redis.Pool{MaxIdle: 16, IdleTimeout: time.Minute, Dial: func() (redis.Conn, error) {
 		return redis.DialURL(url, redis.DialConnectTimeout(timeout), redis.DialReadTimeout(timeout), redis.DialWriteTimeout(timeout))
 	}}
-	l, err := NewRedisLimiterWithPool(pool, o)
+	l, err := NewRedisLimiterOn(Redigo(pool), o)
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	l.ownsPool = true
+	l.closePool = pool.Close
 	return l, nil
 }
 
-// NewRedisLimiterWithPool uses a pool the caller owns (and closes).
+// NewRedisLimiterWithPool uses a redigo pool the caller owns (and closes).
 func NewRedisLimiterWithPool(pool *redis.Pool, o Options) (*RedisLimiter, error) {
+	return NewRedisLimiterOn(Redigo(pool), o)
+}
+
+// NewRedisLimiterOn uses any Redis client through the Redis interface (Redigo(pool), the
+// goredis adapter, one's own); the caller owns and closes it.
+func NewRedisLimiterOn(r Redis, o Options) (*RedisLimiter, error) {
+	if r == nil {
+		return nil, invalid("a Redis client is required")
+	}
 	if len(o.Policies) == 0 {
 		return nil, invalid("at least one policy is required")
 	}
-	l := &RedisLimiter{pool: pool, policies: map[string]*Policy{}, prefix: o.KeyPrefix, onFailure: o.OnFailure,
-		onError: o.OnError, maxIn: o.MaxInFlight}
+	l := &RedisLimiter{redis: r, policies: map[string]*Policy{}, prefix: o.KeyPrefix, onFailure: o.OnFailure,
+		onError: o.OnError, maxIn: o.MaxInFlight, timeout: o.Timeout}
+	if l.timeout <= 0 {
+		l.timeout = 250 * time.Millisecond
+	}
 	for name, spec := range o.Policies {
 		p, err := NewPolicy(name, spec)
 		if err != nil {
@@ -127,8 +152,8 @@ func NewRedisLimiterWithPool(pool *redis.Pool, o Options) (*RedisLimiter, error)
 
 // Close closes the pool if the limiter made it.
 func (l *RedisLimiter) Close() error {
-	if l.ownsPool {
-		return l.pool.Close()
+	if l.closePool != nil {
+		return l.closePool()
 	}
 	return nil
 }
@@ -166,13 +191,10 @@ func (l *RedisLimiter) Clear(ctx context.Context, policy, key string) error {
 	if err := validateRequest(p, key, 1); err != nil {
 		return err
 	}
-	c, err := l.pool.GetContext(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	state := l.stateKey(p, key)
-	_, err = c.Do("DEL", state, state+"#log")
+	_, err = l.redis.Do(ctx, "DEL", state, state+"#log")
 	return err
 }
 
@@ -230,11 +252,30 @@ func (l *RedisLimiter) decide(ctx context.Context, policy, key string, cost int6
 	if start {
 		go l.drain()
 	}
+	timer := time.NewTimer(l.timeout)
+	defer timer.Stop()
 	select {
 	case <-it.done:
 		return it.d, it.err
 	case <-ctx.Done():
-		return failureDecision(l.onFailure, p.Limit), ctx.Err()
+		if it.state.CompareAndSwap(pending, abandoned) {
+			return failureDecision(l.onFailure, p.Limit), ctx.Err()
+		}
+	case <-timer.C:
+		if it.state.CompareAndSwap(pending, abandoned) {
+			l.failed(1, fmt.Errorf("ratelimit: no answer from Redis within %v", l.timeout))
+			return failureDecision(l.onFailure, p.Limit), nil
+		}
+	}
+	<-it.done // the batch claimed it first: its answer is a moment away
+	return it.d, it.err
+}
+
+// failed counts n decisions the failure policy answered and reports err.
+func (l *RedisLimiter) failed(n int, err error) {
+	l.failures.Add(int64(n))
+	if l.onError != nil {
+		l.onError(err)
 	}
 }
 
@@ -267,6 +308,12 @@ func (l *RedisLimiter) send(batch []*item) {
 			decisions = append(decisions, d)
 		}
 	}
+	var live []*item // those whose callers still wait
+	for _, it := range batch {
+		if it.state.CompareAndSwap(pending, decided) {
+			live = append(live, it)
+		}
+	}
 	var lm *Error
 	switch {
 	case err == nil:
@@ -278,10 +325,9 @@ func (l *RedisLimiter) send(batch []*item) {
 			it.err = err
 		}
 	default:
-		l.failures.Add(int64(len(batch)))
 		l.loaded.Store(false)
-		if l.onError != nil {
-			l.onError(err)
+		if len(live) > 0 {
+			l.failed(len(live), err)
 		}
 		for _, it := range batch {
 			it.d = failureDecision(l.onFailure, it.policy.Limit)
@@ -290,66 +336,4 @@ func (l *RedisLimiter) send(batch []*item) {
 	for _, it := range batch {
 		close(it.done)
 	}
-}
-
-// call runs one FCALL rl<version>_batch (run_batch in src/redis/lua/multi.lua): the number of
-// distinct policies, the clock ('-' once, or 't' and a time per item), six arguments per
-// policy, then per item its policy's index, with ":<cost>:<op>" unless an acquire of 1.
-func (l *RedisLimiter) call(batch []*item) ([]int64, error) {
-	index := map[*Policy]int{}
-	var policyArgs []any
-	timed := false
-	for _, it := range batch {
-		if _, ok := index[it.policy]; !ok {
-			index[it.policy] = len(index) + 1
-			for _, a := range it.policy.args {
-				policyArgs = append(policyArgs, a)
-			}
-		}
-		timed = timed || it.nowUs >= 0
-	}
-	var keys, args []any
-	clock := "-"
-	if timed {
-		clock = "t"
-	}
-	args = append(append(args, strconv.Itoa(len(index)), clock), policyArgs...)
-	for _, it := range batch {
-		for _, k := range it.keys {
-			keys = append(keys, k)
-		}
-		p := strconv.Itoa(index[it.policy])
-		if it.cost != 1 || it.peek {
-			op := "0"
-			if it.peek {
-				op = "1"
-			}
-			p += ":" + strconv.FormatInt(it.cost, 10) + ":" + op
-		}
-		args = append(args, p)
-		if timed {
-			if it.nowUs >= 0 {
-				args = append(args, strconv.FormatInt(it.nowUs, 10))
-			} else {
-				args = append(args, "-")
-			}
-		}
-	}
-	c := l.pool.Get()
-	defer c.Close()
-	if !l.loaded.Load() {
-		if err := ensureLibrary(c, l.lib); err != nil {
-			return nil, err
-		}
-		l.loaded.Store(true)
-	}
-	cmd := append(append([]any{l.fn, len(keys)}, keys...), args...)
-	reply, err := redis.Int64s(c.Do("FCALL", cmd...))
-	if err != nil && strings.Contains(strings.ToLower(err.Error()), "function not found") {
-		if err := ensureLibrary(c, l.lib); err != nil {
-			return nil, err
-		}
-		reply, err = redis.Int64s(c.Do("FCALL", cmd...))
-	}
-	return reply, err
 }
