@@ -23,12 +23,13 @@ RATELIMIT_TEST_PACKAGES=(
   chromium  # tests/sim/chart_pixels.py renders the simulator's charts headless
   curl iproute2 python3-yaml  # tests/docs: the docs' commands (curl), a private loopback (ip), YAML blocks
   # clients/ (ctest label clients): clients/python's redis-py and frameworks, clients/go's Go
-  # and Debian's redigo (GOPATH mode) (Node comes from scripts/test when no npm exists;
+  # and Debian's redigo (GOPATH and module mode, offline) (Node comes from scripts/test when no npm exists;
   # clients/node's npm packages from its package-lock.json)
   python3-redis python3-fastapi python3-starlette python3-uvicorn python3-flask python3-httpx
   python3-setuptools  # clients/python: setup.py's build step that bundles the function library (its test)
   golang-go golang-github-gomodule-redigo-dev
   default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
+  maven maven-debian-helper  # clients/java: mvn -o with Debian's repository (pom.xml's plugins)
   util-linux  # setpriv --pdeathsig: the client tests' servers die with them (Essential in Debian)
 )
 RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}")

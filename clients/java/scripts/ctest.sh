@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # clients/java/scripts/ctest.sh SOURCE_DIR WORK_DIR — the Java client's test as ctest runs it:
-# javac (-Werror) against Debian's jars in /usr/share/java (Jetty 9, the Servlet API; nothing
-# from Maven Central) into WORK_DIR, then RateLimitFilterTest (Jetty 9 + the filter + a real
-# ratelimitd on real Redis). Bounded: javac 180 s, the test 180 s.
+# Maven builds the jar offline as a user's CI would on Debian (pom.xml: `mvn -o` with
+# /etc/maven/settings-debian.xml, whose local repository is Debian's /usr/share/maven-repo;
+# nothing from Maven Central) into WORK_DIR/maven, then RateLimitFilterTest runs on that jar and
+# its test classes (Jetty 9 + the filter + a real ratelimitd on real Redis). Bounded: Maven
+# 300 s, the test 180 s.
 # Nothing outlives the run: this script, `timeout` and `java` get SIGKILL when the process that
 # started them dies (util-linux's setpriv --pdeathsig, preserved across exec), and the test starts
 # redis-server and ratelimitd the same way (RateLimitFilterTest.start), so killing ctest, this
@@ -15,7 +17,12 @@ for jar in jetty9-server jetty9-servlet jetty9-http jetty9-io jetty9-util jetty9
   [ -f "/usr/share/java/$jar.jar" ] || { echo "missing /usr/share/java/$jar.jar (scripts/deps.sh installs libjetty9-java libservlet-api-java)" >&2; exit 1; }
   cp="$cp:/usr/share/java/$jar.jar"
 done
-rm -rf "$work/classes"
-mkdir -p "$work/classes"
-timeout 180 javac -Xlint:all -Werror -d "$work/classes" -cp "${cp#:}" $(find "$src/src" -name '*.java')
-setpriv --pdeathsig KILL -- timeout 180 setpriv --pdeathsig KILL -- java -cp "$work/classes$cp" dev.ratelimit.client.RateLimitFilterTest
+if ! command -v mvn >/dev/null || [ ! -f /etc/maven/settings-debian.xml ]; then
+  echo "missing mvn or /etc/maven/settings-debian.xml (scripts/deps.sh installs maven maven-debian-helper)" >&2
+  exit 1
+fi
+rm -rf "$work/maven"
+(cd "$src" && setpriv --pdeathsig KILL -- timeout 300 mvn -B -q -s /etc/maven/settings-debian.xml -o \
+   "-Dratelimit.build.dir=$work/maven" package)
+jar=$(ls "$work"/maven/ratelimit-client-*.jar)
+setpriv --pdeathsig KILL -- timeout 180 setpriv --pdeathsig KILL -- java -cp "$jar:$work/maven/test-classes$cp" dev.ratelimit.client.RateLimitFilterTest
