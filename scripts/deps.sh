@@ -27,6 +27,7 @@ RATELIMIT_TEST_PACKAGES=(
   # clients/node's npm packages from its package-lock.json)
   python3-redis python3-fastapi python3-starlette python3-uvicorn python3-flask python3-httpx
   python3-setuptools  # clients/python: setup.py's build step that bundles the function library (its test)
+  python3-venv python3-wheel  # clients/README.md (docs test): pip install ./clients/python offline in a venv
   golang-go golang-github-gomodule-redigo-dev
   default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
   maven maven-debian-helper  # clients/java: mvn -o with Debian's repository (pom.xml's plugins)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_docs.py — every fenced block and every internal link of README.md, CONTRIBUTING.md,
-CHANGELOG.md and docs/ is checked, so the docs cannot go stale silently (ctest docs_blocks).
+CHANGELOG.md, clients/README.md and docs/ is checked, so the docs cannot go stale silently (ctest docs_blocks).
 
 Usage: check_docs.py SOURCE_DIR BIN_DIR [PAGE...]
 
@@ -62,7 +62,7 @@ def fail(block_or_path, line, what):
 
 
 def pages():
-    names = sys.argv[3:] or (["README.md", "CONTRIBUTING.md", "CHANGELOG.md"] +
+    names = sys.argv[3:] or (["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "clients/README.md"] +
                              sorted("docs/" + f for f in os.listdir(os.path.join(SRC, "docs")) if f.endswith(".md")) +
                              sorted("docs/benchmarks/" + f for f in os.listdir(os.path.join(SRC, "docs/benchmarks"))
                                     if f.endswith(".md")))
@@ -127,7 +127,7 @@ def scratch_dir():
     os.symlink(BIN, os.path.join(d, "build", "bin"))
     # The build's data (share/ratelimit/redis/ratelimit_<version>.lua), beside bin as in build/.
     os.symlink(os.path.join(os.path.dirname(BIN), "share"), os.path.join(d, "build", "share"))
-    for sub in ("examples", "tools", "scripts", "packaging", "docs"):
+    for sub in ("examples", "tools", "scripts", "packaging", "docs", "clients"):
         os.symlink(os.path.join(SRC, sub), os.path.join(d, sub))
     return d
 
