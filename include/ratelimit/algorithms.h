@@ -17,6 +17,8 @@
 //     log drops expired entries), so callers serialise peeks like acquires. A denied request
 //     never changes state, except in the policy's count-denied mode (see
 //     Policy::with_count_denied) and Policy::fixed_window_every_hit, which counts every hit.
+//     A report (Op::kReport, report()) is never refused: it records usage learnt after the
+//     fact even past the limit (a debt, bounded by max_recorded) or gives units back.
 //   - Every function is deterministic and allocation-free except the sliding log, whose state
 //     holds at most policy.limit() entries.
 // Not thread-safe by themselves: callers serialise access to one state (the memory store
@@ -45,6 +47,8 @@ enum class Op : uint8_t {
   kPeek,     // decide what kAcquire would answer; change nothing
   kRelease,  // concurrency only: free the lease named by its id, if it is still held
   kRenew,    // concurrency only: extend the lease named by its id to now + lease_ttl, if held
+  kReport,   // rate policies only: record usage known after the fact (cost > 0, never refused:
+             // may drive the key into debt) or give units back (cost < 0: a refund); see report()
 };
 
 // The core op a store op performs.
@@ -54,6 +58,7 @@ inline Op op_of(StoreOp::Kind kind) {
     case StoreOp::Kind::kPeek: return Op::kPeek;
     case StoreOp::Kind::kRelease: return Op::kRelease;
     case StoreOp::Kind::kRenew: return Op::kRenew;
+    case StoreOp::Kind::kReport: return Op::kReport;
   }
   return Op::kPeek;
 }
@@ -95,8 +100,11 @@ class SlidingLogQueue {
   SlidingLogEntry& operator[](size_t i) { return data_[physical(i)]; }
   SlidingLogEntry& front() { return data_[head_]; }
   const SlidingLogEntry& back() const { return (*this)[size_ - 1]; }
+  SlidingLogEntry& back_mut() { return (*this)[size_ - 1]; }
   void push_back(const SlidingLogEntry& e);
-  void pop_front();  // precondition: !empty(); the block is resized only by shrink_to_bound()
+  // Both: precondition !empty(); the block is resized only by shrink_to_bound().
+  void pop_front();
+  void pop_back();
   // Restores capacity() <= 2 * size() + 2 (frees the block when empty).
   void shrink_to_bound();
   void clear();
@@ -177,9 +185,11 @@ static_assert(std::is_same_v<std::variant_alternative_t<algorithm_index(Algorith
                                                         AlgorithmState>,
                              ConcurrencyState>);
 
-// Preconditions for every decide(): policy.algorithm() matches the state type; 1 <= cost <=
-// kMaxCost (validate_cost; 0 too for a policy that counts every hit). A cost above the
-// capacity yields reason kExceedsCapacity.
+// Preconditions for every decide(): policy.algorithm() matches the state type; op is kAcquire
+// or kPeek (kReport goes through report() or the dispatching decide below); 1 <= cost <=
+// kMaxCost (validate_cost; 0 too for a policy that counts every hit, and for kPeek, which then
+// answers the key's state as it is: remaining = what is left now). A cost above the capacity
+// yields reason kExceedsCapacity.
 Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64_t cost, Op op);
 Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, int64_t cost,
                 Op op);
@@ -203,9 +213,55 @@ Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64
 
 // Dispatches on the policy's algorithm. If `state` holds another algorithm's state (a policy
 // was redefined under the same name), it is replaced by a fresh state first. `lease` is read by
-// concurrency policies only (see above); the rate algorithms take kAcquire and kPeek only.
+// concurrency policies only (see above); the rate algorithms take kAcquire, kPeek and kReport
+// (report() below).
 Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
                 const LeaseId& lease = {});
+
+// ---- Usage known after the fact: report, refund and debt (docs/usage.md) ----
+//
+// Debt: a report records its cost even past the limit, so a key can hold more units than its
+// limit — a window's count above the limit, log entries beyond it, a bucket below empty (token:
+// taken above burst; leaky: level above burst). While it does, every acquire is refused, and
+// the debt is repaid only by the algorithm's own refill: the window ends (fixed window), the
+// entries age out (log), the counts slide out (counter), the bucket refills or drains. Its bound:
+// a key never holds more than max_recorded(policy) units, kMaxDebtLimits limits beyond its limit
+// (the sliding window counter also at most (2^53 - 1) / window_us, which keeps its weighted
+// count exact in a Lua double; never less than one limit); units reported beyond it are not
+// recorded. The units admitted in any window (bucket: over any span) are then at most the limit
+// plus what reports recorded, and a key in debt admits nothing until it is repaid.
+inline constexpr int64_t kMaxDebtLimits = 8;
+// The most units a key of `policy` holds after reports (see above); the limit for a
+// concurrency policy (which takes no reports) and 2^52 for a count of every hit.
+int64_t max_recorded(const Policy& policy);
+
+// Records a report of `cost` units (kMaxCost >= |cost|) in `state` at now_us and answers the key's
+// state after it. cost > 0: added to what the key holds (capped by max_recorded: never lowered
+// by a report); cost < 0, a refund: that many units given back, never more than the algorithm
+// still holds (never below zero used: a window's count, the log's newest entries first, a
+// bucket's level — never above a full token bucket); cost 0: nothing changes. Units are given
+// back where they are remembered: a refund after the window of the acquire it corrects has
+// ended gives back from the current window, which is all the algorithm can see.
+// The answer: allowed, reason kWithinLimit (a report is never refused), remaining = what an
+// acquire could still take now (0 in debt), reset_after = until the key is fully available
+// again, retry_after and delay 0. Precondition: a rate policy whose algorithm matches `state`.
+Decision report(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost);
+
+// The per-algorithm step of report(): the state after recording `cost` at now_us (see there).
+void record(const Policy& policy, FixedWindowState& s, int64_t now_us, int64_t cost);
+void record(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, int64_t cost);
+void record(const Policy& policy, SlidingWindowCounterState& s, int64_t now_us, int64_t cost);
+void record(const Policy& policy, TokenBucketState& s, int64_t now_us, int64_t cost);
+void record(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64_t cost);
+
+// What a report moves `held` (units, or micro-units with cap in the same scale) to: adds a
+// positive cost up to `cap` (never lowering a value already above it), takes a refund down to
+// 0 at most. Shared by every algorithm's record().
+inline int64_t recorded(int64_t held, int64_t cost, int64_t cap) {
+  if (cost < 0) return held + cost > 0 ? held + cost : 0;
+  const int64_t after = held + cost < cap ? held + cost : cap;
+  return after > held ? after : held;
+}
 
 // A fresh (never seen) state for the policy's algorithm.
 AlgorithmState fresh_state(const Policy& policy);

@@ -119,7 +119,8 @@ class DenialCache final : public StoreDecorator {
   // answer in an all-or-nothing denial is its own peek); otherwise the store decides, and the
   // denials in its answer are remembered. A group with a policy whose denials change state
   // (count-denied, every-hit) passes straight through. Admissions passing through make nothing
-  // forgotten.
+  // forgotten. A call with a report (StoreOp::Kind::kReport) passes straight through, and the
+  // reported keys' denials are forgotten before and after it (a report changes the answer).
   void decide_many_async(std::span<const StoreOp> ops, Atomicity atomicity,
                          OpsCallback done) override;
   // Forgets `key` under `policy` here (every cost) before and after the store's reset.
@@ -133,6 +134,7 @@ class DenialCache final : public StoreDecorator {
 
  private:
   DenialCache(std::shared_ptr<Store> inner, std::shared_ptr<Core> core);
+  void pass_reports(std::span<const StoreOp> ops, Atomicity atomicity, OpsCallback done);
   std::shared_ptr<Core> core_;
 };
 

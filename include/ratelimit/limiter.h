@@ -26,6 +26,10 @@ class Limiter {
   // Blocking. Errors: invalid key or cost (kInvalidArgument). Over the limit is a Decision.
   Result<Decision> acquire(std::string_view key, int64_t cost = 1) const;
   Result<Decision> peek(std::string_view key, int64_t cost = 1) const;
+  // Usage known after the fact: recorded even past the limit, or given back when negative
+  // (Store::report; docs/usage.md). The reservation pattern: acquire(key, estimate), serve,
+  // report(key, actual - estimate).
+  Result<Decision> report(std::string_view key, int64_t cost) const;
   Status reset(std::string_view key) const;
 
   // Asynchronous forms; see Store for the completion contract.

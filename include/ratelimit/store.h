@@ -51,12 +51,15 @@ using StatusCallback = std::function<void(Status)>;
 
 // One item of Store::decide_many_async: `cost` units of `key` under `*policy`, consumed
 // (kAcquire) or only checked (kPeek: what an acquire would answer; changes nothing); or, on a
-// concurrency policy, the lease `lease` released (kRelease) or renewed (kRenew).
+// concurrency policy, the lease `lease` released (kRelease) or renewed (kRenew); or, on a rate
+// policy, usage reported after the fact (kReport: `cost` recorded even past the limit, or given
+// back when negative — algo::report in algorithms.h).
 struct StoreOp {
-  enum class Kind : uint8_t { kAcquire, kPeek, kRelease, kRenew };
+  enum class Kind : uint8_t { kAcquire, kPeek, kRelease, kRenew, kReport };
   const Policy* policy = nullptr;  // read before decide_many_async returns; not kept
   std::string_view key;            // copied before decide_many_async returns
-  int64_t cost = 1;                // 1 ... kMaxCost (0 too: check only, every-hit policies)
+  int64_t cost = 1;                // 1 ... kMaxCost (0 too: check only, every-hit policies);
+                                   // kReport: -kMaxCost ... kMaxCost
   Kind kind = Kind::kAcquire;
   LeaseId lease{};                 // kRelease / kRenew: the lease (non-empty); else ignored
 };
@@ -73,7 +76,8 @@ enum class Atomicity : uint8_t {
   kIndependent,
   // All or nothing across every op, atomically: each op is first checked at its own cost;
   // only if every one admits are the kAcquire ops consumed; otherwise nothing changes (count-
-  // denied mode does not apply). Admitted ops report what they leave if all admit.
+  // denied mode does not apply). Admitted ops report what they leave if all admit. kReport ops
+  // never refuse, so a call of reports only records every one of them, atomically.
   kAllOrNothing,
 };
 
@@ -119,6 +123,12 @@ class Store {
   // What acquire would answer now; changes nothing: one kPeek op.
   void peek_async(const Policy& policy, std::string_view key, int64_t cost,
                   DecisionCallback done);
+  // Usage known after the fact (algo::report): `cost` units recorded even past the limit (the
+  // key is then in debt), or given back when negative (a refund; -kMaxCost ... kMaxCost, see
+  // validate_report_cost). Never refused: the Decision is the key's state after it. One kReport
+  // op. Rate policies only.
+  void report_async(const Policy& policy, std::string_view key, int64_t cost,
+                    DecisionCallback done);
   // Several limits on one key, all or nothing: if any denies, none consumes. Each Decision is
   // that policy's answer (admitted ones report what they would leave if all had admitted).
   // Precondition (validate_acquire_all): 1 ... 16 policies with distinct names, none a
@@ -129,6 +139,7 @@ class Store {
   // Blocking forms: wait for the completion (none from inside a completion of the same store).
   Result<Decision> acquire(const Policy& policy, std::string_view key, int64_t cost = 1);
   Result<Decision> peek(const Policy& policy, std::string_view key, int64_t cost = 1);
+  Result<Decision> report(const Policy& policy, std::string_view key, int64_t cost);
   Result<std::vector<Decision>> acquire_all(std::span<const Policy> policies,
                                             std::string_view key, int64_t cost = 1);
   Status reset(const Policy& policy, std::string_view key);
@@ -178,8 +189,13 @@ inline constexpr size_t kMaxPoliciesPerCall = 16;
 Status validate_acquire_all(std::span<const Policy> policies, std::string_view key, int64_t cost);
 
 // Validates the preconditions of decide_many_async (see there), and that kRelease / kRenew ops
-// are on concurrency policies with a non-empty lease, and that an all-or-nothing call holds no
-// concurrency policy. Stores call it before touching state.
+// are on concurrency policies with a non-empty lease, that kReport ops are on rate policies
+// with -kMaxCost <= cost <= kMaxCost (validate_report_cost), and that an all-or-nothing call
+// holds no concurrency policy. Stores call it before touching state.
 Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity);
+
+// A report's cost: a rate policy (a concurrency policy's usage is its leases), and
+// -kMaxCost ... kMaxCost (negative: a refund). kInvalidArgument saying which, else ok.
+Status validate_report_cost(const Policy& policy, int64_t cost);
 
 }  // namespace ratelimit

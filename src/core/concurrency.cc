@@ -68,6 +68,10 @@ Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64
       }
       break;
     }
+    case Op::kReport:  // refused before it gets here (validate_report_cost): records nothing
+      d.allowed = true;
+      d.reason = DecisionReason::kWithinLimit;
+      break;
     case Op::kAcquire:
     case Op::kPeek: {
       if (cost > limit) {

@@ -25,6 +25,7 @@ AlgorithmState fresh_state(const Policy& policy) {
 Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
                 const LeaseId& lease) {
   if (state.index() != algorithm_index(policy.algorithm())) state = fresh_state(policy);
+  if (op == Op::kReport) return report(policy, state, now_us, cost);
   if (auto* c = std::get_if<ConcurrencyState>(&state)) {
     return decide(policy, *c, now_us, cost, op, lease);
   }
@@ -37,6 +38,33 @@ Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int
         }
       },
       state);
+}
+
+int64_t max_recorded(const Policy& policy) {
+  const int64_t limit = policy.limit();
+  if (policy.counts_every_hit()) return kMaxEveryHitCount;
+  if (policy.is_concurrency()) return limit;
+  const int64_t most = (kMaxDebtLimits + 1) * limit;
+  if (policy.algorithm() != Algorithm::kSlidingWindowCounter) return most;
+  // Its weighted count multiplies a window's units by up to window_us (sliding_window_counter.cc).
+  return std::min(most, ((int64_t{1} << 53) - 1) / policy.window().count());
+}
+
+Decision report(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost) {
+  std::visit(
+      [&](auto& s) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(s)>, ConcurrencyState>) {
+          record(policy, s, now_us, cost);
+        }
+      },
+      state);
+  // A cost-0 peek answers the state as it is: what is left, and until it is all back.
+  Decision d = decide(policy, state, now_us, 0, Op::kPeek);
+  d.allowed = true;
+  d.reason = DecisionReason::kWithinLimit;
+  d.retry_after = Micros{0};
+  d.delay = Micros{0};
+  return d;
 }
 
 int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
@@ -82,13 +110,17 @@ bool decide_all_items(size_t n, At at, int64_t now_us, std::vector<Decision>& ou
   bool all = true;
   for (size_t i = 0; i < n; ++i) {
     const LimitOp l = at(i);
-    out.push_back(decide(*l.policy, *l.state, now_us, l.cost, Op::kPeek));
-    all = all && out.back().allowed;
+    // A report is never refused: it takes part in the check as admitted (and what a peek of
+    // the state as it is would answer stands in until it is recorded).
+    out.push_back(decide(*l.policy, *l.state, now_us, l.op == Op::kReport ? 0 : l.cost, Op::kPeek));
+    all = all && (out.back().allowed || l.op == Op::kReport);
   }
   if (!all) return false;
   for (size_t i = 0; i < n; ++i) {
     const LimitOp l = at(i);
-    if (l.op == Op::kAcquire) out[i] = decide(*l.policy, *l.state, now_us, l.cost, Op::kAcquire);
+    if (l.op == Op::kAcquire || l.op == Op::kReport) {
+      out[i] = decide(*l.policy, *l.state, now_us, l.cost, l.op);
+    }
   }
   return true;
 }

@@ -52,7 +52,7 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
     d.allowed = true;
     d.reason = DecisionReason::kWithinLimit;
     d.remaining = limit - (count + cost);
-    d.reset_after = Micros{until_end};
+    d.reset_after = Micros{count + cost > 0 ? until_end : 0};
     if (op == Op::kAcquire) s = {start, count + cost};
     return d;
   }
@@ -66,6 +66,15 @@ Decision decide(const Policy& policy, FixedWindowState& s, int64_t now_us, int64
   }
   d.remaining = std::max<int64_t>(0, limit - kept);
   return d;
+}
+
+// Debt: the window's count above the limit; repaid when the window ends (a refund lands in the
+// window it arrives in).
+void record(const Policy& policy, FixedWindowState& s, int64_t now_us, int64_t cost) {
+  const int64_t window = policy.window().count();
+  const int64_t start = window_start(std::max<int64_t>({now_us, s.window_start_us, 0}), window);
+  const int64_t count = start == s.window_start_us ? s.count : 0;
+  s = {start, recorded(count, cost, max_recorded(policy))};
 }
 
 }  // namespace ratelimit::algo

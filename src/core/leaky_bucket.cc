@@ -15,8 +15,7 @@ Decision decide(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64
   const int64_t burst = policy.limit();
   const double rate = policy.rate();
   const int64_t t = std::max(now_us, s.last_us);
-  const int64_t elapsed = std::min(elapsed_since(s.last_us, t), 2 * policy.window().count());
-  const int64_t level = std::max<int64_t>(0, s.level_u - drained_u(elapsed, rate));
+  const int64_t level = refilled(policy, s.level_u, s.last_us, t);
   // floor(level / kUnit) + cost <= burst  <=>  level <= (burst - cost + 1) * kUnit - 1.
   const int64_t max_level = (burst - cost + 1) * kUnit - 1;
 
@@ -47,6 +46,14 @@ Decision decide(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64
   d.remaining = std::max<int64_t>(0, burst - level_now / kUnit);
   d.reset_after = Micros{s.last_us + time_to_drain_us(s.level_u, rate) - t};
   return d;
+}
+
+// Debt: the level above the burst; repaid as the queue leaks. A refund never takes the level
+// below empty.
+void record(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64_t cost) {
+  const int64_t t = std::max(now_us, s.last_us);
+  const int64_t level = refilled(policy, s.level_u, s.last_us, t);
+  s = {recorded(level, cost * kUnit, max_recorded(policy) * kUnit), t};
 }
 
 }  // namespace ratelimit::algo

@@ -18,6 +18,10 @@ Result<Decision> Limiter::peek(std::string_view key, int64_t cost) const {
   return store_->peek(policy_, key, cost);
 }
 
+Result<Decision> Limiter::report(std::string_view key, int64_t cost) const {
+  return store_->report(policy_, key, cost);
+}
+
 Status Limiter::reset(std::string_view key) const { return store_->reset(policy_, key); }
 
 void Limiter::acquire_async(std::string_view key, int64_t cost, DecisionCallback done) const {

@@ -31,14 +31,10 @@ int64_t level_before_idle(int64_t idle_at, int64_t now, double rate, int64_t cap
   return std::min(cap, drained_u(left, rate) + 1);
 }
 
-// A bucket's largest possible level (taken for the token bucket): one burst, two in
-// count-denied mode (the debt is capped at one more burst). The leaky bucket admits while
-// floor(level) + cost <= burst, so its level after an admission is below burst + 1.
-int64_t bucket_cap(const Policy& policy) {
-  const int64_t burst = policy.limit();
-  if (policy.count_denied()) return 2 * burst * kUnit;
-  return (policy.algorithm() == Algorithm::kLeakyBucket ? burst + 1 : burst) * kUnit;
-}
+// A bucket's largest possible level (taken for the token bucket): max_recorded units, which
+// reports may reach (count-denied mode reaches two bursts, admissions one, a leaky bucket's
+// below burst + 1: all below it).
+int64_t bucket_cap(const Policy& policy) { return max_recorded(policy) * kUnit; }
 
 }  // namespace
 
@@ -91,11 +87,9 @@ Residue residue_of(const Policy& policy, const AlgorithmState& state, int64_t no
 AlgorithmState state_from_residue(const Policy& policy, const Residue& r, int64_t now_us) {
   if (r.idle_at_us <= now_us) return fresh_state(policy);
   const int64_t window = policy.window().count();
-  const int64_t limit = policy.limit();
-  // A count every hit adds to is not cut at the limit: one counter serves several limits
-  // (Policy::fixed_window_every_hit), so a larger one must still see all of it.
-  const int64_t used = policy.counts_every_hit() ? std::max<int64_t>(r.used, 0)
-                                                 : std::clamp<int64_t>(r.used, 0, limit);
+  // Not cut at the limit: reports leave debt (up to max_recorded), and a count every hit adds
+  // to serves several limits (Policy::fixed_window_every_hit), so a larger one must see it all.
+  const int64_t used = std::clamp<int64_t>(r.used, 0, max_recorded(policy));
   const int64_t now = std::max<int64_t>(now_us, 0);
   switch (policy.algorithm()) {
     case Algorithm::kFixedWindow:

@@ -73,4 +73,12 @@ Decision decide(const Policy& policy, SlidingWindowCounterState& s, int64_t now_
   return d;
 }
 
+// Debt: the estimate above the limit; repaid as the counts slide out of the window. A report
+// or refund changes the current window's count only (the previous window is weighted, not
+// counted, in what is left to give back).
+void record(const Policy& policy, SlidingWindowCounterState& s, int64_t now_us, int64_t cost) {
+  const RolledWindows r = roll_windows(s, now_us, policy.window().count());
+  s = {r.start, r.prev, recorded(r.curr, cost, max_recorded(policy))};
+}
+
 }  // namespace ratelimit::algo

@@ -104,6 +104,8 @@ void SlidingLogQueue::pop_front() {
   --size_;
 }
 
+void SlidingLogQueue::pop_back() { --size_; }
+
 void SlidingLogQueue::shrink_to_bound() {
   if (size_ == 0) {
     if (data_ != nullptr) reallocate(0);
@@ -167,7 +169,8 @@ Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, 
     d.allowed = true;
     d.reason = DecisionReason::kWithinLimit;
     d.remaining = limit - (s.units + cost);
-    d.reset_after = Micros{window};  // the unit admitted now is the last to leave
+    // The unit admitted now is the last to leave (a cost-0 peek admits none).
+    d.reset_after = Micros{cost > 0 ? window : s.units > 0 ? s.entries.back().at_us + window - t : 0};
     if (op == Op::kAcquire) {
       s.entries.push_back({t, cost});
       s.units += cost;
@@ -193,6 +196,34 @@ Decision decide(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, 
   d.remaining = std::max<int64_t>(0, limit - s.units);
   d.reset_after = Micros{s.entries.back().at_us + window - t};
   return d;
+}
+
+// Debt: entries beyond the limit; repaid as they age out. A report is one entry at now (merged
+// into the newest if it has the same time, so the log's length stays bounded by its units); a
+// refund takes units from the newest entries first — the reservation a refund corrects is the
+// newest use — so what stays is the oldest, which leaves soonest.
+void record(const Policy& policy, SlidingWindowLogState& s, int64_t now_us, int64_t cost) {
+  const int64_t window = policy.window().count();
+  const int64_t newest = !s.entries.empty() ? s.entries.back().at_us : 0;
+  const int64_t t = std::max<int64_t>({now_us, newest, 0});
+  expire(s, t, window);
+  const int64_t after = recorded(s.units, cost, max_recorded(policy));
+  if (after > s.units) {
+    if (!s.entries.empty() && s.entries.back().at_us == t) {
+      s.entries.back_mut().cost += after - s.units;
+    } else {
+      s.entries.push_back({t, after - s.units});
+    }
+  }
+  for (int64_t give = s.units - after; give > 0;) {
+    SlidingLogEntry& last = s.entries.back_mut();
+    const int64_t take = std::min(give, last.cost);
+    last.cost -= take;
+    give -= take;
+    if (last.cost == 0) s.entries.pop_back();
+  }
+  s.units = after;
+  s.entries.shrink_to_bound();
 }
 
 }  // namespace ratelimit::algo

@@ -62,7 +62,11 @@ Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
     const StoreOp& op = ops[i];
     if (op.policy == nullptr) return Status::invalid_argument("operation without a policy");
     if (Status s = validate_key(op.key); !s.is_ok()) return s;
-    if (Status s = validate_cost(*op.policy, op.cost); !s.is_ok()) return s;
+    if (op.kind == StoreOp::Kind::kReport) {
+      if (Status s = validate_report_cost(*op.policy, op.cost); !s.is_ok()) return s;
+    } else if (Status s = validate_cost(*op.policy, op.cost); !s.is_ok()) {
+      return s;
+    }
     const bool lease_op = op.kind == StoreOp::Kind::kRelease || op.kind == StoreOp::Kind::kRenew;
     if (lease_op && !op.policy->is_concurrency()) {
       return Status::invalid_argument("policy '" + op.policy->name() +
@@ -78,6 +82,20 @@ Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
                                         "' on the same key given twice");
       }
     }
+  }
+  return {};
+}
+
+Status validate_report_cost(const Policy& policy, int64_t cost) {
+  if (policy.is_concurrency()) {
+    return Status::invalid_argument("policy '" + policy.name() +
+                                    "' is a concurrency policy: its usage is the leases it holds, "
+                                    "not reports");
+  }
+  if (cost < -kMaxCost || cost > kMaxCost) {
+    return Status::invalid_argument("cost of a report must be between -" + std::to_string(kMaxCost) +
+                                    " and " + std::to_string(kMaxCost) + ", got " +
+                                    std::to_string(cost));
   }
   return {};
 }
@@ -166,6 +184,11 @@ void Store::peek_async(const Policy& policy, std::string_view key, int64_t cost,
   decide_one_async({&policy, key, cost, StoreOp::Kind::kPeek}, std::move(done));
 }
 
+void Store::report_async(const Policy& policy, std::string_view key, int64_t cost,
+                         DecisionCallback done) {
+  decide_one_async({&policy, key, cost, StoreOp::Kind::kReport}, std::move(done));
+}
+
 void Store::acquire_all_async(std::span<const Policy> policies, std::string_view key,
                               int64_t cost, DecisionsCallback done) {
   if (Status s = validate_acquire_all(policies, key, cost); !s.is_ok()) return done(s);
@@ -182,6 +205,10 @@ Result<Decision> Store::acquire(const Policy& policy, std::string_view key, int6
 
 Result<Decision> Store::peek(const Policy& policy, std::string_view key, int64_t cost) {
   return decide_one({&policy, key, cost, StoreOp::Kind::kPeek});
+}
+
+Result<Decision> Store::report(const Policy& policy, std::string_view key, int64_t cost) {
+  return decide_one({&policy, key, cost, StoreOp::Kind::kReport});
 }
 
 Result<std::vector<Decision>> Store::acquire_all(std::span<const Policy> policies,

@@ -15,10 +15,7 @@ Decision decide(const Policy& policy, TokenBucketState& s, int64_t now_us, int64
   const int64_t burst = policy.limit();
   const double rate = policy.rate();
   const int64_t t = std::max(now_us, s.last_us);
-  // Refill. Capping elapsed at twice the full drain time keeps elapsed * rate < 2^53 and
-  // still refills the largest possible debt (2 * burst in count-denied mode).
-  const int64_t elapsed = std::min(elapsed_since(s.last_us, t), 2 * policy.window().count());
-  const int64_t taken = std::max<int64_t>(0, s.taken_u - drained_u(elapsed, rate));
+  const int64_t taken = refilled(policy, s.taken_u, s.last_us, t);
 
   Decision d;
   d.limit = burst;
@@ -49,6 +46,14 @@ Decision decide(const Policy& policy, TokenBucketState& s, int64_t now_us, int64
   d.remaining = std::max<int64_t>(0, burst - ceil_div(taken_now, kUnit));
   d.reset_after = Micros{s.last_us + time_to_drain_us(s.taken_u, rate) - t};
   return d;
+}
+
+// Debt: taken above a full burst (tokens below zero); repaid as the bucket refills. A refund
+// never fills the bucket above its burst (taken >= 0).
+void record(const Policy& policy, TokenBucketState& s, int64_t now_us, int64_t cost) {
+  const int64_t t = std::max(now_us, s.last_us);
+  const int64_t taken = refilled(policy, s.taken_u, s.last_us, t);
+  s = {recorded(taken, cost * kUnit, max_recorded(policy) * kUnit), t};
 }
 
 }  // namespace ratelimit::algo

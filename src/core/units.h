@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ratelimit/algorithms.h"
+
 namespace ratelimit::algo {
 
 // Micro-units gained (refill) or lost (leak) over `elapsed_us` at `rate` units per second:
@@ -48,5 +50,15 @@ inline int64_t window_start(int64_t now_us, int64_t window_us) {
 
 // Ceiling of a / b for a >= 0, b > 0.
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A bucket's level (micro-units taken from a token bucket, queued in a leaky one) after
+// draining at the policy's rate from last_us to t (t >= last_us), never below 0. Capping elapsed
+// at kMaxDebtLimits + 1 full drain times keeps elapsed * rate < 2^53 (burst <= 10^9, so
+// 9 * 10^15 micro-units) and still drains the largest level a key can hold (max_recorded).
+inline int64_t refilled(const Policy& policy, int64_t level_u, int64_t last_us, int64_t t) {
+  const int64_t cap = (kMaxDebtLimits + 1) * policy.window().count();
+  const int64_t elapsed = std::min(elapsed_since(last_us, t), cap);
+  return std::max<int64_t>(0, level_u - drained_u(elapsed, policy.rate()));
+}
 
 }  // namespace ratelimit::algo

@@ -130,6 +130,10 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   if (!validate_decide_many(ops, atomicity).is_ok()) {
     return inner().decide_many_async(ops, atomicity, std::move(done));  // it refuses them
   }
+  if (std::any_of(ops.begin(), ops.end(),
+                  [](const StoreOp& op) { return op.kind == StoreOp::Kind::kReport; })) {
+    return pass_reports(ops, atomicity, std::move(done));
+  }
   if (ops.size() == 1 && !ops[0].policy->is_concurrency()) {
     return decide_one_op(core_, inner(), ops, atomicity, std::move(done));
   }
@@ -202,6 +206,26 @@ void DenialCache::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
         }
         done(std::span<const Decision>(out));
       });
+}
+
+// A report changes what the store would answer both ways (a refund frees room a remembered
+// denial still refuses; a debt outlasts its retry_after): the reported keys' denials are
+// forgotten, before the store records the report and again after it (a denial learnt by a call
+// that raced with it), and the call goes to the store.
+void DenialCache::pass_reports(std::span<const StoreOp> ops, Atomicity atomicity, OpsCallback done) {
+  std::vector<std::string> reported;
+  for (const StoreOp& op : ops) {
+    if (op.kind != StoreOp::Kind::kReport) continue;
+    reported.emplace_back(CompositeKey(*op.policy, op.key).view());
+    core_->forget(reported.back());
+  }
+  Core::bump(core_->bypassed);
+  inner().decide_many_async(ops, atomicity,
+                            [core = core_, reported = std::move(reported),
+                             done = std::move(done)](Result<std::span<const Decision>> r) {
+                              for (const std::string& c : reported) core->forget(c);
+                              done(std::move(r));
+                            });
 }
 
 void DenialCache::reset_async(const Policy& policy, std::string_view key, StatusCallback done) {

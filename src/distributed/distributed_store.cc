@@ -284,7 +284,12 @@ void DistributedStore::decide_many_async(std::span<const StoreOp> ops, Atomicity
   for (const StoreOp& op : ops) {
     if (op.policy->consistency().mode != Consistency::kExact) ++local;
   }
-  if (local == 0 || (atomicity == Atomicity::kAllOrNothing && ops.size() > 1)) {
+  // A report is recorded in the shared store at once (exact, never lost); this instance's
+  // local view (its lease slice, its unsent hits) learns of it at its next sync, so the bound
+  // on what the mode admits beyond the limit is unchanged by reports (docs/usage.md).
+  const bool reports = std::any_of(ops.begin(), ops.end(),
+                                   [](const StoreOp& op) { return op.kind == StoreOp::Kind::kReport; });
+  if (local == 0 || reports || (atomicity == Atomicity::kAllOrNothing && ops.size() > 1)) {
     return inner().decide_many_async(ops, atomicity, std::move(done));
   }
   // The common case, one local op answered inline: no allocation beyond the key's lookup.

@@ -143,8 +143,11 @@ void RegionStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
         cap = algo::partition_cap(policy, c.share);
         c.capped.fetch_add(1, std::memory_order_relaxed);
       }
-      const algo::RegionSend send = algo::region_send(policy, others, now, cap, ops[i].cost);
-      if (send.denied_by_others) {
+      // A report is never refused: it is recorded in this region's count (which the others
+      // read) under the same lowered limit, so its answer says what is left across regions.
+      const bool report = ops[i].kind == StoreOp::Kind::kReport;
+      const algo::RegionSend send = algo::region_send(policy, others, now, cap, report ? 0 : ops[i].cost);
+      if (send.denied_by_others && !report) {
         // Sent as a peek (below), so nothing is counted for it; its answer is replaced above.
         (*info)[i].denied_by_others = true;
         (*info)[i].denial = algo::region_denial(policy, others, now, ops[i].cost);

@@ -67,6 +67,8 @@ struct MemoryStore::Impl {
     ScopedLock lock(shard.mu);
     shard.begin_op(now);
     const uint32_t i = shard.find_named(policy, w.name_hash, key, w.hash);
+    // Acquires and reports write; a report is never refused, so what it leaves decides.
+    const bool writes = op == Op::kAcquire || op == Op::kReport;
     if (i != kNil) {
       const Decision d = leases ? shard.decide_lease(i, policy, now, cost, op, lease)
                                 : shard.decide(i, policy, now, cost, op);
@@ -76,18 +78,18 @@ struct MemoryStore::Impl {
       } else if (shard.idle_at(i) <= now) {
         shard.remove(i, w.hash);
         return d;
-      } else if (op == Op::kAcquire) {
+      } else if (writes) {
         shard.touch(i, memory::standing_after(d, shard.standing(i)));
       }
       if (shard.over_byte_share()) shard.shed_bytes({&i, 1}, now);  // a log grew
       return d;
     }
-    // A new key: the policy's id, creating it for an acquire (a peek still records a
+    // A new key: the policy's id, creating it for a write (a peek still records a
     // redefinition under a known name).
-    const uint16_t id = shard.policy_id(policy, w.name_hash, op == Op::kAcquire);
+    const uint16_t id = shard.policy_id(policy, w.name_hash, writes);
     AlgorithmState state = shard.starting_state(policy, w.name_hash, w.hash, now);
     const Decision d = algo::decide(policy, state, now, cost, op, lease);
-    if (op == Op::kAcquire && (d.allowed || algo::idle_at_us(policy, state) > now)) {
+    if ((op == Op::kAcquire && d.allowed) || (writes && algo::idle_at_us(policy, state) > now)) {
       if (id == memory::kNoPolicy) return too_many_policies();
       shard.insert(id, key, w.hash, std::move(state), memory::standing_after(d, memory::kRoomy),
                    now);
@@ -129,10 +131,10 @@ struct MemoryStore::Impl {
     std::array<AlgorithmState, kMaxOpsPerCall> states;
     std::array<algo::LimitOp, kMaxOpsPerCall> items{};
     for (size_t k = 0; k < n; ++k) {
-      // A peek never creates a policy (nor an entry); an acquire's id is made before any change.
-      const bool acquire = ops[k].kind == StoreOp::Kind::kAcquire;
-      ids[k] = shards[where[k].shard].policy_id(*ops[k].policy, where[k].name_hash, acquire);
-      if (acquire && ids[k] == memory::kNoPolicy) return too_many_policies();
+      // A peek never creates a policy (nor an entry); a write's id is made before any change.
+      const bool writes = ops[k].kind == StoreOp::Kind::kAcquire || ops[k].kind == StoreOp::Kind::kReport;
+      ids[k] = shards[where[k].shard].policy_id(*ops[k].policy, where[k].name_hash, writes);
+      if (writes && ids[k] == memory::kNoPolicy) return too_many_policies();
     }
     for (size_t k = 0; k < n; ++k) {
       Shard& shard = shards[where[k].shard];
@@ -140,8 +142,7 @@ struct MemoryStore::Impl {
       states[k] = slots[k] != kNil ? shard.take_state(slots[k])
                                    : shard.starting_state(*ops[k].policy, where[k].name_hash,
                                                           where[k].hash, now);
-      items[k] = {ops[k].policy, &states[k], ops[k].cost,
-                  ops[k].kind == StoreOp::Kind::kAcquire ? Op::kAcquire : Op::kPeek};
+      items[k] = {ops[k].policy, &states[k], ops[k].cost, algo::op_of(ops[k].kind)};
     }
     out.reserve(n);
     const bool all = algo::decide_all(std::span(items.data(), n), now, out);
@@ -160,7 +161,8 @@ struct MemoryStore::Impl {
       } else if (shard.idle_at(slots[k]) <= now) {
         shard.remove(slots[k], where[k].hash);
         in_use[k] = kNil;
-      } else if (items[k].op == Op::kAcquire && !out[k].allowed) {  // the limit that refused
+      } else if ((items[k].op == Op::kAcquire && !out[k].allowed) ||  // the limit that refused
+                 (all && items[k].op == Op::kReport)) {
         shard.touch(slots[k], memory::standing_after(out[k], shard.standing(slots[k])));
       }
     }
@@ -174,8 +176,8 @@ struct MemoryStore::Impl {
       return std::span<const uint32_t>(keep.data(), m);
     };
     for (size_t k = 0; k < n; ++k) {
-      if (slots[k] != kNil || items[k].op != Op::kAcquire) continue;
-      if (all || algo::idle_at_us(*ops[k].policy, states[k]) > now) {
+      if (slots[k] != kNil || (items[k].op != Op::kAcquire && items[k].op != Op::kReport)) continue;
+      if ((all && items[k].op == Op::kAcquire) || algo::idle_at_us(*ops[k].policy, states[k]) > now) {
         const size_t sh = where[k].shard;
         in_use[k] = shards[sh].insert(ids[k], ops[k].key, where[k].hash, std::move(states[k]),
                                       memory::standing_after(out[k], memory::kRoomy), now,

@@ -123,7 +123,8 @@ class alignas(64) Shard {
   Decision decide(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost, algo::Op op)
       RL_REQUIRES(mu) {
     Slot& s = slot(i);
-    if (s.tag == tag_of(policy.algorithm())) {
+    // A report (algo::report) is off the hot path: through the variant, like a redefinition.
+    if (s.tag == tag_of(policy.algorithm()) && op != algo::Op::kReport) {
       using enum Algorithm;
       switch (policy.algorithm()) {
         case kFixedWindow: return decide_packed<kFixedWindow>(s, policy, now_us, cost, op);

@@ -77,11 +77,12 @@ struct Pair {
   std::shared_ptr<DenialCache> cache;
 
   // One step on both; an error Status describes a mismatch.
+  // `report`: usage reported after the fact (the cache passes it through and forgets the key).
   Result<Decision> step(const Policy& p, const std::string& key, int64_t cost, bool peek,
-                        bool stepped_back = false) {
+                        bool stepped_back = false, bool report = false) {
     const uint64_t hits = cache->counters().hits;
-    auto got = peek ? cache->peek(p, key, cost) : cache->acquire(p, key, cost);
-    auto want = peek ? mirror->peek(p, key, cost) : mirror->acquire(p, key, cost);
+    auto got = report ? cache->report(p, key, cost) : peek ? cache->peek(p, key, cost) : cache->acquire(p, key, cost);
+    auto want = report ? mirror->report(p, key, cost) : peek ? mirror->peek(p, key, cost) : mirror->acquire(p, key, cost);
     if (got.ok() != want.ok()) return Status::internal("one failed, the other did not");
     if (!got.ok()) return got;
     const bool hit = cache->counters().hits != hits;
@@ -111,7 +112,8 @@ void replay_vectors(const std::function<std::shared_ptr<Store>(const ManualClock
           [&](const Policy& policy, const std::string& key, const vectors::Step& s) {
             pair.clock.set(Micros{s.t_us});
             ++steps;
-            return pair.step(policy, key, s.cost, s.op == vectors::StepOp::kPeek);
+            return pair.step(policy, key, s.cost, s.op == vectors::StepOp::kPeek, false,
+                             s.op == vectors::StepOp::kReport);
           },
           [&](const Policy& policy, const std::string& key) { return pair.reset(policy, key); });
       EXPECT_TRUE(failures.empty()) << vectors::format_failures(failures);

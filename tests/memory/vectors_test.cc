@@ -63,15 +63,13 @@ TEST_P(MemoryStoreVectors, StoreMatchesVectorsAndPureFunctions) {
   auto decide = [&](const Policy& policy, const std::string& key,
                     const vectors::Step& step) -> Result<Decision> {
     clock.set(Micros{step.t_us});
-    const bool peek = step.op == vectors::StepOp::kPeek;
     Result<Decision> got = vectors::store_step(store, policy, key, step);
     // Leases: the store draws its own ids, which the pure model cannot share; the expectations
     // (run_file) hold both to the same answers.
     if (policy.is_concurrency()) return got;
     auto& state =
         pure.try_emplace(policy.name() + "\n" + key, algo::fresh_state(policy)).first->second;
-    const Decision want = algo::decide(policy, state, step.t_us, step.cost,
-                                       peek ? algo::Op::kPeek : algo::Op::kAcquire);
+    const Decision want = algo::decide(policy, state, step.t_us, step.cost, vectors::algo_op(step.op));
     if (got.ok() && *got != want) {
       return Status::internal("store " + describe(*got) + " != pure " + describe(want));
     }

@@ -52,10 +52,10 @@ DecisionReason parse_reason(const std::string& s) {
 
 StepOp parse_op(const std::string& s) {
   for (auto op : {StepOp::kAcquire, StepOp::kPeek, StepOp::kReset, StepOp::kRelease,
-                  StepOp::kRenew}) {
+                  StepOp::kRenew, StepOp::kReport}) {
     if (s == step_op_name(op)) return op;
   }
-  fail("unknown op '" + s + "' (expected acquire, peek, reset, release or renew)");
+  fail("unknown op '" + s + "' (expected acquire, peek, reset, release, renew or report)");
 }
 
 Policy parse_policy(Algorithm algorithm, const json& p, bool count_denied, bool every_hit) {
@@ -128,6 +128,9 @@ Step parse_step(const json& j, Algorithm algorithm, const Policy& case_policy, b
     fail("release, renew and 'lease' apply to concurrency only");
   }
   if (lease_op && s.lease.empty()) fail("a release or renew step names its 'lease'");
+  if (s.op == StepOp::kReport && algorithm == Algorithm::kConcurrency) {
+    fail("report applies to the rate algorithms only");
+  }
   if (s.op == StepOp::kReset) {
     if (j.contains("expect")) fail("a reset step has no 'expect'");
   } else {
@@ -145,6 +148,7 @@ const char* step_op_name(StepOp op) {
     case StepOp::kReset: return "reset";
     case StepOp::kRelease: return "release";
     case StepOp::kRenew: return "renew";
+    case StepOp::kReport: return "report";
   }
   return "unknown";
 }
@@ -154,6 +158,7 @@ algo::Op algo_op(StepOp op) {
     case StepOp::kPeek: return algo::Op::kPeek;
     case StepOp::kRelease: return algo::Op::kRelease;
     case StepOp::kRenew: return algo::Op::kRenew;
+    case StepOp::kReport: return algo::Op::kReport;
     default: return algo::Op::kAcquire;
   }
 }
@@ -164,6 +169,8 @@ Result<Decision> store_step(Store& store, const Policy& policy, const std::strin
     case StepOp::kPeek: return store.peek(policy, key, step.cost);
     case StepOp::kRelease: return store.release(policy, key, step.lease_id);
     case StepOp::kRenew: return store.renew(policy, key, step.lease_id);
+    case StepOp::kReport:
+      return store.decide_one({&policy, key, step.cost, StoreOp::Kind::kReport});
     default: return store.acquire(policy, key, step.cost);
   }
 }
@@ -334,7 +341,9 @@ std::vector<Failure> run_vectors_pure(const VectorFile& file) {
   return run_file(
       file, "pure:",
       [&](const Policy& policy, const std::string& key, const Step& step) -> Result<Decision> {
-        if (auto s = validate_cost(policy, step.cost); !s.is_ok()) return s;
+        const Status valid = step.op == StepOp::kReport ? validate_report_cost(policy, step.cost)
+                                                        : validate_cost(policy, step.cost);
+        if (!valid.is_ok()) return valid;
         auto it = states.try_emplace(key, algo::fresh_state(policy)).first;
         return algo::decide(policy, it->second, step.t_us, step.cost, algo_op(step.op),
                             step.lease_id);

@@ -23,13 +23,14 @@
 //               "count_denied": false,                                  (optional, default false)
 //               "every_hit": false,          (optional; fixed_window: Policy::fixed_window_every_hit)
 //               "steps": [{"t_us": 0, "cost": 1, "op": "acquire",       (cost default 1;
-//                          "key": "a",                                  op acquire|peek|reset;
+//                          "key": "a",                         op acquire|peek|reset|report;
 //                          "expect": {"allowed": true, "reason": "within_limit",   key default
 //                                     "remaining": 9, "reset_after_us": 1000000,   "k")
 //                                     "retry_after_us": 0, "delay_us": 0}}]}]}
 //   A step may carry its own "policy" (the case's shape; count_denied/every_hit from the case):
 //   that step is decided under it — a reload that redefined the policy, e.g. lowered a limit
-//   under a state that counts more. A "reset" step has no "expect". Every decision field is required in "expect"; the runner
+//   under a state that counts more. A "reset" step has no "expect". A "report" step records
+//   usage after the fact (algo::report: cost may be negative, a refund) on a rate policy. Every decision field is required in "expect"; the runner
 //   also checks Decision::limit against the policy's capacity.
 //   Concurrency steps may also have op release|renew and "lease": "<name>": an admitted acquire
 //   binds the name (case-local) to the lease id the store returned; a release or renew names a
@@ -63,7 +64,7 @@ inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
     Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kConcurrency};
 
-enum class StepOp : uint8_t { kAcquire, kPeek, kReset, kRelease, kRenew };
+enum class StepOp : uint8_t { kAcquire, kPeek, kReset, kRelease, kRenew, kReport };
 
 struct Expect {
   bool allowed = false;
