@@ -157,6 +157,11 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
                                    OpsCallback done) {
   if (Status s = validate_decide_many(ops, atomicity); !s.is_ok()) return done(s);
   auto& impl = *impl_;
+  for (const StoreOp& op : ops) {
+    if (op.kind == StoreOp::Kind::kReport && impl.envoy_layout(*op.policy)) {
+      return done(Impl::envoy_report_refused(*op.policy));
+    }
+  }
   const std::string_view prefix = impl.options.key_prefix;
   if (atomicity == Atomicity::kAllOrNothing && ops.size() > 1) {
     // One script over every key. A cluster runs a script on one node and refuses keys of

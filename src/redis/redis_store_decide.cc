@@ -20,7 +20,12 @@ using namespace redis_detail;
 void RedisStore::Impl::decide(const Policy& policy, std::string_view key, int64_t cost,
                               algo::Op op, DecisionCallback done, LeaseId lease) {
   if (Status s = validate_key(key); !s.is_ok()) return done(s);
-  if (Status s = validate_cost(policy, cost); !s.is_ok()) return done(s);
+  if (op == algo::Op::kReport) {
+    if (Status s = validate_report_cost(policy, cost); !s.is_ok()) return done(s);
+    if (envoy_layout(policy)) return done(envoy_report_refused(policy));
+  } else if (Status s = validate_cost(policy, cost); !s.is_ok()) {
+    return done(s);
+  }
   if (envoy_layout(policy)) return decide_envoy(policy, key, cost, op, std::move(done));
   const int64_t limit = policy.limit();
   if (policy.is_concurrency() && op == algo::Op::kAcquire) lease = new_lease_id();
@@ -40,6 +45,13 @@ void RedisStore::Impl::decide(const Policy& policy, std::string_view key, int64_
         }
         done(fail_decisions(error, {&limit, 1}).front());
       });
+}
+
+Status RedisStore::Impl::envoy_report_refused(const Policy& policy) {
+  // envoyproxy/ratelimit's counters take usage as hits (hits_addend), never a refund.
+  return Status::invalid_argument("policy '" + policy.name() +
+                                  "' keeps envoyproxy/ratelimit's counter layout: report usage "
+                                  "as hits (Envoy's hits_addend), not through a report");
 }
 
 void RedisStore::Impl::decide_op(const StoreOp& op, DecisionCallback done) {

@@ -124,6 +124,8 @@ struct RedisStore::Impl {
   // True when `policy`'s decisions use envoyproxy/ratelimit's counter instead of the library's
   // scripts (options.key_layout kEnvoy and a policy that counts every hit). (redis_store_envoy.cc)
   bool envoy_layout(const Policy& policy) const;
+  // The refusal of a report on a policy with envoy_layout (kInvalidArgument).
+  static Status envoy_report_refused(const Policy& policy);
   // One decision on envoyproxy/ratelimit's counter (envoy_counter.h): its own command, not a
   // script of the library. The window is this host's clock's, as there. (redis_store_envoy.cc)
   void decide_envoy(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,

@@ -41,13 +41,14 @@ void append_policy_args(const Policy& p, std::vector<std::string>& args) {
   args.push_back(p.counts_every_hit() ? "2" : p.count_denied() ? "1" : "0");
 }
 
-// algo::Op as common.lua numbers it: 0 acquire, 1 peek, 2 release, 3 renew.
+// algo::Op as common.lua numbers it: 0 acquire, 1 peek, 2 release, 3 renew, 4 report.
 std::string op_arg(algo::Op op) {
   switch (op) {
     case algo::Op::kAcquire: return "0";
     case algo::Op::kPeek: return "1";
     case algo::Op::kRelease: return "2";
     case algo::Op::kRenew: return "3";
+    case algo::Op::kReport: return "4";
   }
   return "1";
 }
@@ -147,8 +148,7 @@ ScriptCall decide_many_call(std::string_view prefix, std::span<const StoreOp> op
     call.keys.push_back(log_key(call.keys.back()));
     call.args.push_back(algorithm_arg(op.policy->algorithm()));
     call.args.push_back(int_arg(op.cost));
-    call.args.push_back(op_arg(op.kind == StoreOp::Kind::kAcquire ? algo::Op::kAcquire
-                                                                  : algo::Op::kPeek));
+    call.args.push_back(op_arg(algo::op_of(op.kind)));
     append_policy_args(*op.policy, call.args);
   }
   return call;

@@ -10,11 +10,13 @@
 
 local kUnit = 1000000  -- micro-units per unit (algorithms.h kUnit)
 local kMaxEveryHitCount = 4503599627370496  -- 2^52, policy.h kMaxEveryHitCount
+local kMaxDebtLimits = 8  -- algorithms.h kMaxDebtLimits
 
 local kAcquire = 0     -- algo::Op
 local kPeek = 1
 local kRelease = 2
 local kRenew = 3
+local kReport = 4
 
 local kWithinLimit = 0 -- DecisionReason, same order as include/ratelimit/decision.h
 local kOverLimit = 1
@@ -70,6 +72,36 @@ end
 -- units.h ceil_div: ceiling of a / b for a >= 0, b > 0.
 local function ceil_div(a, b)
   return idiv(a + b - 1, b)
+end
+
+-- algorithms.h recorded: what a report moves `held` to — a positive cost added up to `cap`
+-- (never lowering a value above it), a refund taken down to 0 at most.
+local function recorded(held, cost, cap)
+  if cost < 0 then return math.max(0, held + cost) end
+  return math.max(held, math.min(held + cost, cap))
+end
+
+-- algorithms.h max_recorded: the most units a key holds after reports. `weighted`: the sliding
+-- window counter, whose weighted count must stay below 2^53.
+local function max_recorded(policy, weighted)
+  if policy.every_hit then return kMaxEveryHitCount end
+  local most = (kMaxDebtLimits + 1) * policy.limit
+  if weighted then return math.min(most, idiv(9007199254740991, policy.window_us)) end
+  return most
+end
+
+-- units.h refilled: a bucket's level after draining from last_us to t, never below 0; elapsed
+-- capped at kMaxDebtLimits + 1 full drain times (elapsed * rate < 2^53).
+local function refilled(policy, level_u, last_us, t)
+  local elapsed = math.min(elapsed_since(last_us, t), (kMaxDebtLimits + 1) * policy.window_us)
+  return math.max(0, level_u - drained_u(elapsed, policy.rate))
+end
+
+-- The record step of both buckets (token_bucket.cc, leaky_bucket.cc record): the level
+-- (micro-units taken or queued) and its time after a report of `cost` at now_us.
+local function recorded_level(policy, level_u, last_us, now_us, cost)
+  local t = math.max(now_us, last_us)
+  return recorded(refilled(policy, level_u, last_us, t), cost * kUnit, max_recorded(policy) * kUnit), t
 end
 
 local function new_decision(limit)

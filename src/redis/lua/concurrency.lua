@@ -44,7 +44,10 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
   end
 
   local d = new_decision(limit)
-  if op == kRelease or op == kRenew then
+  if op == kReport then  -- refused before it gets here (a concurrency policy takes no reports)
+    d.allowed = true
+    d.reason = kWithinLimit
+  elseif op == kRelease or op == kRenew then
     local expires = redis.call('ZSCORE', z, lease)
     if not expires then
       d.reason = kLeaseNotHeld

@@ -7,6 +7,21 @@
 -- An algorithm with an `acquire` (fixed_window.lua) decides the acquires its `fast` accepts
 -- itself, with fewer commands; one with a `run` (concurrency.lua) works on its keys in place and
 -- takes the lease id; every other decision is load + decide + persist.
+-- algo::report (src/core/decide.cc): records a report (cost may be negative: a refund) and
+-- answers the state after it as a cost-0 peek sees it, admitted (a report is never refused).
+local function report(algorithm, policy, s, now_us, cost)
+  algorithm.record(policy, s, now_us, cost)
+  local d = algorithm.decide(policy, s, now_us, 0, kPeek)
+  d.allowed, d.reason, d.retry_after, d.delay = true, kWithinLimit, 0, 0
+  return d
+end
+
+-- algo::decide for every op of a rate algorithm: a report through report(), the rest decide().
+local function decide_state(algorithm, policy, s, now_us, cost, op)
+  if op == kReport then return report(algorithm, policy, s, now_us, cost) end
+  return algorithm.decide(policy, s, now_us, cost, op)
+end
+
 local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost_arg, op, out,
                           lease)
   if algorithm.run ~= nil then
@@ -19,7 +34,7 @@ local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost
   end
   local s = algorithm.load(keys)
   local idle_before = algorithm.idle_at_us(policy, s)
-  local d = algorithm.decide(policy, s, now_us, cost, op)
+  local d = decide_state(algorithm, policy, s, now_us, cost, op)
   persist(algorithm, policy, keys, s, now_us, test_mode, idle_before)
   push_decision(out, d)
 end
@@ -27,7 +42,7 @@ end
 -- run_single: one decision.
 -- keys: the algorithm's keys (keys[1] its state; the sliding log also keys[2], its entries).
 -- args: now ('-' = the server's TIME; an integer µs only in test mode), cost, op (0 acquire,
---       1 peek, 2 release, 3 renew), limit, window_us, rate, shape (0/1), count_denied (0/1),
+--       1 peek, 2 release, 3 renew, 4 report), limit, window_us, rate, shape (0/1), count_denied (0/1),
 --       and for concurrency the lease id (32 hex digits).
 -- Returns: push_decision's four integers (reason, remaining, reset_after_us, delay_us or
 --          retry_after_us).

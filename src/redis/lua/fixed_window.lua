@@ -183,7 +183,7 @@ function fixed_window.decide(policy, s, now_us, cost, op)
     d.allowed = true
     d.reason = kWithinLimit
     d.remaining = limit - (count + cost)
-    d.reset_after = until_end
+    if count + cost > 0 then d.reset_after = until_end else d.reset_after = 0 end
     if op == kAcquire then
       s.window_start_us, s.count, s.dirty = start, count + cost, true
     end
@@ -199,4 +199,13 @@ function fixed_window.decide(policy, s, now_us, cost, op)
   end
   d.remaining = math.max(0, limit - kept)
   return d
+end
+
+-- fixed_window.cc record: a report moves the current window's count (debt: above the limit).
+function fixed_window.record(policy, s, now_us, cost)
+  local t = math.max(now_us, s.window_start_us, 0)
+  local start = window_start(t, policy.window_us)
+  local count = 0
+  if start == s.window_start_us then count = s.count end
+  s.window_start_us, s.count, s.dirty = start, recorded(count, cost, max_recorded(policy)), true
 end

@@ -25,8 +25,7 @@ function leaky_bucket.decide(policy, s, now_us, cost, op)
   local burst = policy.limit
   local rate = policy.rate
   local t = math.max(now_us, s.last_us)
-  local elapsed = math.min(elapsed_since(s.last_us, t), 2 * policy.window_us)
-  local level = math.max(0, s.level_u - drained_u(elapsed, rate))
+  local level = refilled(policy, s.level_u, s.last_us, t)
   -- floor(level / kUnit) + cost <= burst  <=>  level <= (burst - cost + 1) * kUnit - 1.
   local max_level = (burst - cost + 1) * kUnit - 1
 
@@ -60,4 +59,10 @@ function leaky_bucket.decide(policy, s, now_us, cost, op)
   d.remaining = math.max(0, burst - idiv(level_now, kUnit))
   d.reset_after = s.last_us + time_to_drain_us(s.level_u, rate) - t
   return d
+end
+
+-- leaky_bucket.cc record: a report moves the level (debt: above the burst); a refund never below 0.
+function leaky_bucket.record(policy, s, now_us, cost)
+  s.level_u, s.last_us = recorded_level(policy, s.level_u, s.last_us, now_us, cost)
+  s.dirty = true
 end

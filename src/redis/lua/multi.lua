@@ -14,13 +14,16 @@ local function decide_items_all_or_nothing(items, now_us, test_mode)
   local decisions = {}
   local all = true
   for i, it in ipairs(items) do
-    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kPeek)
-    all = all and decisions[i].allowed
+    -- A report is never refused: it takes part in the check as admitted.
+    local peek_cost = it.cost
+    if it.op == kReport then peek_cost = 0 end
+    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, peek_cost, kPeek)
+    all = all and (decisions[i].allowed or it.op == kReport)
   end
   if all then
     for i, it in ipairs(items) do
-      if it.op == kAcquire then
-        decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kAcquire)
+      if it.op == kAcquire or it.op == kReport then
+        decisions[i] = decide_state(it.algorithm, it.policy, it.state, now_us, it.cost, it.op)
       end
     end
   end
@@ -106,7 +109,7 @@ local function run_batch(keys, args)
     else
       local cost, op, cost_arg, lease = 1, kAcquire, '1', nil
       if p == nil then
-        local ps, cs, os, ls = string.match(item, '^(%d+):(%d+):(%d):?(%x*)$')
+        local ps, cs, os, ls = string.match(item, '^(%d+):(-?%d+):(%d):?(%x*)$')
         p, cost, op, cost_arg, lease = tonumber(ps), tonumber(cs), tonumber(os), cs, ls
       end
       local algorithm = batch_algorithms[p]
@@ -134,7 +137,7 @@ end
 --       share one slot (the store refuses the call otherwise).
 -- args: now ('-' = server TIME), then eight per item: algorithm (0 fixed_window,
 --       1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket), cost,
---       op (0 acquire, 1 peek), limit, window_us, rate, shape, count_denied.
+--       op (0 acquire, 1 peek, 4 report), limit, window_us, rate, shape, count_denied.
 -- Returns: four integers per item, in order (as run_single).
 local function run_many(keys, args)
   local now_us, test_mode = read_now(args[1])

@@ -89,3 +89,19 @@ function sliding_window_counter.decide(policy, s, now_us, cost, op)
   d.reset_after = reset_after(prev, curr)
   return d
 end
+
+-- sliding_window_counter.cc record: a report moves the current window's count (rolled as
+-- decide rolls it).
+function sliding_window_counter.record(policy, s, now_us, cost)
+  local window = policy.window_us
+  local t = math.max(now_us, s.window_start_us, 0)
+  local start = window_start(t, window)
+  local prev, curr = 0, 0
+  if start == s.window_start_us then
+    prev, curr = s.prev, s.curr
+  elseif start == s.window_start_us + window then
+    prev = s.curr
+  end
+  s.window_start_us, s.prev, s.dirty = start, prev, true
+  s.curr = recorded(curr, cost, max_recorded(policy, true))
+end

@@ -97,7 +97,14 @@ function sliding_window_log.decide(policy, s, now_us, cost, op)
     d.allowed = true
     d.reason = kWithinLimit
     d.remaining = limit - (s.units + cost)
-    d.reset_after = window  -- the unit admitted now is the last to leave
+    -- The unit admitted now is the last to leave (a cost-0 peek admits none).
+    if cost > 0 then
+      d.reset_after = window
+    elseif s.units > 0 then
+      d.reset_after = s.newest + window - t
+    else
+      d.reset_after = 0
+    end
     if op == kAcquire then push(s, t, cost) end
     return d
   end
@@ -127,4 +134,35 @@ function sliding_window_log.decide(policy, s, now_us, cost, op)
   d.remaining = math.max(0, limit - s.units)
   d.reset_after = s.newest + window - t
   return d
+end
+
+-- sliding_window_log.cc record: a report is an entry at t (C++ merges it into an entry of the
+-- same time; here it is its own member: entries of one time never differ in a decision); a
+-- refund takes units from the newest entries first.
+function sliding_window_log.record(policy, s, now_us, cost)
+  local window = policy.window_us
+  local t = math.max(now_us, s.newest or 0, 0)
+  expire(s, t, window)
+  local after = recorded(s.units, cost, max_recorded(policy))
+  if after > s.units then
+    push(s, t, after - s.units)
+    return
+  end
+  local give = s.units - after
+  while give > 0 do
+    local last = redis.call('ZRANGE', s.keys[2], -1, -1, 'WITHSCORES')
+    local member, at_us = last[1], last[2]
+    local c = entry_cost(member)
+    redis.call('ZREM', s.keys[2], member)
+    if c > give then
+      redis.call('ZADD', s.keys[2], at_us, entry_seq(member) .. ':' .. int(c - give))
+      give = 0
+    else
+      give = give - c
+    end
+  end
+  s.units = after
+  local newest = redis.call('ZRANGE', s.keys[2], -1, -1, 'WITHSCORES')
+  s.newest = tonumber(newest[2])
+  s.dirty = true
 end

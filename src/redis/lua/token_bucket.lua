@@ -25,10 +25,7 @@ function token_bucket.decide(policy, s, now_us, cost, op)
   local burst = policy.limit
   local rate = policy.rate
   local t = math.max(now_us, s.last_us)
-  -- Refill. Capping elapsed at twice the full drain time keeps elapsed * rate < 2^53 and
-  -- still refills the largest possible debt (2 * burst in count-denied mode).
-  local elapsed = math.min(elapsed_since(s.last_us, t), 2 * policy.window_us)
-  local taken = math.max(0, s.taken_u - drained_u(elapsed, rate))
+  local taken = refilled(policy, s.taken_u, s.last_us, t)
 
   local d = new_decision(burst)
   if cost > burst then
@@ -62,4 +59,10 @@ function token_bucket.decide(policy, s, now_us, cost, op)
   d.remaining = math.max(0, burst - ceil_div(taken_now, kUnit))
   d.reset_after = s.last_us + time_to_drain_us(s.taken_u, rate) - t
   return d
+end
+
+-- token_bucket.cc record: a report moves the level (debt: above the burst); a refund never below 0.
+function token_bucket.record(policy, s, now_us, cost)
+  s.taken_u, s.last_us = recorded_level(policy, s.taken_u, s.last_us, now_us, cost)
+  s.dirty = true
 end
