@@ -237,6 +237,35 @@ TEST(RateLimitService, HitsAddend) {
   EXPECT_EQ(f.call.response.statuses[0].limit_remaining, 0u);
 }
 
+// Usage known after the response (docs/usage.md, docs/envoy.md): Envoy's rate-limit filter with
+// apply_on_stream_done sends the response's usage as hits_addend. envoyproxy/ratelimit counts it
+// even past the limit, so the requests after it are over the limit until the window ends. With
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, a report that takes one descriptor over counts there
+// and nowhere else (the others of the request are only checked); off, every descriptor counts.
+TEST(RateLimitService, UsageReportedAsHitsCountsPastTheLimitBothWays) {
+  {
+    Fixture f;
+    EXPECT_EQ(f.ask({{"five", "u"}}, 4).response.statuses[0].limit_remaining, 1u);  // 4/5
+    const Call& after = f.ask({{"five", "u"}}, 3);  // the response used 3: 7/5, counted
+    EXPECT_EQ(after.response.overall_code, Code::kOverLimit);
+    EXPECT_EQ(f.ask({{"five", "u"}}, 0).response.overall_code, Code::kOverLimit);  // 7 > 5
+    EXPECT_EQ(f.ask({{"five", "u"}}, 1).response.overall_code, Code::kOverLimit);
+    // Off: a report over one descriptor's limit counts in every descriptor of the request.
+    f.ask({{"five", "v"}, {"one", "v"}}, 1);                                 // five 1/5, one 1/1
+    EXPECT_EQ(f.ask({{"five", "v"}, {"one", "v"}}, 3).response.overall_code, Code::kOverLimit);
+    EXPECT_EQ(f.ask({{"five", "v"}}, 0).response.statuses[0].limit_remaining, 1u);  // 4/5
+  }
+  {
+    ServiceOptions o;
+    o.stop_increment_when_over_limit = true;
+    Fixture f(o);
+    f.ask({{"five", "v"}, {"one", "v"}}, 1);                                 // five 1/5, one 1/1
+    EXPECT_EQ(f.ask({{"five", "v"}, {"one", "v"}}, 3).response.overall_code, Code::kOverLimit);
+    EXPECT_EQ(f.ask({{"five", "v"}}, 0).response.statuses[0].limit_remaining, 4u);  // still 1/5
+    EXPECT_EQ(f.ask({{"one", "v"}}, 0).response.overall_code, Code::kOverLimit);    // 4/1
+  }
+}
+
 TEST(RateLimitService, LimitHeadersOfTheClosestDescriptor) {
   ServiceOptions o;
   o.response_headers = true;

@@ -95,9 +95,10 @@ bool own_limit(NativeState& st, http::Response& out) {
   return true;
 }
 
-// Decides st.request's policies for its key (acquire, or peek) against `snap`; an acquire on a
-// policy with max_wait may wait (the waiting service decides; this passes the budget).
-bool decide(const NativeApi& api, NativeState& st, const Published& snap, bool peek, http::Response& out) {
+// Decides st.request's policies for its key (acquire, peek or report) against `snap`; an acquire
+// on a policy with max_wait may wait (the waiting service decides; this passes the budget).
+bool decide(const NativeApi& api, NativeState& st, const Published& snap, DecisionVerb verb, http::Response& out) {
+  const bool peek = verb == DecisionVerb::kPeek;
   const DecisionRequest& r = st.request;
   st.items.clear();
   st.infos.clear();
@@ -105,6 +106,13 @@ bool decide(const NativeApi& api, NativeState& st, const Published& snap, bool p
     const service::Rule* rule = snap.rules->find(r.policies[i]);
     if (rule == nullptr) {
       http::render_error(400, "unknown_policy", "unknown policy '" + r.policies[i] + "'", out);
+      return true;
+    }
+    if (rule->policy.is_concurrency() && verb == DecisionVerb::kReport) {
+      http::render_error(400, "concurrency_policy",
+                         "policy '" + r.policies[i] + "' is a concurrency policy: its usage is the "
+                         "leases it holds (POST /v1/leases), not reports",
+                         out);
       return true;
     }
     if (rule->policy.is_concurrency() && !peek) {
@@ -116,15 +124,18 @@ bool decide(const NativeApi& api, NativeState& st, const Published& snap, bool p
                          out);
       return true;
     }
-    st.items.push_back({rule, r.key, r.cost, peek ? StoreOp::Kind::kPeek : StoreOp::Kind::kAcquire});
+    st.items.push_back({rule, r.key, r.cost,
+                        peek ? StoreOp::Kind::kPeek
+                             : verb == DecisionVerb::kReport ? StoreOp::Kind::kReport : StoreOp::Kind::kAcquire});
     st.infos.push_back(http::PolicyInfo::of(rule->policy));
   }
   // One policy only: parse_request_body refuses "limit" beside "policies".
   if (r.limit != 0 && !own_limit(st, out)) return true;
   st.render = snap.config->render;
-  // Several policies are all or nothing; peeks change nothing, so they need no group.
+  // Several policies are all or nothing (a report to several: all recorded at once); peeks
+  // change nothing, so they need no group. Only an acquire may wait.
   const Atomicity atomicity = r.multi && !peek ? Atomicity::kAllOrNothing : Atomicity::kIndependent;
-  const bool now = peek ? api.decisions.decide(*snap.rules, st.items, atomicity, st)
+  const bool now = verb != DecisionVerb::kAcquire ? api.decisions.decide(*snap.rules, st.items, atomicity, st)
                         : api.waiting.decide(*snap.rules, st.items, atomicity, wait_budget(r.max_wait_ms), st);
   if (!now) return false;
   render_decision(st, out);
@@ -172,15 +183,17 @@ bool DecisionHandler::handle(Exchange& x) {
     method_not_allowed(x.response, x.request.path(), "POST");
     return true;
   }
-  if (peek_ && cfg.peek_requires_admin_token && !admin_authorized(x.request, cfg, x.request.path(), x.response)) {
+  if (verb_ == DecisionVerb::kPeek && cfg.peek_requires_admin_token &&
+      !admin_authorized(x.request, cfg, x.request.path(), x.response)) {
     return true;
   }
-  if (!parse_request_body(x.request.body, BodyKind::kDecision, bounds_of(cfg), st.request, st.error)) {
+  const BodyKind body = verb_ == DecisionVerb::kReport ? BodyKind::kReport : BodyKind::kDecision;
+  if (!parse_request_body(x.request.body, body, bounds_of(cfg), st.request, st.error)) {
     refuse(st, x.response);
     return true;
   }
   st.deny_status = 429;
-  return decide(api_, st, snap, peek_, x.response);
+  return decide(api_, st, snap, verb_, x.response);
 }
 
 void DecisionHandler::complete(Exchange& x) { render_decision(x.state<NativeState>(), x.response); }
@@ -214,7 +227,7 @@ bool ForwardAuthHandler::handle(Exchange& x) {
     return true;
   }
   st.deny_status = st.request.deny_status != 0 ? st.request.deny_status : cfg.forward_auth_deny_status;
-  return decide(api_, st, snap, false, x.response);
+  return decide(api_, st, snap, DecisionVerb::kAcquire, x.response);
 }
 
 void ForwardAuthHandler::complete(Exchange& x) { render_decision(x.state<NativeState>(), x.response); }

@@ -1,5 +1,5 @@
-// native_api.h — ratelimitd's own decision endpoints as Handlers: POST /v1/acquire and
-// /v1/peek (JSON body), /v1/forward-auth[/...] (key from a header or the client address, for
+// native_api.h — ratelimitd's own decision endpoints as Handlers: POST /v1/acquire, /v1/peek
+// and /v1/report (JSON body), /v1/forward-auth[/...] (key from a header or the client address, for
 // Traefik, Caddy, nginx auth_request, Envoy ext_authz) and POST /v1/reset (admin). The contract —
 // statuses, headers, bodies, what counts as bad input — is README.md (ratelimitd); every
 // decision is the decision service's (src/service); this file parses (request.h) and renders
@@ -37,18 +37,25 @@ inline Micros wait_budget(int64_t max_wait_ms) {
   return max_wait_ms < 0 ? Micros::max() : Micros{max_wait_ms * 1000};
 }
 
-// POST /v1/acquire, or POST /v1/peek (decides without consuming; with peek_requires_admin_token
-// only for the admin).
+// What a DecisionHandler does with the units of its request.
+enum class DecisionVerb : uint8_t {
+  kAcquire,  // POST /v1/acquire: decide and consume (may wait, max_wait)
+  kPeek,     // POST /v1/peek: decide without consuming (peek_requires_admin_token: admin only)
+  kReport,   // POST /v1/report: usage known after the fact, recorded even past the limit (a
+             // debt), or given back (negative cost); never refused, never waits (docs/usage.md)
+};
+
+// POST /v1/acquire, /v1/peek or /v1/report (DecisionVerb).
 class DecisionHandler final : public Handler {
  public:
-  DecisionHandler(NativeApi api, bool peek) : api_(api), peek_(peek) {}
+  DecisionHandler(NativeApi api, DecisionVerb verb) : api_(api), verb_(verb) {}
   bool handle(Exchange& x) override;
   void complete(Exchange& x) override;
   void cancel(Exchange& x) override;
 
  private:
   NativeApi api_;
-  const bool peek_;
+  const DecisionVerb verb_;
 };
 
 // /v1/forward-auth[/...], any method (proxies differ in what they send); no body is read.

@@ -80,14 +80,16 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     const json::value** slot = nullptr;
     if (k == "key") slot = &key;
     else if (k == "policy") slot = &policy;
-    else if (k == "policies" && kind == BodyKind::kDecision) slot = &policies;
-    else if (k == "cost" && kind == BodyKind::kDecision) slot = &cost;
-    else if (k == "limit" && kind == BodyKind::kDecision) slot = &limit;
+    else if (k == "policies" && kind != BodyKind::kReset) slot = &policies;
+    else if (k == "cost" && kind != BodyKind::kReset) slot = &cost;
+    else if (k == "limit" && kind != BodyKind::kReset) slot = &limit;
     else if (k == "max_wait_ms" && kind == BodyKind::kDecision) slot = &max_wait;
     if (slot == nullptr) {
       std::string m = "unknown field ";
       m += k.size() <= 64 ? "'" + std::string(k) + "'" : std::string("(a long name)");
-      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit, max_wait_ms)" : " (allowed: key, policy)";
+      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit, max_wait_ms)"
+           : kind == BodyKind::kReport ? " (allowed: key, policy or policies, cost, limit)"
+                                       : " (allowed: key, policy)";
       return fail(err, "invalid_request", std::move(m));
     }
     // Boost.JSON has already folded duplicate names (the last value wins), so each name is
@@ -106,7 +108,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     return fail(err, "invalid_request", "give either 'policy' or 'policies', not both");
   }
   if (policy == nullptr && policies == nullptr) {
-    return fail(err, "invalid_request", kind == BodyKind::kDecision ? "missing field 'policy' (or 'policies')" : "missing field 'policy'");
+    return fail(err, "invalid_request", kind != BodyKind::kReset ? "missing field 'policy' (or 'policies')" : "missing field 'policy'");
   }
   if (policy != nullptr) {
     if (!policy->is_string()) {
@@ -151,10 +153,18 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
       return fail(err, "invalid_cost", "'cost' must be a whole number, got " + std::string(json_kind_name(cost->kind())) +
                                            (cost->is_double() ? " with a fraction or exponent" : ""));
     }
-    if (c < 1 || c > bounds.max_cost) {
+    if (kind == BodyKind::kReport) {
+      // Usage after the fact, or units given back (a refund): never more than a cost may be.
+      if (c < -bounds.max_cost || c > bounds.max_cost) {
+        return fail(err, "invalid_cost", "'cost' of a report must be between -" + std::to_string(bounds.max_cost) +
+                                             " and " + std::to_string(bounds.max_cost));
+      }
+    } else if (c < 1 || c > bounds.max_cost) {
       return fail(err, "invalid_cost", "'cost' must be between 1 and " + std::to_string(bounds.max_cost));
     }
     out.cost = c;
+  } else if (kind == BodyKind::kReport) {
+    return fail(err, "invalid_request", "missing field 'cost' (a report says how many units were used, or given back when negative)");
   }
   if (limit != nullptr) {
     // The caller's own limit for its one policy; the policy's request_limit bounds it (the

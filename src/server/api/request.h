@@ -30,7 +30,8 @@ struct RequestError {
   std::string message;
 };
 
-// {"key", "policy" | "policies", "cost", "limit", "max_wait_ms"} (acquire, peek) or {"key", "policy"} (reset).
+// {"key", "policy" | "policies", "cost", "limit", "max_wait_ms"} (acquire, peek), {"key",
+// "policy" | "policies", "cost", "limit"} (report) or {"key", "policy"} (reset).
 // Reusable: parse functions overwrite every field, keeping string capacity.
 struct DecisionRequest {
   std::string key;
@@ -54,6 +55,7 @@ inline constexpr int64_t kMaxWaitMs = 3'600'000;
 enum class BodyKind : uint8_t {
   kDecision,  // key, policy or policies, optional cost
   kReset,     // key, policy
+  kReport,    // key, policy or policies, cost (required: -max_cost ... max_cost; < 0 a refund)
 };
 
 // Parses a request body. On failure returns false and fills `err` (status 400). Policy names

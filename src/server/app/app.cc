@@ -58,7 +58,7 @@ T& keep(std::vector<std::unique_ptr<Handler>>& handlers, Args&&... args) {
 }
 
 constexpr const char* kNativeNotFound =
-    "no such endpoint (POST /v1/acquire, /v1/peek, /v1/reset, /v1/leases; DELETE /v1/leases/{id}; GET /v1/forward-auth[/...], /healthz, /readyz, /metrics)";
+    "no such endpoint (POST /v1/acquire, /v1/peek, /v1/report, /v1/reset, /v1/leases; DELETE /v1/leases/{id}; GET /v1/forward-auth[/...], /healthz, /readyz, /metrics)";
 constexpr const char* kAdminNotFound = "the admin listener serves /healthz, /readyz, /metrics and /v1/reset only";
 constexpr const char* kEnvoyNotFound = "no such endpoint (POST /json, GET /healthcheck)";
 constexpr const char* kEnvoyDebugIndex =
@@ -78,8 +78,9 @@ const Served& App::serve(const ListenerPlan& l) {
   auto& readyz = keep<ReadyzHandler>(handlers_, state_);
   switch (l.routes) {
     case RouteSet::kNative:
-      r.exact("/v1/acquire", keep<DecisionHandler>(handlers_, native, false), Endpoint::kAcquire)
-          .exact("/v1/peek", keep<DecisionHandler>(handlers_, native, true), Endpoint::kPeek)
+      r.exact("/v1/acquire", keep<DecisionHandler>(handlers_, native, DecisionVerb::kAcquire), Endpoint::kAcquire)
+          .exact("/v1/peek", keep<DecisionHandler>(handlers_, native, DecisionVerb::kPeek), Endpoint::kPeek)
+          .exact("/v1/report", keep<DecisionHandler>(handlers_, native, DecisionVerb::kReport), Endpoint::kReport)
           .subtree("/v1/forward-auth", keep<ForwardAuthHandler>(handlers_, native), Endpoint::kForwardAuth)
           .exact("/v1/reset", keep<ResetHandler>(handlers_, native), Endpoint::kReset)
           .subtree("/v1/leases", keep<LeaseHandler>(handlers_, native, lease_metrics_), Endpoint::kLeases)
