@@ -1,5 +1,5 @@
 // index.ts — the package's public surface.
-export { RedisLimiter, RedisLimiterOptions, DecideOptions, escapeKey } from './redis';
+export { RedisLimiter, RedisLimiterOptions, DecideOptions, ReportOptions, escapeKey } from './redis';
 export { RatelimitdLimiter, RatelimitdLimiterOptions } from './ratelimitd';
 export { Decision, Reason, FailurePolicy } from './decision';
 export { RateLimitError } from './errors';

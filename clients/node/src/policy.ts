@@ -149,3 +149,12 @@ export function validateRequest(policy: Policy, key: string, cost: number): void
     throw new RateLimitError('invalid_cost', `cost must be an integer between ${min} and ${MAX_COST}, got ${cost}`);
   }
 }
+
+/** Checks a report's key and cost (usage known after the fact, docs/usage.md): a whole number
+ *  from -MAX_COST (a refund) to MAX_COST, 0 included, as ratelimitd's validate_report_cost. */
+export function validateReport(policy: Policy, key: string, cost: number): void {
+  validateRequest(policy, key, 1);
+  if (!Number.isSafeInteger(cost) || cost < -MAX_COST || cost > MAX_COST) {
+    throw new RateLimitError('invalid_cost', `cost of a report must be an integer between ${-MAX_COST} and ${MAX_COST}, got ${cost}`);
+  }
+}

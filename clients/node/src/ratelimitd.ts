@@ -7,7 +7,8 @@
 // window are learned (ratelimitd's default `headers: ietf`; with another header set give
 // `windows`). 400 unknown_policy / invalid input throws RateLimitError; 400
 // cost_exceeds_capacity is a Decision (reason exceeds_capacity); no answer within `timeoutMs`,
-// a refused connection or a 5xx decide by `onFailure`, counted in `failures`.
+// a refused connection or a 5xx decide by `onFailure`, counted in `failures`. report() is POST
+// /v1/report (usage known after the fact, docs/usage.md): always 200 with the key's state.
 
 import { Decision, FailurePolicy, failureDecision } from './decision';
 import { RateLimitError } from './errors';
@@ -50,6 +51,12 @@ export class RatelimitdLimiter {
 
   peek(policy: string, key: string, options: { cost?: number } = {}): Promise<Decision> {
     return this.decide('/v1/peek', policy, key, options.cost ?? 1);
+  }
+
+  /** Records usage known after the fact (POST /v1/report): `cost` units even past the limit, or,
+   *  negative, a refund; ratelimitd checks the range (limits.max_cost) and the policy's kind. */
+  report(policy: string, key: string, cost: number): Promise<Decision> {
+    return this.decide('/v1/report', policy, key, cost);
   }
 
   async reset(policy: string, key: string): Promise<void> {

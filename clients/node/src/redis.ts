@@ -19,6 +19,9 @@
 // ("Function not found") is loaded again and the batch retried once. Bad input throws
 // RateLimitError before anything is sent; a library that Redis lacks and this client cannot
 // load rejects with RateLimitError('library_missing') naming the versions Redis has.
+// Reports (usage known after the fact, docs/usage.md) are op 4 of the same batch: recorded even
+// past the limit, a negative cost gives units back; a failed report answers the failure policy's
+// decision like any other (reason failed_open / failed_closed: nothing was recorded).
 // Thread-safety: Node is single-threaded; one limiter may serve every request of a process.
 
 import Redis from 'ioredis';
@@ -26,7 +29,7 @@ import { Decision, FailurePolicy, decodeAt, failureDecision } from './decision';
 import { RateLimitError } from './errors';
 import { PolicyInfo } from './headers';
 import { FunctionLibrary, ensureLibrary, findLibrary } from './library';
-import { Policy, PolicySpec, makePolicy, validateRequest } from './policy';
+import { Policy, PolicySpec, makePolicy, validateReport, validateRequest } from './policy';
 
 export interface RedisLimiterOptions {
   /** A redis:// URL, or an ioredis client the caller owns. */
@@ -60,13 +63,23 @@ interface Item {
   /** The state key; a sliding log's second key is `${state}#log`. */
   state: string;
   cost: number;
-  peek: boolean;
+  /** The library's op: 0 acquire, 1 peek, 4 report. */
+  op: Op;
   nowUs?: number;
   resolve: (d: Decision) => void;
   reject: (e: Error) => void;
 }
 
 const MAX_BATCH = 1024;
+
+/** The library's ops (docs/redis-functions.md): acquire, peek, report. */
+type Op = 0 | 1 | 4;
+const ACQUIRE: Op = 0, PEEK: Op = 1, REPORT: Op = 4;
+
+/** Conformance tests only: when a report is recorded. */
+export interface ReportOptions {
+  nowUs?: number;
+}
 
 // '%' -> %25, '{' -> %7B, '}' -> %7D: no user key can leave its hash tag (script_codec.cc).
 export function escapeKey(key: string): string {
@@ -126,12 +139,19 @@ export class RedisLimiter {
 
   /** Consumes `cost` (default 1) of `key`'s allowance under `policy` unless it would exceed it. */
   acquire(policy: string, key: string, options: DecideOptions = {}): Promise<Decision> {
-    return this.decide(policy, key, options);
+    return this.decide(policy, key, options.cost ?? 1, options.peek === true ? PEEK : ACQUIRE, options.nowUs);
   }
 
   /** What acquire would answer, consuming nothing. */
   peek(policy: string, key: string, options: DecideOptions = {}): Promise<Decision> {
-    return this.decide(policy, key, { ...options, peek: true });
+    return this.decide(policy, key, options.cost ?? 1, PEEK, options.nowUs);
+  }
+
+  /** Records usage known after the fact (docs/usage.md): `cost` units even past the limit (the
+   *  key is then in debt: acquires are refused until the algorithm repays it), or, negative, a
+   *  refund of units taken; 0 records nothing. Always allowed, with what is left now. */
+  report(policy: string, key: string, cost: number, options: ReportOptions = {}): Promise<Decision> {
+    return this.decide(policy, key, cost, REPORT, options.nowUs);
   }
 
   /** Forgets `key`'s state under `policy` (its next request starts fresh). */
@@ -168,22 +188,21 @@ export class RedisLimiter {
   }
 
   // Bad input rejects the promise (never a synchronous throw), like every other failure.
-  private decide(policyName: string, key: string, options: DecideOptions): Promise<Decision> {
+  private decide(policyName: string, key: string, cost: number, op: Op, nowUs: number | undefined): Promise<Decision> {
     let policy: Policy;
-    let cost: number;
     try {
       policy = this.policy(policyName);
-      cost = options.cost ?? 1;
-      validateRequest(policy, key, cost);
-      if (options.nowUs !== undefined && (!Number.isSafeInteger(options.nowUs) || options.nowUs < 0)) {
-        throw new RateLimitError('invalid_cost', `nowUs must be a non-negative integer, got ${options.nowUs}`);
+      if (op === REPORT) validateReport(policy, key, cost);
+      else validateRequest(policy, key, cost);
+      if (nowUs !== undefined && (!Number.isSafeInteger(nowUs) || nowUs < 0)) {
+        throw new RateLimitError('invalid_cost', `nowUs must be a non-negative integer, got ${nowUs}`);
       }
     } catch (e) {
       return Promise.reject(e);
     }
     const state = this.stateKey(policy, key);
     return new Promise<Decision>((resolve, reject) => {
-      this.queue.push({ policy, state, cost, peek: options.peek === true, nowUs: options.nowUs, resolve, reject });
+      this.queue.push({ policy, state, cost, op, nowUs, resolve, reject });
       if (this.inFlight < this.maxInFlight) this.flush();
     });
   }
@@ -273,7 +292,8 @@ const NEEDS_ESCAPE = /[%{}]/;
 // FCALL's arguments for rl<version>_batch (run_batch in src/redis/lua/multi.lua), as one array
 // (no per-call spreads): the function, the number of keys, the keys, the number of distinct
 // policies, the clock ('-' once, or 't' and a time per item), six arguments per policy, then per
-// item its policy's index, with ':<cost>:<op>' unless an acquire of 1.
+// item its policy's index, with ':<cost>:<op>' unless an acquire of 1 (a report's cost may be
+// negative: a refund).
 function encodeBatch(fn: string, items: Item[]): string[] {
   let first: Policy | null = null;
   let index: Map<Policy, string> | null = null; // only when the batch mixes policies
@@ -296,7 +316,7 @@ function encodeBatch(fn: string, items: Item[]): string[] {
   for (const p of policies) for (const a of p.args) argv.push(a);
   for (const it of items) {
     const p = index === null ? '1' : (index.get(it.policy) as string);
-    argv.push(it.cost === 1 && !it.peek ? p : `${p}:${it.cost}:${it.peek ? 1 : 0}`);
+    argv.push(it.cost === 1 && it.op === ACQUIRE ? p : `${p}:${it.cost}:${it.op}`);
     if (timed) argv.push(it.nowUs === undefined ? '-' : String(it.nowUs));
   }
   return argv;

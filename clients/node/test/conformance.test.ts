@@ -11,7 +11,7 @@ import { ALGORITHMS as CLIENT_ALGORITHMS } from '../src/policy';
 import { CONFORMANCE_DIR, RUN_ID, Started, VECTORS_DIR, awaitWindowRoom, inFlight, testRedis } from './support';
 
 interface Expect { allowed: boolean; reason: string; remaining: number; reset_after_us: number; retry_after_us: number; delay_us: number }
-interface Step { t_us: number; cost?: number; op?: 'acquire' | 'peek' | 'reset'; key?: string; expect?: Expect; policy?: Record<string, unknown> }
+interface Step { t_us: number; cost?: number; op?: 'acquire' | 'peek' | 'report' | 'reset'; key?: string; expect?: Expect; policy?: Record<string, unknown> }
 interface Case { name: string; policy: Record<string, unknown>; count_denied?: boolean; every_hit?: boolean; steps: Step[] }
 interface VectorFile { algorithm: string; cases: Case[] }
 
@@ -62,7 +62,9 @@ async function runCase(prefix: string, algorithm: string, c: Case): Promise<stri
     // A step's own policy is the case's redefined (a reload): a limiter of it on the same keys.
     const sc: Case = s.policy ? { ...c, policy: s.policy } : c;
     const on = sc === c ? l : limiterFor(prefix, algorithm, sc);
-    const d = s.op === 'peek' ? await on.peek('p', key, opts) : await on.acquire('p', key, opts);
+    const d = s.op === 'peek' ? await on.peek('p', key, opts)
+      : s.op === 'report' ? await on.report('p', key, opts.cost, { nowUs: s.t_us })
+        : await on.acquire('p', key, opts);
     const got = { allowed: d.allowed, reason: d.reason, remaining: d.remaining, reset_after_us: d.resetAfterUs, retry_after_us: d.retryAfterUs, delay_us: d.delayUs };
     const capacity = (sc.policy.limit ?? sc.policy.burst) as number;
     if (JSON.stringify(got) !== JSON.stringify(s.expect) || d.limit !== capacity) {
