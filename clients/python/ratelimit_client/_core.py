@@ -8,7 +8,7 @@ from .decision import failure_decision
 from .errors import RateLimitError
 from .headers import PolicyInfo
 from .library import find_library
-from .policy import Policy, policy_from_dict, validate_request
+from .policy import Policy, policy_from_dict, validate_report, validate_request
 
 _ESCAPE = re.compile(r"[%{}]")
 
@@ -18,13 +18,18 @@ def escape_key(key: str) -> str:
     return _ESCAPE.sub(lambda m: {"%": "%25", "{": "%7B", "}": "%7D"}[m.group(0)], key)
 
 
+# The library's ops (docs/redis-functions.md). A report (usage known after the fact,
+# docs/usage.md) is recorded even past the limit; its cost may be negative, a refund.
+ACQUIRE, PEEK, REPORT = 0, 1, 4
+
+
 class Item:
     """One decision to send: its policy, state key (a sliding log's second key is state + "#log"),
-    cost, peek flag and test-mode time (None: Redis' clock)."""
-    __slots__ = ("policy", "state", "cost", "peek", "now_us")
+    cost, op (ACQUIRE, PEEK, REPORT) and test-mode time (None: Redis' clock)."""
+    __slots__ = ("policy", "state", "cost", "op", "now_us")
 
-    def __init__(self, policy: Policy, state: str, cost: int, peek: bool, now_us: Optional[int]):
-        self.policy, self.state, self.cost, self.peek, self.now_us = policy, state, cost, peek, now_us
+    def __init__(self, policy: Policy, state: str, cost: int, op: int, now_us: Optional[int]):
+        self.policy, self.state, self.cost, self.op, self.now_us = policy, state, cost, op, now_us
 
 
 class LimiterCore:
@@ -60,12 +65,15 @@ class LimiterCore:
             key = escape_key(key)
         return f"{self.prefix}{{{key}}}:{p.name}"
 
-    def item(self, policy: str, key: str, cost: int, peek: bool, now_us: Optional[int]) -> Item:
+    def item(self, policy: str, key: str, cost: int, op: int, now_us: Optional[int]) -> Item:
         p = self.policy(policy)
-        validate_request(p, key, cost)
+        if op == REPORT:
+            validate_report(p, key, cost)
+        else:
+            validate_request(p, key, cost)
         if now_us is not None and (not isinstance(now_us, int) or now_us < 0):
             raise RateLimitError("invalid_cost", f"now_us must be a non-negative integer, got {now_us!r}")
-        return Item(p, self.state_key(p, key), cost, peek, now_us)
+        return Item(p, self.state_key(p, key), cost, op, now_us)
 
     def _failed(self, items, e) -> list:
         """The failure policy's decisions for `items` that Redis did not decide (error `e`):
@@ -108,7 +116,7 @@ class LimiterCore:
             args.extend(p.args)
         for it in items:
             p = "1" if index is None else index[id(it.policy)]
-            args.append(p if it.cost == 1 and not it.peek else f"{p}:{it.cost}:{1 if it.peek else 0}")
+            args.append(p if it.cost == 1 and it.op == ACQUIRE else f"{p}:{it.cost}:{it.op}")
             if timed:
                 args.append("-" if it.now_us is None else str(it.now_us))
         return [len(keys), *keys, *args]

@@ -130,3 +130,11 @@ def validate_request(policy: Policy, key: str, cost) -> None:
     lo = 0 if policy.every_hit else 1
     if not isinstance(cost, int) or isinstance(cost, bool) or not lo <= cost <= MAX_COST:
         raise RateLimitError("invalid_cost", f"cost must be an integer between {lo} and {MAX_COST}, got {cost!r}")
+
+
+def validate_report(policy: Policy, key: str, cost) -> None:
+    """A report's key and cost (usage known after the fact, docs/usage.md): a whole number from
+    -MAX_COST (a refund) to MAX_COST, 0 included, as ratelimitd's validate_report_cost."""
+    validate_request(policy, key, 1)
+    if not isinstance(cost, int) or isinstance(cost, bool) or not -MAX_COST <= cost <= MAX_COST:
+        raise RateLimitError("invalid_cost", f"cost of a report must be an integer between {-MAX_COST} and {MAX_COST}, got {cost!r}")

@@ -1,5 +1,5 @@
 """ratelimitd.py — the ratelimitd back-ends: RatelimitdLimiter (blocking, http.client) and
-AsyncRatelimitdLimiter (asyncio, httpx): decisions by POST /v1/acquire and /v1/peek of a running
+AsyncRatelimitdLimiter (asyncio, httpx): decisions by POST /v1/acquire, /v1/peek and /v1/report of a running
 ratelimitd (its policies, its store), as the same Decision the Redis back-end gives.
 The body's ms figures (rounded up by ratelimitd) come back as µs and render to the same whole
 seconds; the policy's quota and window are learned from RateLimit-Policy (`headers: ietf`, the
@@ -115,6 +115,11 @@ class RatelimitdLimiter(_Common):
     def peek(self, policy: str, key: str, cost: int = 1) -> Decision:
         return self._decide("/v1/peek", policy, key, cost)
 
+    def report(self, policy: str, key: str, cost: int) -> Decision:
+        """POST /v1/report: usage known after the fact (negative: a refund); ratelimitd checks
+        the range (limits.max_cost) and refuses a concurrency policy (400)."""
+        return self._decide("/v1/report", policy, key, cost)
+
     def reset(self, policy: str, key: str) -> None:
         status, _, text = self._post("/v1/reset", {"key": key, "policy": policy}, self._reset_headers())
         if status != 200:
@@ -144,6 +149,10 @@ class AsyncRatelimitdLimiter(_Common):
 
     async def peek(self, policy: str, key: str, cost: int = 1) -> Decision:
         return await self._decide("/v1/peek", policy, key, cost)
+
+    async def report(self, policy: str, key: str, cost: int) -> Decision:
+        """As RatelimitdLimiter.report."""
+        return await self._decide("/v1/report", policy, key, cost)
 
     async def reset(self, policy: str, key: str) -> None:
         r = await self._client.post("/v1/reset", json={"key": key, "policy": policy}, headers=self._reset_headers())

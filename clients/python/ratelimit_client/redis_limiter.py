@@ -15,7 +15,9 @@ Failures: a refused or lost connection, a timeout (`timeout`, default 0.25 s: th
 timeout of a client made from a URL; AsyncRedisLimiter also bounds each call by it with its own
 timer, so a client the caller passed in cannot hang a request: issue 31 defect 2) or an error
 reply decide by on_failure ('open' admits, 'closed' denies for 1 s), counted in `failures`; a
-flushed library is loaded again and the call retried once. Bad input raises RateLimitError
+flushed library is loaded again and the call retried once. report() is op 4 of the same
+batch (usage known after the fact); a failed report answers the failure policy's decision
+(failed_open / failed_closed: nothing was recorded). Bad input raises RateLimitError
 before anything is sent; a library Redis lacks and this client cannot load raises
 RateLimitError('library_missing') naming the versions Redis has.
 Thread-safety: RedisLimiter may be shared by threads (a sender thread keeps sending while
@@ -28,7 +30,7 @@ from typing import Dict, List, Optional
 import redis
 import redis.asyncio as aioredis
 
-from ._core import Item, LimiterCore
+from ._core import ACQUIRE, PEEK, REPORT, Item, LimiterCore
 from .decision import Decision, decode_reply
 from .errors import RateLimitError
 from .library import ensure_library, ensure_library_async
@@ -69,10 +71,16 @@ class RedisLimiter(LimiterCore):
         self._loaded = True
 
     def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
-        return self._one(self.item(policy, key, cost, False, now_us))
+        return self._one(self.item(policy, key, cost, ACQUIRE, now_us))
 
     def peek(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
-        return self._one(self.item(policy, key, cost, True, now_us))
+        return self._one(self.item(policy, key, cost, PEEK, now_us))
+
+    def report(self, policy: str, key: str, cost: int, *, now_us: Optional[int] = None) -> Decision:
+        """Records usage known after the fact (docs/usage.md): `cost` units even past the limit
+        (the key is then in debt: acquires are refused until the algorithm repays it), or,
+        negative, a refund; 0 records nothing. Always allowed, with what is left now."""
+        return self._one(self.item(policy, key, cost, REPORT, now_us))
 
     def _one(self, item: Item) -> Decision:
         w = _Waiting(item)
@@ -109,7 +117,7 @@ class RedisLimiter(LimiterCore):
 
     def acquire_many(self, requests) -> List[Decision]:
         """[(policy, key, cost), ...] as one call: independent decisions, in order."""
-        items = [self.item(p, k, c, False, None) for p, k, c in requests]
+        items = [self.item(p, k, c, ACQUIRE, None) for p, k, c in requests]
         out: List[Decision] = []
         for i in range(0, len(items), MAX_BATCH):
             out += self._decide(items[i:i + MAX_BATCH])
@@ -167,10 +175,14 @@ class AsyncRedisLimiter(LimiterCore):
         self._loaded = True
 
     async def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
-        return await self._decide(self.item(policy, key, cost, False, now_us))
+        return await self._decide(self.item(policy, key, cost, ACQUIRE, now_us))
 
     async def peek(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
-        return await self._decide(self.item(policy, key, cost, True, now_us))
+        return await self._decide(self.item(policy, key, cost, PEEK, now_us))
+
+    async def report(self, policy: str, key: str, cost: int, *, now_us: Optional[int] = None) -> Decision:
+        """As RedisLimiter.report."""
+        return await self._decide(self.item(policy, key, cost, REPORT, now_us))
 
     async def reset(self, policy: str, key: str) -> None:
         await self.redis.delete(*self.reset_keys(policy, key))

@@ -90,7 +90,7 @@ class Conformance(unittest.TestCase):
                     # A redefined policy: a limiter of it on the same keys, as after a reload.
                     on = lim if sc is case else RedisLimiter(self.redis.url, {"p": policy_of(f["algorithm"], sc)},
                                                              on_failure="closed", timeout=5, key_prefix=lim_prefix)
-                    fn = on.peek if step.get("op") == "peek" else on.acquire
+                    fn = {"peek": on.peek, "report": on.report}.get(step.get("op"), on.acquire)
                     compare(f["algorithm"], sc, i, step, fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
                     if on is not lim:
                         on.close()
@@ -112,7 +112,7 @@ class Conformance(unittest.TestCase):
                 sc = step_case(case, step)
                 on = lim if sc is case else AsyncRedisLimiter(self.redis.url, {"p": policy_of(algorithm, sc)},
                                                               on_failure="closed", timeout=5, key_prefix=prefix)
-                fn = on.peek if step.get("op") == "peek" else on.acquire
+                fn = {"peek": on.peek, "report": on.report}.get(step.get("op"), on.acquire)
                 compare(algorithm, sc, i, step, await fn("p", key, step.get("cost", 1), now_us=step["t_us"]), failures)
                 if on is not lim:
                     await on.close()
