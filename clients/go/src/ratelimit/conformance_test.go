@@ -174,9 +174,12 @@ func runCase(t *testing.T, url, prefix, algorithm string, c vecCase) []string {
 			}
 		}
 		var d Decision
-		if s.Op == "peek" {
+		switch s.Op {
+		case "peek":
 			d, err = on.CheckAt(ctx, "p", key, cost, s.TUs)
-		} else {
+		case "report":
+			d, err = on.ReportAt(ctx, "p", key, cost, s.TUs)
+		default:
 			d, err = on.RecordAt(ctx, "p", key, cost, s.TUs)
 		}
 		if on != l {

@@ -186,3 +186,16 @@ func validateRequest(p *Policy, key string, cost int64) error {
 	}
 	return nil
 }
+
+// validateReport checks a report's key and cost (usage known after the fact, docs/usage.md): a
+// whole number from -MaxCost (a refund) to MaxCost, 0 included, as ratelimitd's
+// validate_report_cost.
+func validateReport(p *Policy, key string, cost int64) error {
+	if err := validateRequest(p, key, 1); err != nil {
+		return err
+	}
+	if cost < -MaxCost || cost > MaxCost {
+		return &Error{Code: "invalid_cost", Message: fmt.Sprintf("cost of a report must be between %d and %d, got %d", -MaxCost, MaxCost, cost)}
+	}
+	return nil
+}

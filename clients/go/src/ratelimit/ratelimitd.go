@@ -1,8 +1,8 @@
-// ratelimitd.go — the ratelimitd back-end: decisions by POST /v1/acquire (Record) and /v1/peek
-// (Check) of a running ratelimitd (its policies, its store), as the same Decision the Redis
-// back-end gives. The body's ms figures (rounded up by ratelimitd) come back as durations that
-// render to the same whole seconds; the policy's quota and window are learned from
-// RateLimit-Policy (`headers: ietf`, the default; else set Windows). 400 unknown_policy /
+// ratelimitd.go — the ratelimitd back-end: decisions by POST /v1/acquire (Record), /v1/peek
+// (Check) and /v1/report (Report) of a running ratelimitd (its policies, its store), as the same
+// Decision the Redis back-end gives. The body's ms figures (rounded up by ratelimitd) come back
+// as durations that render to the same whole seconds; the policy's quota and window are learned
+// from RateLimit-Policy (`headers: ietf`, the default; else set Windows). 400 unknown_policy /
 // invalid_key / invalid_cost return an *Error with that code; cost_exceeds_capacity is a
 // Decision; no answer within Timeout, a refused connection or a 5xx decide by OnFailure.
 // Thread-safety: every method may be called from any goroutine.
@@ -74,6 +74,12 @@ func (l *RatelimitdLimiter) Record(ctx context.Context, policy, key string, cost
 // Check: POST /v1/peek.
 func (l *RatelimitdLimiter) Check(ctx context.Context, policy, key string, cost int64) (Decision, error) {
 	return l.decide(ctx, "/v1/peek", policy, key, cost)
+}
+
+// Report: POST /v1/report — usage known after the fact (negative: a refund); ratelimitd checks
+// the range (limits.max_cost) and refuses a concurrency policy (400).
+func (l *RatelimitdLimiter) Report(ctx context.Context, policy, key string, cost int64) (Decision, error) {
+	return l.decide(ctx, "/v1/report", policy, key, cost)
 }
 
 // Clear: POST /v1/reset (needs ratelimitd's admin token).

@@ -12,7 +12,8 @@ import (
 
 // call runs one FCALL rl<version>_batch (run_batch in src/redis/lua/multi.lua): the number of
 // distinct policies, the clock ('-' once, or 't' and a time per item), six arguments per
-// policy, then per item its policy's index, with ":<cost>:<op>" unless an acquire of 1.
+// policy, then per item its policy's index, with ":<cost>:<op>" unless an acquire of 1 (a
+// report's cost may be negative: a refund).
 func (l *RedisLimiter) call(batch []*item) ([]int64, error) {
 	index := map[*Policy]int{}
 	var policyArgs []any
@@ -37,12 +38,8 @@ func (l *RedisLimiter) call(batch []*item) ([]int64, error) {
 			keys = append(keys, k)
 		}
 		p := strconv.Itoa(index[it.policy])
-		if it.cost != 1 || it.peek {
-			op := "0"
-			if it.peek {
-				op = "1"
-			}
-			p += ":" + strconv.FormatInt(it.cost, 10) + ":" + op
+		if it.cost != 1 || it.op != opAcquire {
+			p += ":" + strconv.FormatInt(it.cost, 10) + ":" + strconv.Itoa(it.op)
 		}
 		args = append(args, p)
 		if timed {

@@ -15,6 +15,9 @@
 // client does: a Redis call gets it as its context's deadline, and a caller still waiting then
 // is answered by the failure policy (a client ignoring the deadline cannot hold it longer; its
 // late answer is dropped, not counted twice).
+// Report is op 4 of the same batch (usage known after the fact): recorded even past the limit,
+// a negative cost gives units back; a failed report answers the failure policy's decision
+// (reason failed_open / failed_closed: nothing was recorded).
 // Thread-safety: every method may be called from any goroutine.
 package ratelimit
 
@@ -31,6 +34,13 @@ import (
 )
 
 const maxBatch = 1024
+
+// The library's ops (docs/redis-functions.md).
+const (
+	opAcquire = 0
+	opPeek    = 1
+	opReport  = 4
+)
 
 // An item's state: the batch answers it (decided) unless its caller stopped waiting first.
 const (
@@ -55,7 +65,7 @@ type item struct {
 	policy *Policy
 	keys   []string
 	cost   int64
-	peek   bool
+	op     int   // opAcquire, opPeek, opReport
 	nowUs  int64 // -1: the server's clock
 	done   chan struct{}
 	state  atomic.Int32
@@ -166,20 +176,30 @@ func (l *RedisLimiter) LibraryVersion() string { return l.lib.Version }
 
 // Record consumes cost units of key's allowance under policy unless that would exceed it.
 func (l *RedisLimiter) Record(ctx context.Context, policy, key string, cost int64) (Decision, error) {
-	return l.decide(ctx, policy, key, cost, false, -1)
+	return l.decide(ctx, policy, key, cost, opAcquire, -1)
 }
 
 // Check answers what Record would, consuming nothing.
 func (l *RedisLimiter) Check(ctx context.Context, policy, key string, cost int64) (Decision, error) {
-	return l.decide(ctx, policy, key, cost, true, -1)
+	return l.decide(ctx, policy, key, cost, opPeek, -1)
 }
 
-// RecordAt and CheckAt decide at nowUs instead of Redis' clock: conformance tests only.
+// Report records usage known after the fact (docs/usage.md): cost units even past the limit
+// (the key is then in debt: Record is refused until the algorithm repays it), or, negative, a
+// refund; 0 records nothing. Always allowed, with what is left now.
+func (l *RedisLimiter) Report(ctx context.Context, policy, key string, cost int64) (Decision, error) {
+	return l.decide(ctx, policy, key, cost, opReport, -1)
+}
+
+// RecordAt, CheckAt and ReportAt decide at nowUs instead of Redis' clock: conformance tests only.
 func (l *RedisLimiter) RecordAt(ctx context.Context, policy, key string, cost, nowUs int64) (Decision, error) {
-	return l.decide(ctx, policy, key, cost, false, nowUs)
+	return l.decide(ctx, policy, key, cost, opAcquire, nowUs)
 }
 func (l *RedisLimiter) CheckAt(ctx context.Context, policy, key string, cost, nowUs int64) (Decision, error) {
-	return l.decide(ctx, policy, key, cost, true, nowUs)
+	return l.decide(ctx, policy, key, cost, opPeek, nowUs)
+}
+func (l *RedisLimiter) ReportAt(ctx context.Context, policy, key string, cost, nowUs int64) (Decision, error) {
+	return l.decide(ctx, policy, key, cost, opReport, nowUs)
 }
 
 // Clear forgets key's state under policy.
@@ -228,12 +248,16 @@ func (l *RedisLimiter) stateKey(p *Policy, key string) string {
 	return l.prefix + "{" + EscapeKey(key) + "}:" + p.Name
 }
 
-func (l *RedisLimiter) decide(ctx context.Context, policy, key string, cost int64, peek bool, nowUs int64) (Decision, error) {
+func (l *RedisLimiter) decide(ctx context.Context, policy, key string, cost int64, op int, nowUs int64) (Decision, error) {
 	p, err := l.policy(policy)
 	if err != nil {
 		return Decision{}, err
 	}
-	if err := validateRequest(p, key, cost); err != nil {
+	validate := validateRequest
+	if op == opReport {
+		validate = validateReport
+	}
+	if err := validate(p, key, cost); err != nil {
 		return Decision{}, err
 	}
 	state := l.stateKey(p, key)
@@ -241,7 +265,7 @@ func (l *RedisLimiter) decide(ctx context.Context, policy, key string, cost int6
 	if p.Algorithm == "sliding_window_log" {
 		keys = append(keys, state+"#log")
 	}
-	it := &item{policy: p, keys: keys, cost: cost, peek: peek, nowUs: nowUs, done: make(chan struct{})}
+	it := &item{policy: p, keys: keys, cost: cost, op: op, nowUs: nowUs, done: make(chan struct{})}
 	l.mu.Lock()
 	l.queue = append(l.queue, it)
 	start := l.inFlight < l.maxIn
