@@ -1,5 +1,6 @@
 // RatelimitdClient.java — decisions from a running ratelimitd over java.net.http: acquire (POST
-// /v1/acquire), peek (/v1/peek), reset (/v1/reset, admin token). Its policies, its store; this
+// /v1/acquire), peek (/v1/peek), report (/v1/report: usage known after the fact, docs/usage.md),
+// reset (/v1/reset, admin token). Its policies, its store; this
 // is Java's back-end (Debian packages no Java Redis client, so there is no direct Redis
 // back-end here: ratelimitd's own Redis store decides).
 // What comes back: the JSON body (ms figures rounded up by ratelimitd; back as µs they render to
@@ -50,6 +51,12 @@ public final class RatelimitdClient {
   public Decision acquire(String policy, String key, long cost) { return decide("/v1/acquire", policy, key, cost); }
 
   public Decision peek(String policy, String key, long cost) { return decide("/v1/peek", policy, key, cost); }
+
+  /** Records usage known after the fact (POST /v1/report): cost units even past the limit (the
+   *  key is then in debt: acquires get 429 until the algorithm repays it), or, negative, a refund;
+   *  0 records nothing. ratelimitd checks the range (limits.max_cost) and refuses a concurrency
+   *  policy (400). Always allowed, with what is left now. */
+  public Decision report(String policy, String key, long cost) { return decide("/v1/report", policy, key, cost); }
 
   public void reset(String policy, String key) {
     try {

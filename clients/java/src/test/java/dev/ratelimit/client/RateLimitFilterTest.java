@@ -236,6 +236,27 @@ public final class RateLimitFilterTest {
           check(e.code().equals(c[3]), "code " + e.code() + " for " + c[3] + ": " + e.getMessage());
         }
       }
+
+      // Usage known after the fact (POST /v1/report, docs/usage.md): recorded past the limit (a
+      // debt: the next acquire is refused), a refund gives units back, bad input throws.
+      String rk = "report-" + RUN;
+      check(client.acquire("api", rk, 5).remaining() == 5, "acquire 5 before the report");
+      Decision debt = client.report("api", rk, 10);
+      check(debt.allowed() && debt.remaining() == 0 && "within_limit".equals(debt.reason()), "report +10: " + debt);
+      Decision refused = client.acquire("api", rk, 1);
+      check(!refused.allowed() && refused.retryAfterUs() > 0, "acquire in debt: " + refused);
+      Decision refund = client.report("api", rk, -12);
+      check(refund.allowed() && refund.remaining() == 7, "refund -12 of 15 held: " + refund);
+      for (Object[] c : new Object[][] {{"nope", 1L, "unknown_policy"}, {"api", 1_000_000_001L, "invalid_cost"},
+          {"api", -1_000_000_001L, "invalid_cost"}}) {
+        try {
+          client.report((String) c[0], rk, (Long) c[1]);
+          check(false, "report accepted " + c[0] + "/" + c[1]);
+        } catch (RateLimitException e) {
+          check(e.code().equals(c[2]), "report code " + e.code() + " for " + c[2] + ": " + e.getMessage());
+        }
+      }
+      check(client.peek("api", rk, 1).remaining() == 6, "bad reports recorded nothing (a peek of 1 leaves 6 of 7)");
       check(client.failures() == 0, "failures " + client.failures());
 
       // Redis down behind ratelimitd (this client has no Redis back-end of its own: Debian
