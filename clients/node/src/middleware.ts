@@ -7,16 +7,22 @@
 // invalid_cost: empty, too long) answers ratelimitd's 400 {"error", "message"} on either
 // back-end (issue 31 defect 6: it was a 500); any other exception from a key/cost function is
 // the application's bug and is passed on.
+// Usage after the response (docs/usage.md): with `usage`, an admitted request's acquire of
+// `cost` is a Reservation (usage.ts) that the adapter reconciles once the response is sent, with
+// the units `usage` reads from the request and response (e.g. an LLM answer's token count).
 
 import { Decision } from './decision';
 import { RateLimitError } from './errors';
 import { PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
 import { RedisLimiter } from './redis';
+import { Reservation } from './usage';
 
 /** Either back-end (RedisLimiter, RatelimitdLimiter) or anything that decides alike. */
 export interface Limiter {
   acquire(policy: string, key: string, options?: { cost?: number }): Promise<Decision>;
   describe(policy: string): PolicyInfo | undefined;
+  /** Needed only with the `usage` option (both back-ends have it). */
+  report?(policy: string, key: string, cost: number): Promise<Decision>;
 }
 
 export interface MiddlewareOptions<Req> {
@@ -31,6 +37,20 @@ export interface MiddlewareOptions<Req> {
   skip?: (req: Req) => boolean;
 }
 
+/** The Express middleware's options: the above, and usage known after the response. */
+export interface UsageOptions<Req, Res> extends MiddlewareOptions<Req> {
+  /** The units an admitted request used, read once its response is sent (e.g. from a header the
+   *  handler set, or res.locals): reported as usage − cost (`cost` is then the estimate taken
+   *  before the work; less used is refunded). undefined or null: the estimate stands. */
+  usage?: (req: Req, res: Res) => number | undefined | null;
+  /** Told when a report after the response fails (bad usage, a refused report); the limiter's
+   *  failure policy answers store failures as for any decision. Default: ignored. */
+  onReportError?: (err: Error) => void;
+}
+
+/** A rendered answer and, for a request the store admitted, its reservation to reconcile. */
+export type DecidedRequest = RenderedAnswer & { reservation?: Reservation };
+
 /** Refuses options that would fail every request (issue 31 defect 7): no limiter, a `key` that
  *  is not a function, no policy, or a policy name the RedisLimiter lacks (ratelimitd's policies
  *  are its own, known from its answers). The adapters call it when they are made. */
@@ -41,13 +61,17 @@ export function checkOptions<Req>(opts: MiddlewareOptions<Req>): void {
     throw new RateLimitError('invalid_policy', 'middleware: `policy` must be a policy name or a function of the request');
   }
   if (typeof opts.policy === 'string' && opts.limiter instanceof RedisLimiter) opts.limiter.policy(opts.policy);
+  const u = opts as UsageOptions<Req, unknown>;
+  if (u.usage !== undefined && (typeof u.usage !== 'function' || typeof opts.limiter.report !== 'function')) {
+    throw new RateLimitError('invalid_policy', 'middleware: `usage` must be a function of the request and response, with a limiter that has report()');
+  }
 }
 
 /** The codes of input ratelimitd answers 400 for: the request's, not the application's. */
 const BAD_REQUEST = new Set(['invalid_key', 'invalid_cost']);
 
 /** The decision for `req` rendered, or null when skipped. */
-export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req): Promise<RenderedAnswer | null> {
+export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req): Promise<DecidedRequest | null> {
   if (opts.skip?.(req)) return null;
   const policy = typeof opts.policy === 'function' ? opts.policy(req) : opts.policy;
   const key = await opts.key(req);
@@ -71,5 +95,23 @@ export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req)
     answer.headers = answer.headers.filter(([name]) => name !== 'RateLimit-Policy' && name !== 'RateLimit');
     return answer;
   }
-  return renderDecisions([decision], [{ ...info, quota: decision.limit || info.quota }]);
+  const answer: DecidedRequest = renderDecisions([decision], [{ ...info, quota: decision.limit || info.quota }]);
+  if (opts.limiter.report !== undefined && decision.allowed) {
+    answer.reservation = new Reservation(opts.limiter as Required<Limiter>, policy, key, cost, decision);
+  }
+  return answer;
+}
+
+/** Reconciles `reservation` with what `usage` reads after the response (see UsageOptions);
+ *  never throws: a failure goes to onReportError. */
+export function reportUsage<Req, Res>(opts: UsageOptions<Req, Res>, reservation: Reservation, req: Req, res: Res): void {
+  let actual: number | undefined | null;
+  try {
+    actual = opts.usage!(req, res);
+  } catch (e) {
+    opts.onReportError?.(e as Error);
+    return;
+  }
+  if (actual === undefined || actual === null) return;
+  reservation.reconcile(actual).catch((e: Error) => opts.onReportError?.(e));
 }

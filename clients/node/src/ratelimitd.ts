@@ -12,6 +12,7 @@
 
 import { Decision, FailurePolicy, failureDecision } from './decision';
 import { RateLimitError } from './errors';
+import { Reservation, reserve } from './usage';
 import { PolicyInfo } from './headers';
 import { parseDuration } from './policy';
 
@@ -57,6 +58,11 @@ export class RatelimitdLimiter {
    *  negative, a refund; ratelimitd checks the range (limits.max_cost) and the policy's kind. */
   report(policy: string, key: string, cost: number): Promise<Decision> {
     return this.decide('/v1/report', policy, key, cost);
+  }
+
+  /** As RedisLimiter.reserve: acquire `estimate` now, reconcile with the actual usage after. */
+  reserve(policy: string, key: string, estimate: number): Promise<Reservation> {
+    return reserve(this, policy, key, estimate);
   }
 
   async reset(policy: string, key: string): Promise<void> {

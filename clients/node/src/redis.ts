@@ -27,6 +27,7 @@
 import Redis from 'ioredis';
 import { Decision, FailurePolicy, decodeAt, failureDecision } from './decision';
 import { RateLimitError } from './errors';
+import { Reservation, reserve } from './usage';
 import { PolicyInfo } from './headers';
 import { FunctionLibrary, ensureLibrary, findLibrary } from './library';
 import { Policy, PolicySpec, makePolicy, validateReport, validateRequest } from './policy';
@@ -152,6 +153,12 @@ export class RedisLimiter {
    *  refund of units taken; 0 records nothing. Always allowed, with what is left now. */
   report(policy: string, key: string, cost: number, options: ReportOptions = {}): Promise<Decision> {
     return this.decide(policy, key, cost, REPORT, options.nowUs);
+  }
+
+  /** Acquires `estimate` units now, to reconcile with the actual usage after the work
+   *  (Reservation.reconcile reports actual − estimate; cancel() gives the estimate back). */
+  reserve(policy: string, key: string, estimate: number): Promise<Reservation> {
+    return reserve(this, policy, key, estimate);
   }
 
   /** Forgets `key`'s state under `policy` (its next request starts fresh). */

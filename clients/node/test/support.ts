@@ -121,3 +121,15 @@ export async function awaitWindowRoom(windowUs: number, roomMs: number): Promise
   const leftMs = (windowUs - ((Date.now() * 1000) % windowUs)) / 1000;
   if (leftMs < roomMs) await new Promise((r) => setTimeout(r, leftMs + 50));
 }
+
+/** Resolves when `check` resolves true, polling every 20 ms; rejects after `ms` (a hang guard,
+ *  not a claim on speed) with `what`. For what happens after a response was sent (a report on
+ *  'finish'), which the client may see before it is done. The twin of testing::eventually. */
+export async function eventually(what: string, check: () => Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
