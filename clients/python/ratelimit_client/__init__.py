@@ -12,7 +12,9 @@ from .policy import Policy, make_policy, parse_duration
 from .ratelimitd import AsyncRatelimitdLimiter, RatelimitdLimiter
 from .redis_limiter import AsyncRedisLimiter, RedisLimiter
 from ._core import escape_key
+from .usage import AsyncReservation, Reservation, recorded_by
 
 __all__ = ["Decision", "failure_decision", "RateLimitError", "Answer", "PolicyInfo", "render_decisions",
            "Library", "find_library", "Policy", "make_policy", "parse_duration", "AsyncRatelimitdLimiter",
-           "RatelimitdLimiter", "AsyncRedisLimiter", "RedisLimiter", "escape_key"]
+           "RatelimitdLimiter", "AsyncRedisLimiter", "RedisLimiter", "escape_key", "AsyncReservation", "Reservation",
+           "recorded_by"]

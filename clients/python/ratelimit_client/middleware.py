@@ -3,7 +3,10 @@ decision per request (policy, key, cost and skip from the caller) rendered by he
 both answer exactly what ratelimitd answers. The failure policy is the limiter's own. A key or
 cost the request brought that ratelimitd would refuse (RateLimitError invalid_key/invalid_cost)
 answers ratelimitd's 400 {"error", "message"} on either back-end (issue 31 defect 6: it was a
-500); any other exception from a key or cost function is the application's bug and propagates."""
+500); any other exception from a key or cost function is the application's bug and propagates.
+Usage after the response (docs/usage.md): decide_async(..., reserve=True) also answers the
+admitted request's AsyncReservation (usage.py), which the Starlette middleware reconciles once
+the response has been sent."""
 from typing import Optional
 
 from .errors import RateLimitError
@@ -67,15 +70,23 @@ def decide_sync(limiter, policy, key, cost, skip, req) -> Optional[Answer]:
     return render(limiter, name, decision)
 
 
-async def decide_async(limiter, policy, key, cost, skip, req) -> Optional[Answer]:
-    if skip is not None and skip(req):
-        return None
-    name = _resolve(policy, req)
-    k = key(req)
-    if hasattr(k, "__await__"):
-        k = await k
-    try:
-        decision = await limiter.acquire(name, k, _resolve(cost, req))
-    except RateLimitError as e:
-        return _bad_request(e)
-    return render(limiter, name, decision)
+async def decide_async(limiter, policy, key, cost, skip, req, reserve: bool = False):
+    """The rendered answer (None: skipped); with reserve=True a pair (answer, the admitted
+    request's AsyncReservation or None)."""
+    from .usage import AsyncReservation
+    answer, reservation = None, None
+    if skip is None or not skip(req):
+        name = _resolve(policy, req)
+        k = key(req)
+        if hasattr(k, "__await__"):
+            k = await k
+        c = _resolve(cost, req)
+        try:
+            decision = await limiter.acquire(name, k, c)
+        except RateLimitError as e:
+            answer = _bad_request(e)
+        else:
+            answer = render(limiter, name, decision)
+            if decision.allowed:
+                reservation = AsyncReservation(limiter, name, k, c, decision)
+    return (answer, reservation) if reserve else answer

@@ -16,6 +16,7 @@ from .decision import Decision, failure_decision
 from .errors import RateLimitError
 from .headers import PolicyInfo
 from .policy import parse_duration
+from .usage import AsyncReservation, Reservation, reserve, reserve_async
 
 _POLICY_ITEM = re.compile(r'"((?:[^"\\]|\\.)*)";q=(\d+);w=(\d+)')
 _KNOWN = ("unknown_policy", "invalid_key", "invalid_cost")
@@ -120,6 +121,10 @@ class RatelimitdLimiter(_Common):
         the range (limits.max_cost) and refuses a concurrency policy (400)."""
         return self._decide("/v1/report", policy, key, cost)
 
+    def reserve(self, policy: str, key: str, estimate: int) -> Reservation:
+        """Acquires `estimate` now, to reconcile with the actual usage after the work (usage.py)."""
+        return reserve(self, policy, key, estimate)
+
     def reset(self, policy: str, key: str) -> None:
         status, _, text = self._post("/v1/reset", {"key": key, "policy": policy}, self._reset_headers())
         if status != 200:
@@ -153,6 +158,10 @@ class AsyncRatelimitdLimiter(_Common):
     async def report(self, policy: str, key: str, cost: int) -> Decision:
         """As RatelimitdLimiter.report."""
         return await self._decide("/v1/report", policy, key, cost)
+
+    async def reserve(self, policy: str, key: str, estimate: int) -> AsyncReservation:
+        """As RatelimitdLimiter.reserve, awaited."""
+        return await reserve_async(self, policy, key, estimate)
 
     async def reset(self, policy: str, key: str) -> None:
         r = await self._client.post("/v1/reset", json={"key": key, "policy": policy}, headers=self._reset_headers())

@@ -34,6 +34,7 @@ from ._core import ACQUIRE, PEEK, REPORT, Item, LimiterCore
 from .decision import Decision, decode_reply
 from .errors import RateLimitError
 from .library import ensure_library, ensure_library_async
+from .usage import AsyncReservation, Reservation, reserve, reserve_async
 
 MAX_BATCH = 1024
 
@@ -81,6 +82,10 @@ class RedisLimiter(LimiterCore):
         (the key is then in debt: acquires are refused until the algorithm repays it), or,
         negative, a refund; 0 records nothing. Always allowed, with what is left now."""
         return self._one(self.item(policy, key, cost, REPORT, now_us))
+
+    def reserve(self, policy: str, key: str, estimate: int) -> Reservation:
+        """Acquires `estimate` now, to reconcile with the actual usage after the work (usage.py)."""
+        return reserve(self, policy, key, estimate)
 
     def _one(self, item: Item) -> Decision:
         w = _Waiting(item)
@@ -183,6 +188,10 @@ class AsyncRedisLimiter(LimiterCore):
     async def report(self, policy: str, key: str, cost: int, *, now_us: Optional[int] = None) -> Decision:
         """As RedisLimiter.report."""
         return await self._decide(self.item(policy, key, cost, REPORT, now_us))
+
+    async def reserve(self, policy: str, key: str, estimate: int) -> AsyncReservation:
+        """As RedisLimiter.reserve, awaited."""
+        return await reserve_async(self, policy, key, estimate)
 
     async def reset(self, policy: str, key: str) -> None:
         await self.redis.delete(*self.reset_keys(policy, key))
