@@ -5,6 +5,10 @@
 // invalid_key or invalid_cost: empty, too long) answers ratelimitd's 400 {"error", "message"}
 // on either back-end (issue 31 defect 6: it was a 500); any other *Error answers 500 and is
 // passed to OnError, since it is the application's bug.
+// Usage after the response (docs/usage.md): with Usage, Cost is the estimate and each admitted
+// request is reconciled (usage.go) once the handler has returned, with the units Usage reads
+// from the request and the response's headers (e.g. an LLM answer's token count); the report is
+// sent from a goroutine of its own, so the response completes without waiting for it.
 package ratelimit
 
 import (
@@ -30,6 +34,12 @@ type MiddlewareOptions struct {
 	Cost       func(*http.Request) int64
 	Skip       func(*http.Request) bool
 	OnError    func(*http.Request, error)
+	// Usage: the units an admitted request used, read after the handler returned from the
+	// request and the response's headers (those the handler set); ok false: the estimate (Cost)
+	// stands. Needs a Limiter that is also a Reporter (both back-ends are).
+	Usage func(r *http.Request, header http.Header) (used int64, ok bool)
+	// OnReportError hears of a report after the response that failed (its request is done).
+	OnReportError func(*http.Request, error)
 }
 
 // Middleware limits every request the handler sees. It panics with an *Error (code
@@ -55,7 +65,8 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 			if o.Cost != nil {
 				cost = o.Cost(r)
 			}
-			d, err := l.Record(r.Context(), policy, o.Key(r), cost)
+			key := o.Key(r)
+			d, err := l.Record(r.Context(), policy, key, cost)
 			if badRequest(w, err) {
 				return
 			}
@@ -93,7 +104,20 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 				_, _ = w.Write([]byte(a.Body))
 				return
 			}
+			if o.Usage == nil || !d.Allowed {
+				next.ServeHTTP(w, r)
+				return
+			}
+			res := &Reservation{Policy: policy, Key: key, Estimate: cost, Decision: d, l: l.(Reporter)}
 			next.ServeHTTP(w, r)
+			if used, ok := o.Usage(r, w.Header()); ok {
+				// The request's context ends with this call: the limiter's own timeout bounds it.
+				go func() {
+					if _, err := res.Reconcile(context.Background(), used); err != nil && o.OnReportError != nil {
+						o.OnReportError(r, err)
+					}
+				}()
+			}
 		})
 	}
 }
@@ -120,6 +144,9 @@ func checkOptions(l Limiter, o MiddlewareOptions) error {
 		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Key is required (the key a request counts against)"}
 	case o.Policy == "" && o.PolicyFunc == nil:
 		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Policy or PolicyFunc is required"}
+	}
+	if _, ok := l.(Reporter); o.Usage != nil && !ok {
+		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Usage needs a Limiter that is also a Reporter (has Report)"}
 	}
 	if r, ok := l.(*RedisLimiter); ok && o.PolicyFunc == nil {
 		if _, err := r.policy(o.Policy); err != nil {
