@@ -3,7 +3,11 @@
 // RateLimit set, denied ones are answered here with ratelimitd's 429 (400 for a cost over the
 // capacity), rendered by Headers. Built in code (the constructor) or from web.xml init-params:
 //   ratelimitd-url (required), policy (required), key-header (default: the client address),
-//   on-failure (open|closed, default open), timeout-ms (default 250), cost (default 1).
+//   on-failure (open|closed, default open), timeout-ms (default 250), cost (default 1),
+//   usage-header (a response header carrying the units the request used, e.g. an LLM's tokens).
+// Usage after the response (docs/usage.md): with usage(...) or usage-header, `cost` is the
+// estimate and each admitted request is reconciled (Reservation) after chain.doFilter, once the
+// response has been flushed, on the request's thread; a failed report goes to onReportError.
 // The failure policy is the client's; a RateLimitException (bad input from the key function) is
 // the application's bug and propagates as a ServletException.
 // Thread-safety: one instance serves concurrent requests (it holds only immutable state).
@@ -13,6 +17,8 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.function.BiFunction;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Predicate;
 import java.util.function.ToLongFunction;
@@ -31,6 +37,8 @@ public final class RateLimitFilter implements Filter {
   private Function<HttpServletRequest, String> key;
   private ToLongFunction<HttpServletRequest> cost;
   private Predicate<HttpServletRequest> skip;
+  private BiFunction<HttpServletRequest, HttpServletResponse, Long> usage;
+  private Consumer<RuntimeException> onReportError = e -> {};
 
   /** For web.xml: configured by init(). */
   public RateLimitFilter() {}
@@ -42,6 +50,15 @@ public final class RateLimitFilter implements Filter {
     this.key = key;
     this.cost = cost == null ? r -> 1 : cost;
     this.skip = skip == null ? r -> false : skip;
+  }
+
+  /** Reports each admitted request's usage after the response: `usage` reads it from the request
+   *  and response (e.g. a header the servlet set); null keeps the estimate (cost). */
+  public RateLimitFilter usage(BiFunction<HttpServletRequest, HttpServletResponse, Long> usage,
+                               Consumer<RuntimeException> onReportError) {
+    this.usage = usage;
+    if (onReportError != null) this.onReportError = onReportError;
+    return this;
   }
 
   @Override
@@ -59,6 +76,8 @@ public final class RateLimitFilter implements Filter {
     long fixed = c == null ? 1 : Long.parseLong(c);
     cost = r -> fixed;
     skip = r -> false;
+    String usageHeader = config.getInitParameter("usage-header");
+    if (usageHeader != null) usage = (rq, rs) -> rs.getHeader(usageHeader) == null ? null : Long.valueOf(rs.getHeader(usageHeader));
   }
 
   @Override
@@ -70,8 +89,13 @@ public final class RateLimitFilter implements Filter {
       return;
     }
     Headers.Answer answer;
+    Reservation reservation = null;
     try {
-      answer = answer(client, policy, client.acquire(policy, key.apply(req), cost.applyAsLong(req)));
+      String k = key.apply(req);
+      long c = cost.applyAsLong(req);
+      Decision d = client.acquire(policy, k, c);
+      answer = answer(client, policy, d);
+      if (usage != null && d.allowed()) reservation = new Reservation(client, policy, k, c, d);
     } catch (RateLimitException e) {
       // The key comes from the request (key-header, the address): none, or one over the length
       // bound, is the client's bad input, answered 400 as ratelimitd answers it (issue 31
@@ -84,6 +108,7 @@ public final class RateLimitFilter implements Filter {
     for (String[] h : answer.headers()) res.setHeader(h[0], h[1]);
     if (answer.status() == 200) {
       chain.doFilter(request, response);
+      if (reservation != null) reconcile(reservation, req, res);
       return;
     }
     byte[] body = answer.body().getBytes(StandardCharsets.UTF_8);
@@ -91,6 +116,22 @@ public final class RateLimitFilter implements Filter {
     res.setContentType("application/json");
     res.setContentLength(body.length);
     res.getOutputStream().write(body);
+  }
+
+  /** Reconciles an admitted request with its usage once its response is flushed; never throws. */
+  private void reconcile(Reservation reservation, HttpServletRequest req, HttpServletResponse res) {
+    try {
+      Long used = usage.apply(req, res);
+      if (used == null) return;
+      try {
+        res.flushBuffer();
+      } catch (IOException e) {
+        // The client left: the work was done all the same, so its usage is still reported.
+      }
+      reservation.reconcile(used);
+    } catch (RuntimeException e) {
+      onReportError.accept(e);
+    }
   }
 
   /** The rendered answer for one decision of `policy` (shared with the Spring adapter). */

@@ -58,6 +58,11 @@ public final class RatelimitdClient {
    *  policy (400). Always allowed, with what is left now. */
   public Decision report(String policy, String key, long cost) { return decide("/v1/report", policy, key, cost); }
 
+  /** Acquires `estimate` units now, to reconcile with the actual usage after the work. */
+  public Reservation reserve(String policy, String key, long estimate) {
+    return new Reservation(this, policy, key, estimate, acquire(policy, key, estimate));
+  }
+
   public void reset(String policy, String key) {
     try {
       HttpResponse<String> r = post("/v1/reset", "{\"key\":" + Json.quote(key) + ",\"policy\":" + Json.quote(policy) + "}", true);

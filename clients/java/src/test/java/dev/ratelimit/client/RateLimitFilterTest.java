@@ -106,6 +106,28 @@ public final class RateLimitFilterTest {
     }
   }
 
+  /** The "model": answers with its usage (?tokens=N) in X-Usage-Tokens, as an LLM API's usage field. */
+  public static class Chat extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse res) throws IOException {
+      if (req.getParameter("tokens") != null) res.setHeader("X-Usage-Tokens", req.getParameter("tokens"));
+      res.setContentType("application/json");
+      res.getWriter().write("{\"answer\":\"...\"}");
+    }
+  }
+
+  /** Polls `cond` every 20 ms; false after 30 s (a hang guard, not a claim on speed). */
+  static boolean eventually(java.util.function.BooleanSupplier cond) throws InterruptedException {
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (!cond.getAsBoolean()) {
+      if (System.nanoTime() > end) return false;
+      Thread.sleep(20);
+    }
+    return true;
+  }
+
   record Got(int status, java.net.http.HttpHeaders headers, String body) {
     String h(String name) { return headers.firstValue(name).orElse(null); }
   }
@@ -128,7 +150,8 @@ public final class RateLimitFilterTest {
   static Process startDaemon(Path dir, int port, String redisUrl, String onFailure) throws Exception {
     Path config = dir.resolve("ratelimit-" + port + ".yaml");
     Files.writeString(config, "listen: 127.0.0.1:" + port + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
-        + RUN + ":\", on_failure: " + onFailure + ", command_timeout: 30s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
+        + RUN + ":\", on_failure: " + onFailure + ", command_timeout: 30s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n"
+        + "  tokens: { algorithm: sliding_window_log, limit: 10000, window: 1h }\n");
     String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
     Process p = start(new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString()).redirectErrorStream(true)
         .redirectOutput(dir.resolve("ratelimitd-" + port + ".log").toFile()));
@@ -164,8 +187,14 @@ public final class RateLimitFilterTest {
       ServletContextHandler ctx = new ServletContextHandler();
       ctx.addServlet(new ServletHolder(new Items()), "/items");
       ctx.addServlet(new ServletHolder(new Items()), "/healthz");
+      ctx.addServlet(new ServletHolder(new Chat()), "/chat");
       ctx.addFilter(new FilterHolder(new RateLimitFilter(client, "api", r -> r.getHeader("X-Client"), null,
-          r -> r.getRequestURI().equals("/healthz"))), "/*", null);
+          r -> r.getRequestURI().equals("/healthz") || r.getRequestURI().equals("/chat"))), "/*", null);
+      // Usage after the response: an estimate of 500 tokens, reconciled from X-Usage-Tokens.
+      List<RuntimeException> reportErrors = java.util.Collections.synchronizedList(new ArrayList<>());
+      ctx.addFilter(new FilterHolder(new RateLimitFilter(client, "tokens", r -> r.getHeader("X-Client"), r -> 500, null)
+          .usage((rq, rs) -> rs.getHeader("X-Usage-Tokens") == null ? null : Long.valueOf(rs.getHeader("X-Usage-Tokens")),
+              reportErrors::add)), "/chat", null);
       jetty.setHandler(ctx);
       jetty.start();
       int port = connector.getLocalPort();
@@ -257,6 +286,43 @@ public final class RateLimitFilterTest {
         }
       }
       check(client.peek("api", rk, 1).remaining() == 6, "bad reports recorded nothing (a peek of 1 leaves 6 of 7)");
+
+      // reserve -> reconcile / cancel (try-with-resources cancels an abandoned reservation).
+      String vk = "reserve-" + RUN;
+      Reservation r1 = client.reserve("tokens", vk, 500);
+      check(r1.decision().remaining() == 9500 && r1.reconcile(700).orElseThrow().remaining() == 9300, "reserve 500, reconcile 700");
+      try {
+        r1.reconcile(700);
+        check(false, "a second reconcile was accepted");
+      } catch (RateLimitException e) {
+        check(e.code().equals("invalid_request"), "second reconcile: " + e.code());
+      }
+      check(client.reserve("tokens", vk, 500).reconcile(100).orElseThrow().remaining() == 9200, "reconcile 100: 400 refunded");
+      check(client.reserve("tokens", vk, 500).reconcile(500).isEmpty(), "reconcile = estimate: nothing sent");
+      try (Reservation r2 = client.reserve("tokens", vk, 500)) {
+        check(r2.decision().remaining() == 8200, "reserved in the block: " + r2.decision());
+      }
+      try (Reservation r3 = client.reserve("tokens", vk, 500)) {
+        r3.reconcile(600);
+      }
+      check(client.report("tokens", vk, 0).remaining() == 8100, "after the block: " + client.report("tokens", vk, 0));
+      check(client.reserve("tokens", vk, 8000).reconcile(9000).orElseThrow().remaining() == 0, "into debt");
+      Reservation refusedR = client.reserve("tokens", vk, 500);
+      check(!refusedR.decision().allowed() && refusedR.cancel().isEmpty(), "a refused reservation: nothing to give back");
+
+      // The filter reconciles after chain.doFilter with the servlet's X-Usage-Tokens.
+      String ck = "chat-" + RUN;
+      long[][] steps = {{700, 9300}, {100, 9200}, {-1, 8700}, {20000, 0}};
+      for (long[] st : steps) {
+        Got g = get(http, port, st[0] < 0 ? "/chat" : "/chat?tokens=" + st[0], ck);
+        check(g.status() == 200, "chat " + st[0] + ": " + g.status());
+        check(eventually(() -> client.report("tokens", ck, 0).remaining() == st[1]),
+            "chat " + st[0] + ": want " + st[1] + " left, have " + client.report("tokens", ck, 0).remaining());
+      }
+      check(get(http, port, "/chat?tokens=1", ck).status() == 429, "chat in debt: 429");
+      get(http, port, "/chat?tokens=-5", ck + "-bad");
+      check(eventually(() -> reportErrors.size() == 1) && reportErrors.get(0) instanceof RateLimitException e
+          && e.code().equals("invalid_cost"), "a negative usage told to onReportError: " + reportErrors);
       check(client.failures() == 0, "failures " + client.failures());
 
       // Redis down behind ratelimitd (this client has no Redis back-end of its own: Debian
