@@ -8,7 +8,7 @@ import * as http from 'http';
 import express from 'express';
 import Fastify from 'fastify';
 import { Limiter, RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit, fastifyRateLimit, findLibrary } from '../src';
-import { RUN_ID, Started, inFlight, startRatelimitd, startRedis, testRedis } from './support';
+import { BackEnds, RUN_ID, Started, inFlight, startBackEnds, startRatelimitd, startRedis } from './support';
 
 const PREFIX = `rl:node-${RUN_ID}:`;
 // `bucket` refills one unit in 1000 s, longer than this file may run: the shared-count test's
@@ -27,23 +27,16 @@ let viaRedis: RedisLimiter;
 let viaDaemon: RatelimitdLimiter;
 const servers: http.Server[] = [];
 const fastifies: { close: () => Promise<unknown> }[] = [];
+let backEnds: BackEnds;
 before(async () => {
-  redis = await testRedis();
-  daemon = await startRatelimitd(YAML(redis.url));
-  // Generous timeouts, each a hang guard and not a claim: a loaded CI machine must not turn into
-  // failure-policy answers here. Under 4 CPU hogs the 200-request race through ratelimitd took
-  // 4.6 s end to end (client, app and limiter share this process, so a request waits about that
-  // long), against the 5 s these were; 30 s.
-  viaRedis = new RedisLimiter({ redis: redis.url, keyPrefix: PREFIX, policies: POLICIES, commandTimeoutMs: 30_000, onFailure: 'closed' });
-  viaDaemon = new RatelimitdLimiter({ url: daemon.url, timeoutMs: 30_000, onFailure: 'closed' });
+  backEnds = await startBackEnds((url) => YAML(url), PREFIX, POLICIES);
+  ({ redis, daemon, viaRedis, viaDaemon } = backEnds);
 });
 after(async () => {
   // Every handle closed, so the test process exits by itself (keep-alive sockets included).
   for (const s of servers) { s.closeAllConnections(); s.close(); }
   for (const f of fastifies) await f.close();
-  await viaRedis.close();
-  await daemon.stop();
-  await redis.stop();
+  await backEnds.stop();
 });
 
 interface Answer { status: number; headers: http.IncomingHttpHeaders; body: string }

@@ -7,7 +7,7 @@ import * as assert from 'node:assert/strict';
 import * as http from 'http';
 import express from 'express';
 import { RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit } from '../src';
-import { RUN_ID, Started, eventually, startRatelimitd, testRedis } from './support';
+import { BackEnds, RUN_ID, eventually, startBackEnds } from './support';
 
 const PREFIX = `rl:node-usage-${RUN_ID}:`;
 // A 1 h sliding log: nothing recorded here ages out while the file runs.
@@ -18,23 +18,17 @@ policies:
   db:     { algorithm: concurrency, limit: 2, lease_ttl: 10s }
 `;
 
-let redis: Started;
-let daemon: Started;
+let fixture: BackEnds;
 let viaRedis: RedisLimiter;
 let viaDaemon: RatelimitdLimiter;
 const servers: http.Server[] = [];
 before(async () => {
-  redis = await testRedis();
-  daemon = await startRatelimitd(YAML(redis.url));
-  // 30 s: hang guards on a loaded machine, not claims (as middleware.test.ts).
-  viaRedis = new RedisLimiter({ redis: redis.url, keyPrefix: PREFIX, policies: POLICIES, commandTimeoutMs: 30_000, onFailure: 'closed' });
-  viaDaemon = new RatelimitdLimiter({ url: daemon.url, timeoutMs: 30_000, onFailure: 'closed' });
+  fixture = await startBackEnds(YAML, PREFIX, POLICIES);
+  ({ viaRedis, viaDaemon } = fixture);
 });
 after(async () => {
   for (const s of servers) { s.closeAllConnections(); s.close(); }
-  await viaRedis.close();
-  await daemon.stop();
-  await redis.stop();
+  await fixture.stop();
 });
 
 const backEnds = () => [['Redis', viaRedis], ['ratelimitd', viaDaemon]] as const;

@@ -23,7 +23,7 @@ from ratelimit_client import (AsyncRatelimitdLimiter, AsyncRedisLimiter, RateLim
                               RedisLimiter, render_decisions)
 from ratelimit_client.flask import rate_limit
 from ratelimit_client.starlette import RateLimitMiddleware
-from support import RUN_ID, free_port, in_flight, start_ratelimitd, start_redis, test_redis, wait_port
+from support import RUN_ID, BackEnds, free_port, in_flight, start_ratelimitd, start_redis, test_redis, wait_port
 
 PREFIX = f"rl:py-{RUN_ID}:"
 # `bucket` refills one unit in 1000 s, longer than these tests may run: the shared-count test's
@@ -125,19 +125,13 @@ def flask_app(limiter):
 class Frameworks(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.redis = test_redis()
-        cls.daemon = start_ratelimitd(YAML.format(url=cls.redis.url, prefix=PREFIX))
-        # Generous timeouts, each a hang guard and not a claim: a loaded CI machine must not turn
-        # into failure-policy answers here (under 4 CPU hogs the Node client's 200-request race took
-        # 4.6 s end to end, against the 5 s these were); 30 s.
-        cls.sync_redis = RedisLimiter(cls.redis.url, POLICIES, key_prefix=PREFIX, on_failure="closed", timeout=30)
-        cls.sync_daemon = RatelimitdLimiter(cls.daemon.url, on_failure="closed", timeout=30)
+        cls.back_ends = BackEnds(YAML, PREFIX, POLICIES)
+        cls.redis, cls.daemon = cls.back_ends.redis, cls.back_ends.daemon
+        cls.sync_redis, cls.sync_daemon = cls.back_ends.via_redis, cls.back_ends.via_daemon
 
     @classmethod
     def tearDownClass(cls):
-        cls.sync_redis.close()
-        cls.daemon.stop()
-        cls.redis.stop()
+        cls.back_ends.stop()
 
     def race(self, port, client):
         answers = in_flight(200, 200, lambda _: get(port, "/items", client))  # all 200 at once

@@ -8,10 +8,9 @@ import unittest
 
 from fastapi import FastAPI, Request, Response
 
-from ratelimit_client import (AsyncRatelimitdLimiter, AsyncRedisLimiter, RateLimitError, RatelimitdLimiter,
-                              RedisLimiter)
+from ratelimit_client import AsyncRatelimitdLimiter, AsyncRedisLimiter, RateLimitError
 from ratelimit_client.starlette import RateLimitMiddleware
-from support import RUN_ID, start_ratelimitd, test_redis
+from support import RUN_ID, BackEnds
 from loopback import wait_for
 from test_frameworks import UvicornThread, get
 
@@ -33,18 +32,14 @@ def left(limiter, key):
 class Usage(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.redis = test_redis()
-        cls.daemon = start_ratelimitd(YAML.format(url=cls.redis.url, prefix=PREFIX))
-        # 30 s: hang guards on a loaded machine, not claims (as test_frameworks).
-        cls.via_redis = RedisLimiter(cls.redis.url, POLICIES, key_prefix=PREFIX, on_failure="closed", timeout=30)
-        cls.via_daemon = RatelimitdLimiter(cls.daemon.url, on_failure="closed", timeout=30)
+        cls.fixture = BackEnds(YAML, PREFIX, POLICIES)
+        cls.redis, cls.daemon = cls.fixture.redis, cls.fixture.daemon
+        cls.via_redis, cls.via_daemon = cls.fixture.via_redis, cls.fixture.via_daemon
         cls.back_ends = [("redis", cls.via_redis), ("ratelimitd", cls.via_daemon)]
 
     @classmethod
     def tearDownClass(cls):
-        cls.via_redis.close()
-        cls.daemon.stop()
-        cls.redis.stop()
+        cls.fixture.stop()
 
     def test_report_debt_refund_and_bad_input(self):
         for name, lim in self.back_ends:

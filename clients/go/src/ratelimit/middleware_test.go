@@ -42,9 +42,14 @@ type fixture struct {
 }
 
 func setup(t *testing.T) fixture {
+	return setupWith(t, daemonYAML, "rl:go-"+runID+":", policies)
+}
+
+// setupWith starts ratelimitd from yaml (a format of the Redis URL and key prefix) on the test
+// Redis, and a limiter of each back-end on them.
+func setupWith(t *testing.T, yaml, prefix string, policies map[string]PolicySpec) fixture {
 	url := testRedis(t)
-	prefix := "rl:go-" + runID + ":"
-	daemon := startRatelimitd(t, fmt.Sprintf(daemonYAML, url, prefix))
+	daemon := startRatelimitd(t, fmt.Sprintf(yaml, url, prefix))
 	// Generous timeouts, each a hang guard and not a claim: a loaded CI machine must not turn into
 	// failure-policy answers here (under 4 CPU hogs the Node client's 200-request race took 4.6 s
 	// end to end, against the 5 s these were); 30 s.

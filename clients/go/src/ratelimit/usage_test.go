@@ -35,17 +35,8 @@ type usageBackEnd struct {
 }
 
 func usageSetup(t *testing.T) []usageBackEnd {
-	url := testRedis(t)
-	prefix := "rl:go-usage-" + runID + ":"
-	daemon := startRatelimitd(t, fmt.Sprintf(usageYAML, url, prefix))
-	// 30 s: hang guards on a loaded machine, not claims (as middleware_test.go).
-	r, err := NewRedisLimiter(url, Options{Policies: usagePolicies, KeyPrefix: prefix, OnFailure: FailClosed, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	d, _ := NewRatelimitdLimiter(daemon.url, RatelimitdOptions{OnFailure: FailClosed, Timeout: 30 * time.Second})
-	return []usageBackEnd{{"redis", r}, {"ratelimitd", d}}
+	f := setupWith(t, usageYAML, "rl:go-usage-"+runID+":", usagePolicies)
+	return []usageBackEnd{{"redis", f.viaRedis}, {"ratelimitd", f.viaD}}
 }
 
 // left is what is left of key now: a report of 0 records nothing and answers the state.
