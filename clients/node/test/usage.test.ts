@@ -6,7 +6,8 @@ import { test, before, after } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as http from 'http';
 import express from 'express';
-import { RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit } from '../src';
+import Fastify from 'fastify';
+import { RateLimitError, RatelimitdLimiter, RedisLimiter, expressRateLimit, fastifyRateLimit } from '../src';
 import { BackEnds, RUN_ID, eventually, startBackEnds } from './support';
 
 const PREFIX = `rl:node-usage-${RUN_ID}:`;
@@ -126,6 +127,32 @@ test('Express: usage from the response reconciles the estimate after it is sent,
     assert.equal(await get(port, '/chat?tokens=20000', k), 200);
     await eventually(`${name}: in debt`, async () => (await left(l, k)) === 0);
     assert.equal(await get(port, '/chat?tokens=1', k), 429, `${name}: refused while in debt`);
+  }
+});
+
+test('Fastify: the same after the raw response finishes', async () => {
+  for (const [name, l] of backEnds()) {
+    const app = Fastify();
+    app.addHook('onRequest', fastifyRateLimit({
+      limiter: l, policy: 'tokens', key: (req) => String(req.headers['x-client']), cost: 500,
+      usage: (_req, reply) => (reply.getHeader('x-usage-tokens') === undefined ? undefined : Number(reply.getHeader('x-usage-tokens'))),
+    }));
+    app.get('/chat', async (req, reply) => {
+      const tokens = (req.query as { tokens?: string }).tokens;
+      if (tokens !== undefined) reply.header('x-usage-tokens', tokens);
+      return { answer: '...' };
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const port = (app.server.address() as { port: number }).port;
+      const k = `fy-${name}`;
+      assert.equal(await get(port, '/chat?tokens=700', k), 200);
+      await eventually(`${name}: 700 used`, async () => (await left(l, k)) === 9300);
+      assert.equal(await get(port, '/chat?tokens=100', k), 200);
+      await eventually(`${name}: 400 refunded`, async () => (await left(l, k)) === 9200);
+    } finally {
+      await app.close();
+    }
   }
 });
 
