@@ -4,9 +4,9 @@ both answer exactly what ratelimitd answers. The failure policy is the limiter's
 cost the request brought that ratelimitd would refuse (RateLimitError invalid_key/invalid_cost)
 answers ratelimitd's 400 {"error", "message"} on either back-end (issue 31 defect 6: it was a
 500); any other exception from a key or cost function is the application's bug and propagates.
-Usage after the response (docs/usage.md): decide_async(..., reserve=True) also answers the
-admitted request's AsyncReservation (usage.py), which the Starlette middleware reconciles once
-the response has been sent."""
+Usage after the response (docs/usage.md): decide_sync / decide_async(..., reserve=True) also
+answer the admitted request's Reservation / AsyncReservation (usage.py), which the Flask
+decorator and the Starlette middleware reconcile once the response has been sent."""
 from typing import Optional
 
 from .errors import RateLimitError
@@ -59,15 +59,40 @@ def render(limiter, policy: str, decision) -> Answer:
     return render_decisions([decision], [info])
 
 
-def decide_sync(limiter, policy, key, cost, skip, req) -> Optional[Answer]:
-    if skip is not None and skip(req):
-        return None
-    name = _resolve(policy, req)
+def check_usage(limiter, usage) -> None:
+    """Refuses a usage that is not a function, or one with a limiter that cannot report."""
+    if usage is not None and (not callable(usage) or not hasattr(limiter, "report")):
+        raise RateLimitError("invalid_policy", "usage must be a function of the request and response, with a limiter that has report()")
+
+
+def _decided(limiter, name, k, c, decision, reservation_cls):
+    """The rendered answer, and the reservation of an admitted request (usage.py)."""
+    return render(limiter, name, decision), reservation_cls(limiter, name, k, c, decision) if decision.allowed else None
+
+
+def decide_sync(limiter, policy, key, cost, skip, req, reserve: bool = False):
+    """The rendered answer (None: skipped); with reserve=True a pair (answer, the admitted
+    request's Reservation or None)."""
+    from .usage import Reservation
+    answer, reservation = None, None
+    if skip is None or not skip(req):
+        name, k, c = _resolve(policy, req), key(req), _resolve(cost, req)
+        try:
+            answer, reservation = _decided(limiter, name, k, c, limiter.acquire(name, k, c), Reservation)
+        except RateLimitError as e:
+            answer = _bad_request(e)
+    return (answer, reservation) if reserve else answer
+
+
+def reconcile_sync(usage, reservation, request, response, on_report_error) -> None:
+    """Reports the usage of a response already sent; never raises (on_report_error hears)."""
     try:
-        decision = limiter.acquire(name, key(req), _resolve(cost, req))
-    except RateLimitError as e:
-        return _bad_request(e)
-    return render(limiter, name, decision)
+        actual = usage(request, response)
+        if actual is not None:
+            reservation.reconcile(actual)
+    except Exception as e:  # noqa: BLE001 - the response is gone: only the hook can hear of it
+        if on_report_error is not None:
+            on_report_error(e)
 
 
 async def decide_async(limiter, policy, key, cost, skip, req, reserve: bool = False):
@@ -82,11 +107,7 @@ async def decide_async(limiter, policy, key, cost, skip, req, reserve: bool = Fa
             k = await k
         c = _resolve(cost, req)
         try:
-            decision = await limiter.acquire(name, k, c)
+            answer, reservation = _decided(limiter, name, k, c, await limiter.acquire(name, k, c), AsyncReservation)
         except RateLimitError as e:
             answer = _bad_request(e)
-        else:
-            answer = render(limiter, name, decision)
-            if decision.allowed:
-                reservation = AsyncReservation(limiter, name, k, c, decision)
     return (answer, reservation) if reserve else answer

@@ -14,15 +14,13 @@ from types import SimpleNamespace
 from starlette.datastructures import Headers
 from starlette.requests import Request
 
-from .errors import RateLimitError
-from .middleware import check_options, decide_async
+from .middleware import check_options, check_usage, decide_async
 
 
 class RateLimitMiddleware:
     def __init__(self, app, *, limiter, policy, key, cost=1, skip=None, usage=None, on_report_error=None):
         check_options(limiter, policy, key)
-        if usage is not None and (not callable(usage) or not hasattr(limiter, "report")):
-            raise RateLimitError("invalid_policy", "usage must be a function of the request and response, with a limiter that has report()")
+        check_usage(limiter, usage)
         self.app, self.limiter, self.policy, self.key, self.cost, self.skip = app, limiter, policy, key, cost, skip
         self.usage, self.on_report_error = usage, on_report_error
 

@@ -7,12 +7,14 @@ import asyncio
 import unittest
 
 from fastapi import FastAPI, Request, Response
+from flask import Flask, request as flask_request
 
 from ratelimit_client import AsyncRatelimitdLimiter, AsyncRedisLimiter, RateLimitError
+from ratelimit_client.flask import rate_limit
 from ratelimit_client.starlette import RateLimitMiddleware
 from support import RUN_ID, BackEnds
 from loopback import wait_for
-from test_frameworks import UvicornThread, get
+from test_frameworks import FlaskThread, UvicornThread, get
 
 PREFIX = f"rl:py-usage-{RUN_ID}:"
 # A 1 h sliding log: nothing recorded here ages out while the file runs.
@@ -159,6 +161,30 @@ class Usage(unittest.TestCase):
                     self.assertEqual(get(server.port, "/chat?tokens=20000", k)[0], 200)
                     self.assertTrue(wait_for(lambda: left(sync, k) == 0, 30), left(sync, k))
                     self.assertEqual(get(server.port, "/chat?tokens=1", k)[0], 429)  # in debt
+                finally:
+                    server.stop()
+
+    def test_flask_reconciles_after_the_response(self):
+        for name, lim in self.back_ends:
+            with self.subTest(name):
+                errors = []
+                app = Flask(__name__)
+
+                @app.get("/chat")
+                @rate_limit(lim, "tokens", key=lambda req: req.headers["x-client"], cost=500, on_report_error=errors.append,
+                            usage=lambda req, res: int(res.headers["X-Usage-Tokens"]) if "X-Usage-Tokens" in res.headers else None)
+                def chat():
+                    tokens = flask_request.args.get("tokens")
+                    return {"answer": "..."}, 200, ({"X-Usage-Tokens": tokens} if tokens is not None else {})
+                server = FlaskThread(app)
+                k = f"flask-{name}"
+                try:
+                    for path, want in (("/chat?tokens=700", 9300), ("/chat?tokens=100", 9200), ("/chat", 8700)):
+                        self.assertEqual(get(server.port, path, k)[0], 200)
+                        self.assertTrue(wait_for(lambda: left(lim, k) == want, 30), (path, left(lim, k)))
+                    self.assertEqual(get(server.port, "/chat?tokens=-5", k)[0], 200)
+                    self.assertTrue(wait_for(lambda: len(errors) == 1, 30))
+                    self.assertEqual(errors[0].code, "invalid_cost")
                 finally:
                     server.stop()
 
