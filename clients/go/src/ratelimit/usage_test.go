@@ -17,12 +17,16 @@ import (
 )
 
 // A 1 h sliding log: nothing recorded here ages out while the test runs.
-var usagePolicies = map[string]PolicySpec{"tokens": {Algorithm: "sliding_window_log", Limit: 10000, Window: time.Hour}}
+// `shared` refills one unit in 1000 s: its level is what was recorded, to the unit, while the
+// test runs.
+var usagePolicies = map[string]PolicySpec{"tokens": {Algorithm: "sliding_window_log", Limit: 10000, Window: time.Hour},
+	"shared": {Algorithm: "token_bucket", Rate: 0.001, Burst: 1000000}}
 
 const usageYAML = `store: { type: redis, url: "%s", key_prefix: "%s", on_failure: closed, command_timeout: 30s }
 policies:
   tokens: { algorithm: sliding_window_log, limit: 10000, window: 1h }
   db:     { algorithm: concurrency, limit: 2, lease_ttl: 10s }
+  shared: { algorithm: token_bucket, rate: 0.001, burst: 1000000 }
 `
 
 type usageBackEnd struct {
@@ -193,6 +197,50 @@ func TestUsage(t *testing.T) {
 			}
 		})
 	}
+	// The issue's pattern under concurrency: 50 clients, half on each back-end (one count in one
+	// Redis), each reserving 500 and reconciling its actual (100 … 1,500) ten times: what the key
+	// holds at the end is exactly the sum of the actuals.
+	t.Run("50 concurrent clients reserve 500 and reconcile: the recorded units are the sum of the actuals", func(t *testing.T) {
+		const clients, rounds = 50, 10
+		var wg sync.WaitGroup
+		sums := make([]int64, clients)
+		errs := make(chan error, clients*rounds)
+		for i := 0; i < clients; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				l := backEnds[i%2].l
+				for j := 0; j < rounds; j++ {
+					actual := int64(100 + (i*37+j*101)%1401)
+					r, err := l.Reserve(ctx, "shared", "race", 500)
+					if err == nil && !r.Decision.Allowed {
+						err = fmt.Errorf("reservation refused: %+v", r.Decision)
+					}
+					if err == nil {
+						_, err = r.Reconcile(ctx, actual)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					sums[i] += actual
+				}
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var sum int64
+		for _, s := range sums {
+			sum += s
+		}
+		d, err := backEnds[0].l.Report(ctx, "shared", "race", 0)
+		if err != nil || 1000000-d.Remaining != sum {
+			t.Errorf("recorded %d, the actuals sum to %d (%v)", 1000000-d.Remaining, sum, err)
+		}
+	})
 	t.Run("ratelimitd refuses a report to a concurrency policy", func(t *testing.T) {
 		if _, err := backEnds[1].l.Report(ctx, "db", "k", 1); err == nil {
 			t.Error("accepted")
