@@ -1,4 +1,4 @@
-#!lua name=ratelimit_48542c44173f
+#!lua name=ratelimit_47e4c9b9fc4a
 -- common.lua — what every ratelimit script shares: src/core/units.h line for line, the
 -- decision record, reading time and policy from ARGV, and writing state back with its TTL.
 --
@@ -11,11 +11,13 @@
 
 local kUnit = 1000000  -- micro-units per unit (algorithms.h kUnit)
 local kMaxEveryHitCount = 4503599627370496  -- 2^52, policy.h kMaxEveryHitCount
+local kMaxDebtLimits = 8  -- algorithms.h kMaxDebtLimits
 
 local kAcquire = 0     -- algo::Op
 local kPeek = 1
 local kRelease = 2
 local kRenew = 3
+local kReport = 4
 
 local kWithinLimit = 0 -- DecisionReason, same order as include/ratelimit/decision.h
 local kOverLimit = 1
@@ -71,6 +73,36 @@ end
 -- units.h ceil_div: ceiling of a / b for a >= 0, b > 0.
 local function ceil_div(a, b)
   return idiv(a + b - 1, b)
+end
+
+-- algorithms.h recorded: what a report moves `held` to — a positive cost added up to `cap`
+-- (never lowering a value above it), a refund taken down to 0 at most.
+local function recorded(held, cost, cap)
+  if cost < 0 then return math.max(0, held + cost) end
+  return math.max(held, math.min(held + cost, cap))
+end
+
+-- algorithms.h max_recorded: the most units a key holds after reports. `weighted`: the sliding
+-- window counter, whose weighted count must stay below 2^53.
+local function max_recorded(policy, weighted)
+  if policy.every_hit then return kMaxEveryHitCount end
+  local most = (kMaxDebtLimits + 1) * policy.limit
+  if weighted then return math.min(most, idiv(9007199254740991, policy.window_us)) end
+  return most
+end
+
+-- units.h refilled: a bucket's level after draining from last_us to t, never below 0; elapsed
+-- capped at kMaxDebtLimits + 1 full drain times (elapsed * rate < 2^53).
+local function refilled(policy, level_u, last_us, t)
+  local elapsed = math.min(elapsed_since(last_us, t), (kMaxDebtLimits + 1) * policy.window_us)
+  return math.max(0, level_u - drained_u(elapsed, policy.rate))
+end
+
+-- The record step of both buckets (token_bucket.cc, leaky_bucket.cc record): the level
+-- (micro-units taken or queued) and its time after a report of `cost` at now_us.
+local function recorded_level(policy, level_u, last_us, now_us, cost)
+  local t = math.max(now_us, last_us)
+  return recorded(refilled(policy, level_u, last_us, t), cost * kUnit, max_recorded(policy) * kUnit), t
 end
 
 local function new_decision(limit)
@@ -325,7 +357,7 @@ function fixed_window.decide(policy, s, now_us, cost, op)
     d.allowed = true
     d.reason = kWithinLimit
     d.remaining = limit - (count + cost)
-    d.reset_after = until_end
+    if count + cost > 0 then d.reset_after = until_end else d.reset_after = 0 end
     if op == kAcquire then
       s.window_start_us, s.count, s.dirty = start, count + cost, true
     end
@@ -341,6 +373,15 @@ function fixed_window.decide(policy, s, now_us, cost, op)
   end
   d.remaining = math.max(0, limit - kept)
   return d
+end
+
+-- fixed_window.cc record: a report moves the current window's count (debt: above the limit).
+function fixed_window.record(policy, s, now_us, cost)
+  local t = math.max(now_us, s.window_start_us, 0)
+  local start = window_start(t, policy.window_us)
+  local count = 0
+  if start == s.window_start_us then count = s.count end
+  s.window_start_us, s.count, s.dirty = start, recorded(count, cost, max_recorded(policy)), true
 end
 -- sliding_window_log.lua — mirrors src/core/sliding_window_log.cc decide() step by step.
 --
@@ -441,7 +482,14 @@ function sliding_window_log.decide(policy, s, now_us, cost, op)
     d.allowed = true
     d.reason = kWithinLimit
     d.remaining = limit - (s.units + cost)
-    d.reset_after = window  -- the unit admitted now is the last to leave
+    -- The unit admitted now is the last to leave (a cost-0 peek admits none).
+    if cost > 0 then
+      d.reset_after = window
+    elseif s.units > 0 then
+      d.reset_after = s.newest + window - t
+    else
+      d.reset_after = 0
+    end
     if op == kAcquire then push(s, t, cost) end
     return d
   end
@@ -471,6 +519,37 @@ function sliding_window_log.decide(policy, s, now_us, cost, op)
   d.remaining = math.max(0, limit - s.units)
   d.reset_after = s.newest + window - t
   return d
+end
+
+-- sliding_window_log.cc record: a report is an entry at t (C++ merges it into an entry of the
+-- same time; here it is its own member: entries of one time never differ in a decision); a
+-- refund takes units from the newest entries first.
+function sliding_window_log.record(policy, s, now_us, cost)
+  local window = policy.window_us
+  local t = math.max(now_us, s.newest or 0, 0)
+  expire(s, t, window)
+  local after = recorded(s.units, cost, max_recorded(policy))
+  if after > s.units then
+    push(s, t, after - s.units)
+    return
+  end
+  local give = s.units - after
+  while give > 0 do
+    local last = redis.call('ZRANGE', s.keys[2], -1, -1, 'WITHSCORES')
+    local member, at_us = last[1], last[2]
+    local c = entry_cost(member)
+    redis.call('ZREM', s.keys[2], member)
+    if c > give then
+      redis.call('ZADD', s.keys[2], at_us, entry_seq(member) .. ':' .. int(c - give))
+      give = 0
+    else
+      give = give - c
+    end
+  end
+  s.units = after
+  local newest = redis.call('ZRANGE', s.keys[2], -1, -1, 'WITHSCORES')
+  s.newest = tonumber(newest[2])
+  s.dirty = true
 end
 -- sliding_window_counter.lua — mirrors src/core/sliding_window_counter.cc decide() step by
 -- step. State: a hash {window_start_us, prev, curr} at KEYS[1]. Every division is idiv():
@@ -563,6 +642,22 @@ function sliding_window_counter.decide(policy, s, now_us, cost, op)
   d.reset_after = reset_after(prev, curr)
   return d
 end
+
+-- sliding_window_counter.cc record: a report moves the current window's count (rolled as
+-- decide rolls it).
+function sliding_window_counter.record(policy, s, now_us, cost)
+  local window = policy.window_us
+  local t = math.max(now_us, s.window_start_us, 0)
+  local start = window_start(t, window)
+  local prev, curr = 0, 0
+  if start == s.window_start_us then
+    prev, curr = s.prev, s.curr
+  elseif start == s.window_start_us + window then
+    prev = s.curr
+  end
+  s.window_start_us, s.prev, s.dirty = start, prev, true
+  s.curr = recorded(curr, cost, max_recorded(policy, true))
+end
 -- token_bucket.lua — mirrors src/core/token_bucket.cc decide() step by step.
 -- State: a hash {taken_u, last_us} at KEYS[1]; a missing key is a full bucket.
 local token_bucket = {}
@@ -590,10 +685,7 @@ function token_bucket.decide(policy, s, now_us, cost, op)
   local burst = policy.limit
   local rate = policy.rate
   local t = math.max(now_us, s.last_us)
-  -- Refill. Capping elapsed at twice the full drain time keeps elapsed * rate < 2^53 and
-  -- still refills the largest possible debt (2 * burst in count-denied mode).
-  local elapsed = math.min(elapsed_since(s.last_us, t), 2 * policy.window_us)
-  local taken = math.max(0, s.taken_u - drained_u(elapsed, rate))
+  local taken = refilled(policy, s.taken_u, s.last_us, t)
 
   local d = new_decision(burst)
   if cost > burst then
@@ -628,6 +720,12 @@ function token_bucket.decide(policy, s, now_us, cost, op)
   d.reset_after = s.last_us + time_to_drain_us(s.taken_u, rate) - t
   return d
 end
+
+-- token_bucket.cc record: a report moves the level (debt: above the burst); a refund never below 0.
+function token_bucket.record(policy, s, now_us, cost)
+  s.taken_u, s.last_us = recorded_level(policy, s.taken_u, s.last_us, now_us, cost)
+  s.dirty = true
+end
 -- leaky_bucket.lua — mirrors src/core/leaky_bucket.cc decide() step by step (GCRA: a virtual
 -- queue level that leaks at `rate`). State: a hash {level_u, last_us} at KEYS[1].
 local leaky_bucket = {}
@@ -655,8 +753,7 @@ function leaky_bucket.decide(policy, s, now_us, cost, op)
   local burst = policy.limit
   local rate = policy.rate
   local t = math.max(now_us, s.last_us)
-  local elapsed = math.min(elapsed_since(s.last_us, t), 2 * policy.window_us)
-  local level = math.max(0, s.level_u - drained_u(elapsed, rate))
+  local level = refilled(policy, s.level_u, s.last_us, t)
   -- floor(level / kUnit) + cost <= burst  <=>  level <= (burst - cost + 1) * kUnit - 1.
   local max_level = (burst - cost + 1) * kUnit - 1
 
@@ -690,6 +787,12 @@ function leaky_bucket.decide(policy, s, now_us, cost, op)
   d.remaining = math.max(0, burst - idiv(level_now, kUnit))
   d.reset_after = s.last_us + time_to_drain_us(s.level_u, rate) - t
   return d
+end
+
+-- leaky_bucket.cc record: a report moves the level (debt: above the burst); a refund never below 0.
+function leaky_bucket.record(policy, s, now_us, cost)
+  s.level_u, s.last_us = recorded_level(policy, s.level_u, s.last_us, now_us, cost)
+  s.dirty = true
 end
 -- concurrency.lua — mirrors src/core/concurrency.cc decide() step by step: at most `limit` units
 -- held at once per key, by leases released by id or expiring after lease_ttl (policy.window_us).
@@ -737,7 +840,10 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
   end
 
   local d = new_decision(limit)
-  if op == kRelease or op == kRenew then
+  if op == kReport then  -- refused before it gets here (a concurrency policy takes no reports)
+    d.allowed = true
+    d.reason = kWithinLimit
+  elseif op == kRelease or op == kRenew then
     local expires = redis.call('ZSCORE', z, lease)
     if not expires then
       d.reason = kLeaseNotHeld
@@ -811,6 +917,21 @@ local kAlgorithmCount = 6
 -- An algorithm with an `acquire` (fixed_window.lua) decides the acquires its `fast` accepts
 -- itself, with fewer commands; one with a `run` (concurrency.lua) works on its keys in place and
 -- takes the lease id; every other decision is load + decide + persist.
+-- algo::report (src/core/decide.cc): records a report (cost may be negative: a refund) and
+-- answers the state after it as a cost-0 peek sees it, admitted (a report is never refused).
+local function report(algorithm, policy, s, now_us, cost)
+  algorithm.record(policy, s, now_us, cost)
+  local d = algorithm.decide(policy, s, now_us, 0, kPeek)
+  d.allowed, d.reason, d.retry_after, d.delay = true, kWithinLimit, 0, 0
+  return d
+end
+
+-- algo::decide for every op of a rate algorithm: a report through report(), the rest decide().
+local function decide_state(algorithm, policy, s, now_us, cost, op)
+  if op == kReport then return report(algorithm, policy, s, now_us, cost) end
+  return algorithm.decide(policy, s, now_us, cost, op)
+end
+
 local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost_arg, op, out,
                           lease)
   if algorithm.run ~= nil then
@@ -823,7 +944,7 @@ local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost
   end
   local s = algorithm.load(keys)
   local idle_before = algorithm.idle_at_us(policy, s)
-  local d = algorithm.decide(policy, s, now_us, cost, op)
+  local d = decide_state(algorithm, policy, s, now_us, cost, op)
   persist(algorithm, policy, keys, s, now_us, test_mode, idle_before)
   push_decision(out, d)
 end
@@ -831,7 +952,7 @@ end
 -- run_single: one decision.
 -- keys: the algorithm's keys (keys[1] its state; the sliding log also keys[2], its entries).
 -- args: now ('-' = the server's TIME; an integer µs only in test mode), cost, op (0 acquire,
---       1 peek, 2 release, 3 renew), limit, window_us, rate, shape (0/1), count_denied (0/1),
+--       1 peek, 2 release, 3 renew, 4 report), limit, window_us, rate, shape (0/1), count_denied (0/1),
 --       and for concurrency the lease id (32 hex digits).
 -- Returns: push_decision's four integers (reason, remaining, reset_after_us, delay_us or
 --          retry_after_us).
@@ -858,13 +979,16 @@ local function decide_items_all_or_nothing(items, now_us, test_mode)
   local decisions = {}
   local all = true
   for i, it in ipairs(items) do
-    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kPeek)
-    all = all and decisions[i].allowed
+    -- A report is never refused: it takes part in the check as admitted.
+    local peek_cost = it.cost
+    if it.op == kReport then peek_cost = 0 end
+    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, peek_cost, kPeek)
+    all = all and (decisions[i].allowed or it.op == kReport)
   end
   if all then
     for i, it in ipairs(items) do
-      if it.op == kAcquire then
-        decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, it.cost, kAcquire)
+      if it.op == kAcquire or it.op == kReport then
+        decisions[i] = decide_state(it.algorithm, it.policy, it.state, now_us, it.cost, it.op)
       end
     end
   end
@@ -950,7 +1074,7 @@ local function run_batch(keys, args)
     else
       local cost, op, cost_arg, lease = 1, kAcquire, '1', nil
       if p == nil then
-        local ps, cs, os, ls = string.match(item, '^(%d+):(%d+):(%d):?(%x*)$')
+        local ps, cs, os, ls = string.match(item, '^(%d+):(-?%d+):(%d):?(%x*)$')
         p, cost, op, cost_arg, lease = tonumber(ps), tonumber(cs), tonumber(os), cs, ls
       end
       local algorithm = batch_algorithms[p]
@@ -978,7 +1102,7 @@ end
 --       share one slot (the store refuses the call otherwise).
 -- args: now ('-' = server TIME), then eight per item: algorithm (0 fixed_window,
 --       1 sliding_window_log, 2 sliding_window_counter, 3 token_bucket, 4 leaky_bucket), cost,
---       op (0 acquire, 1 peek), limit, window_us, rate, shape, count_denied.
+--       op (0 acquire, 1 peek, 4 report), limit, window_us, rate, shape, count_denied.
 -- Returns: four integers per item, in order (as run_single).
 local function run_many(keys, args)
   local now_us, test_mode = read_now(args[1])
@@ -1101,22 +1225,22 @@ end
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
 -- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the algorithm files (with the
--- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 48542c44173f by the version (12 hex digits of the SHA1 of the
+-- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 47e4c9b9fc4a by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
--- Function names: rl48542c44173f_<algorithm> (keys/args of run_single), rl48542c44173f_acquire_all (run_all),
--- rl48542c44173f_batch (run_batch), rl48542c44173f_decide_many (run_many), rl48542c44173f_reserve (run_reserve),
--- rl48542c44173f_add_hits (run_add_hits).
+-- Function names: rl47e4c9b9fc4a_<algorithm> (keys/args of run_single), rl47e4c9b9fc4a_acquire_all (run_all),
+-- rl47e4c9b9fc4a_batch (run_batch), rl47e4c9b9fc4a_decide_many (run_many), rl47e4c9b9fc4a_reserve (run_reserve),
+-- rl47e4c9b9fc4a_add_hits (run_add_hits).
 -- `algorithms`, `algorithm_names` and kAlgorithmCount: generated from kAlgorithmTable by the
 -- build (embed_lua.cmake). (A numeric loop: Redis 7.0 loads a library with only some globals,
 -- and `pairs` is not one.)
 for id = 0, kAlgorithmCount - 1 do
   local algorithm = algorithms[id]
-  redis.register_function('rl48542c44173f_' .. algorithm_names[id],
+  redis.register_function('rl47e4c9b9fc4a_' .. algorithm_names[id],
                           function(keys, args) return run_single(algorithm, keys, args) end)
 end
-redis.register_function('rl48542c44173f_acquire_all', run_all)
-redis.register_function('rl48542c44173f_batch', run_batch)
-redis.register_function('rl48542c44173f_decide_many', run_many)
-redis.register_function('rl48542c44173f_reserve', run_reserve)
-redis.register_function('rl48542c44173f_add_hits', run_add_hits)
+redis.register_function('rl47e4c9b9fc4a_acquire_all', run_all)
+redis.register_function('rl47e4c9b9fc4a_batch', run_batch)
+redis.register_function('rl47e4c9b9fc4a_decide_many', run_many)
+redis.register_function('rl47e4c9b9fc4a_reserve', run_reserve)
+redis.register_function('rl47e4c9b9fc4a_add_hits', run_add_hits)
