@@ -329,6 +329,23 @@ TEST_F(RespNativeCommands, AcquireSharesTheCountWithHttpAllOrNothing) {
   EXPECT_EQ(http_post(d_.port(), "/v1/acquire", R"({"key":"k","policy":"a2"})").status, 200u);
 }
 
+// Usage known after the response over RESP: RL.REPORT records past the limit (the HTTP caller
+// is then refused: one count), a negative COST refunds, a report without COST is refused.
+TEST_F(RespNativeCommands, ReportOverRespSharesTheCountWithHttp) {
+  RawConn c(port_);
+  ASSERT_EQ(roundtrip(c, command({"HELLO", "3"})).substr(0, 4), "%7\r\n");
+  const std::string debt = roundtrip(c, command({"RL.REPORT", "r", "b3", "COST", "5"}));
+  EXPECT_NE(debt.find(bulk("allowed") + "#t\r\n"), std::string::npos) << debt;
+  EXPECT_NE(debt.find(bulk("remaining") + ":0\r\n"), std::string::npos) << debt;
+  EXPECT_EQ(http_post(d_.port(), "/v1/acquire", R"({"key":"r","policy":"b3"})").status, 429u);
+  const std::string refund = roundtrip(c, command({"RL.REPORT", "r", "b3", "COST", "-4"}));
+  EXPECT_NE(refund.find(bulk("remaining") + ":2\r\n"), std::string::npos) << refund;
+  EXPECT_EQ(http_post(d_.port(), "/v1/acquire", R"({"key":"r","policy":"b3"})").status, 200u);
+  const std::string missing = roundtrip(c, command({"RL.REPORT", "r", "b3"}));
+  EXPECT_EQ(missing.substr(0, 21), "-ERR invalid_request:") << missing;
+  EXPECT_EQ(roundtrip(c, command({"RL.REPORT", "r", "db", "COST", "1"})).substr(0, 25), "-ERR concurrency_policy: ");
+}
+
 TEST_F(RespNativeCommands, LeasesByIdOverResp) {
   RawConn c(port_);
   const std::string lease = roundtrip(c, command({"RL.LEASE.ACQUIRE", "t7", "db"}));

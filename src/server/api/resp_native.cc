@@ -42,11 +42,12 @@ void resp_wrong_arity(RespCall& call) {
 
 namespace {
 
-enum class Command : uint8_t { kAcquire, kPeek, kReset, kLease, kRenew, kRelease };
+enum class Command : uint8_t { kAcquire, kPeek, kReport, kReset, kLease, kRenew, kRelease };
 
 std::optional<Command> command_of(std::string_view name) {
   if (resp_iequals(name, "rl.acquire")) return Command::kAcquire;
   if (resp_iequals(name, "rl.peek")) return Command::kPeek;
+  if (resp_iequals(name, "rl.report")) return Command::kReport;
   if (resp_iequals(name, "rl.reset")) return Command::kReset;
   if (resp_iequals(name, "rl.lease.acquire")) return Command::kLease;
   if (resp_iequals(name, "rl.lease.renew")) return Command::kRenew;
@@ -60,8 +61,8 @@ struct Option {
 };
 constexpr Option kCost{"cost", "cost"}, kLimit{"limit", "limit"}, kMaxWait{"max_wait", "max_wait_ms"};
 
-// `key policy [policy ...] [OPTION n ...]` as the JSON body of /v1/acquire, /v1/peek or
-// /v1/leases (`options`: the ones this command takes). False: refused, the error replied.
+// `key policy [policy ...] [OPTION n ...]` as the JSON body of /v1/acquire, /v1/peek,
+// /v1/report or /v1/leases (`options`: the ones this command takes). False: refused, the error replied.
 bool decision_body(RespCall& call, std::initializer_list<Option> options, std::string& body) {
   const auto a = call.args;
   if (a.size() < 3) return resp_wrong_arity(call), false;
@@ -172,6 +173,11 @@ std::optional<bool> RespNative::handle(RespCall& call, RespBridge& b, const Conf
       call.endpoint = Endpoint::kRespPeek;
       if (!decision_body(call, {kCost, kLimit}, b.body)) return true;
       b.target = "/v1/peek", b.handler = &peek_;
+      break;
+    case Command::kReport:  // usage known after the fact: COST is required (negative: refund)
+      call.endpoint = Endpoint::kRespReport;
+      if (!decision_body(call, {kCost, kLimit}, b.body)) return true;
+      b.target = "/v1/report", b.handler = &report_;
       break;
     case Command::kReset:
       call.endpoint = Endpoint::kRespReset;

@@ -2,6 +2,7 @@
 //
 //   RL.ACQUIRE key policy [policy ...] [COST n] [LIMIT n] [MAX_WAIT ms]   POST /v1/acquire
 //   RL.PEEK    key policy [policy ...] [COST n] [LIMIT n]                 POST /v1/peek
+//   RL.REPORT  key policy [policy ...] COST n [LIMIT n]                   POST /v1/report
 //   RL.RESET   key policy                                  (admin)        POST /v1/reset
 //   RL.LEASE.ACQUIRE key policy [COST n]                                  POST /v1/leases
 //   RL.LEASE.RENEW   lease_id                                             POST /v1/leases/{id}/renew
@@ -52,7 +53,11 @@ class RespNative {
  public:
   // `api` and `lease_metrics` must outlive it.
   RespNative(NativeApi api, LeaseMetrics& lease_metrics)
-      : acquire_(api, false), peek_(api, true), reset_(api), leases_(api, lease_metrics) {}
+      : acquire_(api, DecisionVerb::kAcquire),
+        peek_(api, DecisionVerb::kPeek),
+        report_(api, DecisionVerb::kReport),
+        reset_(api),
+        leases_(api, lease_metrics) {}
 
   // When call.args names one of the commands above: handles it (as RespHandler::handle: true,
   // replied; false, complete() later). Nullopt when it names none of them.
@@ -61,7 +66,7 @@ class RespNative {
   void complete(RespCall& call, RespBridge& bridge);
 
  private:
-  DecisionHandler acquire_, peek_;
+  DecisionHandler acquire_, peek_, report_;
   ResetHandler reset_;
   LeaseHandler leases_;
 };

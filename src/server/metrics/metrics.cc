@@ -23,14 +23,15 @@ using metrics::kBuildInfo, metrics::kRequests, metrics::kDecisions, metrics::kSt
 constexpr const char* kEndpointNames[kEndpointCount] = {"other", "acquire", "peek", "reset", "forward_auth",
                                                         "healthz", "readyz", "metrics", "json",
                                                         "healthcheck", "rlconfig", "leases", "resp_throttle", "resp",
-                                                        "resp_acquire", "resp_peek", "resp_reset", "resp_leases", "report"};
+                                                        "resp_acquire", "resp_peek", "resp_reset", "resp_leases", "report",
+                                                        "resp_report"};
 constexpr Endpoint kEndpointOrder[kEndpointCount] = {
     Endpoint::kAcquire, Endpoint::kPeek,        Endpoint::kReset,    Endpoint::kForwardAuth,
     Endpoint::kHealthz, Endpoint::kReadyz,      Endpoint::kMetrics,  Endpoint::kJson,
     Endpoint::kHealthcheck, Endpoint::kRlconfig, Endpoint::kOther,   Endpoint::kLeases,
     Endpoint::kRespThrottle, Endpoint::kResp, Endpoint::kRespAcquire, Endpoint::kRespPeek,
     Endpoint::kRespReset, Endpoint::kRespLeases,
-    Endpoint::kReport};
+    Endpoint::kReport, Endpoint::kRespReport};
 constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
                                                       "failed_open", "failed_closed"};
 constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};

@@ -36,10 +36,11 @@ namespace ratelimit::server {
 // kJson, kHealthcheck, kRlconfig: the --envoy-env endpoints (POST /json, /healthcheck, /rlconfig).
 enum class Endpoint : uint8_t {
   kOther = 0, kAcquire, kPeek, kReset, kForwardAuth, kHealthz, kReadyz, kMetrics, kJson, kHealthcheck, kRlconfig,
-  kLeases, kRespThrottle, kResp, kRespAcquire, kRespPeek, kRespReset, kRespLeases, kReport
+  kLeases, kRespThrottle, kResp, kRespAcquire, kRespPeek, kRespReset, kRespLeases, kReport,
+  kRespReport
 };
 static_assert(Endpoint{} == Endpoint::kOther, "the transport labels unrouted answers Endpoint{}");
-inline constexpr size_t kEndpointCount = 19;
+inline constexpr size_t kEndpointCount = 20;
 
 // Decision outcomes are counted by the decision service, per rule (rule_counters.h).
 using service::kOutcomeCount;
