@@ -1,5 +1,5 @@
 // request_fuzz.cc — libFuzzer target for ratelimitd's untrusted-input parsers: JSON request
-// bodies (both kinds), the forward-auth query, X-Forwarded-For and the request-head screen. Built by scripts/fuzz with
+// bodies (every kind), the forward-auth query, X-Forwarded-For and the request-head screen. Built by scripts/fuzz with
 // clang (-fsanitize=fuzzer,address,undefined); built by CMake with a corpus-replay main.
 // Invariant checked beyond "no crash": an accepted request is within its bounds.
 #include <cstdint>
@@ -17,10 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const RequestBounds bounds{64, 1000};
   DecisionRequest r;
   RequestError e;
-  for (BodyKind kind : {BodyKind::kDecision, BodyKind::kReset}) {
+  for (BodyKind kind : {BodyKind::kDecision, BodyKind::kReset, BodyKind::kReport}) {
     if (parse_request_body(in, kind, bounds, r, e)) {
       if (r.key.empty() || r.key.size() > bounds.max_key_length) std::abort();
-      if (r.cost < 1 || r.cost > bounds.max_cost) std::abort();
+      // A report's cost may be negative (a refund) or 0, never beyond the bound either way.
+      const int64_t least = kind == BodyKind::kReport ? -bounds.max_cost : 1;
+      if (r.cost < least || r.cost > bounds.max_cost) std::abort();
       if (r.policy_count < 1 || r.policy_count > ratelimit::kMaxPoliciesPerCall) std::abort();
     } else if (e.status != 400 || e.error.empty()) {
       std::abort();
