@@ -114,8 +114,10 @@ bool read_state(Reader& r, Algorithm alg, algo::AlgorithmState& out) {
     case Algorithm::kTokenBucket: return read_packed<algo::TokenBucketState>(r, out);
     case Algorithm::kLeakyBucket: return read_packed<algo::LeakyBucketState>(r, out);
     case Algorithm::kSlidingWindowLog: {
+      // A log holds at most max_recorded units (reports may put it in debt: kMaxDebtLimits
+      // limits beyond its limit), each entry at least one.
       const auto n = r.get<uint32_t>();
-      if (n > kMaxSlidingLogLimit) return false;
+      if (n > (algo::kMaxDebtLimits + 1) * kMaxSlidingLogLimit) return false;
       algo::SlidingWindowLogState s;
       for (uint32_t k = 0; k < n && !r.failed; ++k) {
         const auto at = r.get<int64_t>();

@@ -7,6 +7,8 @@
 // cases in tests/vectors), run by vectors_test.cc against this store and the pure functions.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -133,6 +135,29 @@ TEST(Report, AKeyInDebtEvictedComesBackInDebt) {
   EXPECT_FALSE(store.acquire(p, "debtor", 1)->allowed);
   clock.advance(30s);  // 35 * 0.5 = 17.5 -> 17: still refused
   EXPECT_FALSE(store.acquire(p, "debtor", 1)->allowed);
+}
+
+// A sliding log in debt holds more entries than its limit (each report at its own µs is one);
+// a snapshot of it must load back (the reader once bounded a log at kMaxSlidingLogLimit
+// entries and refused the whole file, so a restart would have lost every key's count).
+TEST(Report, ALogInDebtSurvivesASnapshot) {
+  ManualClock clock(Micros{1'000'000'000});
+  MemoryStoreOptions o{.clock = &clock};
+  MemoryStore store(o);
+  const Policy p = named(Policy::sliding_window_log(kMaxSlidingLogLimit, 1h), "log");
+  for (int64_t i = 0; i < kMaxSlidingLogLimit + 50'000; ++i) {
+    clock.advance(1us);
+    ASSERT_TRUE(store.report(p, "k", 1).ok());
+  }
+  const std::string path = "/tmp/rl-report-snapshot-" + std::to_string(::getpid());
+  ASSERT_TRUE(store.save(path).ok());
+  MemoryStore again(o);
+  auto loaded = again.load(path);
+  ::unlink(path.c_str());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->keys, 1u);
+  // 150,000 held: a refund of 100,000 leaves 50,000 — the whole debt came back.
+  EXPECT_EQ(again.report(p, "k", -100'000)->remaining, kMaxSlidingLogLimit - 50'000);
 }
 
 }  // namespace
