@@ -20,7 +20,8 @@
 //     A report (Op::kReport, report()) is never refused: it records usage learnt after the
 //     fact even past the limit (a debt, bounded by max_recorded) or gives units back.
 //   - Every function is deterministic and allocation-free except the sliding log, whose state
-//     holds at most policy.limit() entries.
+//     holds at most policy.limit() entries — max_recorded(policy) (9 limits) once reports
+//     have put it in debt.
 // Not thread-safe by themselves: callers serialise access to one state (the memory store
 // locks its shard; a Lua script runs atomically on the Redis server).
 #pragma once

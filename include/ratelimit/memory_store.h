@@ -49,7 +49,8 @@
 // 1,000,000 keys, docs/BENCHMARKS.md). Policy names are stored once per shard, not per key.
 // The sliding log keeps its queue on the heap: one block of 8 + 16 * capacity bytes, the
 // capacity between n and 2n + 2 for n admitted requests in the window (at most
-// kMaxSlidingLogLimit); bytes() counts it as the allocator rounds it.
+// kMaxSlidingLogLimit; 9 times that in debt, after reports); bytes() counts it as the allocator
+// rounds it, so max_bytes bounds a log in debt too.
 // Policies: the shard remembers the latest definition seen under each name (to compute
 // idleness); redefining a policy's parameters under the same name applies to existing keys,
 // and a key may be dropped at the idle time the definition its shard last saw implies.

@@ -3,7 +3,8 @@
 // (SlidingLogQueue, algorithms.h): a ring buffer whose capacity follows its size both ways.
 //
 // Exact (no boundary effect), at a memory cost that grows with L: one 16-byte entry per
-// admitted request, at most L entries (Policy caps L at kMaxSlidingLogLimit), in a block of
+// admitted request, at most L entries (Policy caps L at kMaxSlidingLogLimit; reports may add up
+// to 8 L more: max_recorded, the debt's bound), in a block of
 // at most 8 + 16 * (2n + 2) bytes for n live entries. An entry admitted at time a counts until
 // a + W (exclusive), so retry_after is the moment enough of the oldest units have left.
 // Mirrored by src/redis/lua/sliding_window_log.lua (a sorted set whose members are unique per
