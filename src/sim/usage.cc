@@ -24,7 +24,9 @@ struct Completion {
   int64_t t_us;
   int64_t report;  // what is reported then (actual - reserved)
   int64_t actual;
-  bool operator>(const Completion& o) const { return t_us > o.t_us; }
+  int64_t request;
+  // Ties in arrival order: a deterministic order a replay can follow.
+  bool operator>(const Completion& o) const { return t_us != o.t_us ? t_us > o.t_us : request > o.request; }
 };
 
 Status validate(const Policy& policy, const UsageOptions& o) {
@@ -34,6 +36,9 @@ Status validate(const Policy& policy, const UsageOptions& o) {
     return Status::invalid_argument("usage: duration must be > 0 and at most a day");
   }
   if (o.hold < Micros{0}) return Status::invalid_argument("usage: hold must be >= 0");
+  if (o.tick < Micros{0} || o.tick > Micros{3'600'000'000}) {
+    return Status::invalid_argument("usage: tick must be >= 0 and at most an hour");
+  }
   if (o.costs.empty()) return Status::invalid_argument("usage: the cost mixture is empty");
   for (const CostRange& c : o.costs) {
     if (!(c.weight > 0) || c.lo < 1 || c.hi < c.lo || c.hi > kMaxCost) {
@@ -61,7 +66,9 @@ std::vector<Arrival> arrivals(const UsageOptions& o) {
     }
     const int64_t span = r->hi - r->lo + 1;
     const int64_t cost = std::min(r->hi, r->lo + static_cast<int64_t>(rng.random() * static_cast<double>(span)));
-    out.push_back({static_cast<int64_t>(std::llround(t * 1e6)), cost});
+    int64_t t_us = static_cast<int64_t>(std::llround(t * 1e6));
+    if (o.tick.count() > 0) t_us = (t_us + o.tick.count() - 1) / o.tick.count() * o.tick.count();
+    out.push_back({t_us, cost});
   }
   return out;
 }
@@ -85,20 +92,18 @@ class Run {
   }
 
   void arrive(const Arrival& a) {
-    ++r_.requests;
-    bool admitted;
-    if (r_.strategy == Strategy::kReportOnly) {
-      admitted = algo::decide(policy_, state_, a.t_us, 1, algo::Op::kPeek).allowed;
-    } else {
-      admitted = algo::decide(policy_, state_, a.t_us, r_.reserved, algo::Op::kAcquire).allowed;
-    }
-    if (!admitted) {
+    const int64_t request = r_.requests++;
+    const bool peek = r_.strategy == Strategy::kReportOnly;
+    const int64_t cost = peek ? 1 : r_.reserved;
+    const Decision d = algo::decide(policy_, state_, a.t_us, cost, peek ? algo::Op::kPeek : algo::Op::kAcquire);
+    note({a.t_us, request, peek ? UsageEvent::Op::kPeek : UsageEvent::Op::kAcquire, cost, d.allowed, d.remaining});
+    if (!d.allowed) {
       ++r_.refused;
       return;
     }
     ++r_.admitted;
     r_.recorded += r_.reserved;
-    due_.push({a.t_us + o_.hold.count(), a.cost - r_.reserved, a.cost});
+    due_.push({a.t_us + o_.hold.count(), a.cost - r_.reserved, a.cost, request});
     r_.max_in_flight = std::max<int64_t>(r_.max_in_flight, static_cast<int64_t>(due_.size()));
     note_held(a.t_us);
   }
@@ -112,8 +117,13 @@ class Run {
   }
 
  private:
+  void note(const UsageEvent& e) {
+    if (o_.record_events) r_.events.push_back(e);
+  }
+
   void complete(const Completion& c) {
-    algo::decide(policy_, state_, c.t_us, c.report, algo::Op::kReport);
+    const Decision d = algo::decide(policy_, state_, c.t_us, c.report, algo::Op::kReport);
+    note({c.t_us, c.request, UsageEvent::Op::kReport, c.report, d.allowed, d.remaining});
     r_.recorded += c.report;
     r_.served += c.actual;
     // Units used in (t - W, t], each request's at its end.
@@ -133,6 +143,7 @@ class Run {
 
   void sample(int64_t t) {
     ++samples_;
+    r_.held.emplace_back(t, algo::residue_of(policy_, state_, t).used);
     // A cost-0 peek is refused exactly when the key holds more than its limit (in debt).
     if (!algo::decide(policy_, state_, t, 0, algo::Op::kPeek).allowed) ++in_debt_;
   }
@@ -219,6 +230,22 @@ std::string render_usage(const UsageReport& r) {
                   100.0 * static_cast<double>(s.over_limit) / static_cast<double>(r.limit),
                   100.0 * s.debt_fraction);
     out += line;
+  }
+  return out;
+}
+
+std::string render_usage_events(const UsageReport& r) {
+  static constexpr const char* kOps[] = {"acquire", "peek", "report"};
+  std::string out = "strategy,request,t_us,op,cost,allowed,remaining\n";
+  char line[160];
+  for (const StrategyResult& s : r.results) {
+    for (const UsageEvent& e : s.events) {
+      std::snprintf(line, sizeof line, "%s,%lld,%lld,%s,%lld,%d,%lld\n", strategy_name(s.strategy),
+                    static_cast<long long>(e.request), static_cast<long long>(e.t_us),
+                    kOps[static_cast<int>(e.op)], static_cast<long long>(e.cost), e.allowed ? 1 : 0,
+                    static_cast<long long>(e.remaining));
+      out += line;
+    }
   }
   return out;
 }

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ratelimit/policy.h"
@@ -46,6 +47,23 @@ struct UsageOptions {
   Micros hold{5'000'000};   // each request's work: its report comes this long after its admission
   uint64_t seed = 42;
   std::vector<CostRange> costs = llm_token_mix();
+  // > 0: each arrival moves up to the next multiple of `tick` (a grid a real-time replay can
+  // keep to: tools/sim/compare_usage.py checks the daemon against this model on one).
+  Micros tick{0};
+  bool record_events = false;  // fill StrategyResult::events
+};
+
+// One decision of a strategy's run, in the order the model made it (a replay must keep it:
+// a refund takes the newest entries first, so a report's place among others at one instant
+// matters). The debt samples (cost-0 peeks) are not listed: they change nothing.
+struct UsageEvent {
+  enum class Op : uint8_t { kAcquire, kPeek, kReport };
+  int64_t t_us;
+  int64_t request;  // index of the arrival (0, 1, ...)
+  Op op;
+  int64_t cost;     // acquired, peeked (report_only: 1) or reported (actual - reserved)
+  bool allowed;
+  int64_t remaining;
 };
 
 enum class Strategy : uint8_t { kReserveMax, kReserveMean, kReportOnly };
@@ -65,6 +83,9 @@ struct StrategyResult {
   int64_t max_held = 0;         // most units the policy's count held (algo::residue_of)
   int64_t over_limit = 0;       // max(0, max_held - limit): the deepest debt
   double debt_fraction = 0;     // share of the run the key held more than its limit
+  // The units the policy's count held at each debt sample (100 a window): the chart's line.
+  std::vector<std::pair<int64_t, int64_t>> held;  // (t_us, used)
+  std::vector<UsageEvent> events;                 // options.record_events only
 };
 
 struct UsageReport {
@@ -76,12 +97,16 @@ struct UsageReport {
 };
 
 // Runs `policy` (the limit, a rate policy: e.g. 100,000 tokens a minute) under `options`.
-// Validates (a rate policy; rate > 0, duration > 0, hold >= 0; a non-empty mixture
+// Validates (a rate policy; rate > 0, duration > 0, hold >= 0, tick >= 0; a non-empty mixture
 // of positive weights and 1 <= lo <= hi <= kMaxCost) and runs the three strategies on the same
 // arrivals and costs.
 Result<UsageReport> run_usage(const Policy& policy, const UsageOptions& options);
 
 // The report as a text table (what ratelimit-sim usage prints).
 std::string render_usage(const UsageReport& report);
+
+// The decisions of every strategy as CSV, one line per UsageEvent in the model's order
+// (strategy,request,t_us,op,cost,allowed,remaining): what compare_usage.py replays.
+std::string render_usage_events(const UsageReport& report);
 
 }  // namespace ratelimit::sim

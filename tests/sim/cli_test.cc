@@ -194,6 +194,9 @@ TEST(Cli, ReadmeExamplesAreWhatTheBinaryPrints) {
   EXPECT_EQ(read_file(dir.file("c.svg")),
             read_file(std::string(RATELIMIT_SOURCE_DIR) + "/docs/images/pattern_c.svg"))
       << "regenerate it: build/bin/ratelimit-sim -p C --svg docs/images/pattern_c.svg";
+  ASSERT_EQ(sim(dir, "usage --svg " + dir.file("usage.svg")).code, 0);
+  EXPECT_EQ(read_file(dir.file("usage.svg")), read_file(std::string(RATELIMIT_SOURCE_DIR) + "/docs/images/usage.svg"))
+      << "regenerate it: build/bin/ratelimit-sim usage --svg docs/images/usage.svg";
   for (const auto& [args, anchor] : runs) {
     const int code = run_command("cd " + dir.file("") + " && " + SIM_BINARY + " " + args + " > out.txt 2> err.txt");
     EXPECT_EQ(code, 0) << args;

@@ -1,8 +1,12 @@
 // usage_test.cc — the usage-known-after-the-fact model (src/sim/usage.h): on the same arrivals,
 // reserving the largest cost never goes over the limit, reconciling a mean estimate goes over by
 // no more than docs/usage.md's bound, reporting only goes over by no more than its own; every
-// strategy records exactly what it served; bad options are refused.
+// strategy records exactly what it served; on a tick grid every decision falls on the grid and the
+// event list replays the run (what tools/sim/compare_usage.py sends the daemon); bad options are
+// refused.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "usage.h"
 
@@ -59,6 +63,59 @@ TEST(Usage, SameSeedSameFigures) {
   EXPECT_EQ(render_usage(*a), render_usage(*b));
 }
 
+// The events are the run: each strategy's acquires/peeks one per request, a report per admitted
+// request after `hold`, every time on the tick grid, in time order, adding up to the table.
+TEST(Usage, EventsOnATickGridAreTheRunInOrder) {
+  const Policy p = Policy::sliding_window_log(100'000, Micros{3'050'000}).value();
+  UsageOptions o;
+  o.rate = 40;
+  o.duration_s = 15;
+  o.hold = Micros{300'000};
+  o.tick = Micros{100'000};
+  o.record_events = true;
+  auto r = run_usage(p, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  for (const StrategyResult& s : r->results) {
+    SCOPED_TRACE(strategy_name(s.strategy));
+    int64_t decided = 0, admitted = 0, reported = 0, recorded = 0, last_t = 0;
+    std::vector<int64_t> admitted_at(static_cast<size_t>(s.requests), -1);
+    for (const UsageEvent& e : s.events) {
+      EXPECT_EQ(e.t_us % 100'000, 0);
+      EXPECT_GE(e.t_us, last_t);
+      last_t = e.t_us;
+      if (e.op == UsageEvent::Op::kReport) {
+        ++reported;
+        EXPECT_TRUE(e.allowed);  // a report is never refused
+        EXPECT_EQ(e.t_us, admitted_at[static_cast<size_t>(e.request)] + 300'000);
+        recorded += e.cost;
+        continue;
+      }
+      EXPECT_EQ(e.request, decided++);
+      EXPECT_EQ(e.op, s.strategy == Strategy::kReportOnly ? UsageEvent::Op::kPeek : UsageEvent::Op::kAcquire);
+      if (e.allowed) {
+        ++admitted;
+        admitted_at[static_cast<size_t>(e.request)] = e.t_us;
+        if (e.op == UsageEvent::Op::kAcquire) recorded += e.cost;
+      }
+    }
+    EXPECT_EQ(decided, s.requests);
+    EXPECT_EQ(admitted, s.admitted);
+    EXPECT_EQ(reported, s.admitted);
+    EXPECT_EQ(recorded, s.served);
+  }
+  // Without record_events, nothing is kept; the CSV lists every event under its header.
+  o.record_events = false;
+  auto quiet = run_usage(p, o);
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_TRUE(quiet->results[0].events.empty());
+  EXPECT_EQ(render_usage(*quiet), render_usage(*r));
+  const std::string csv = render_usage_events(*r);
+  size_t lines = 0;
+  for (char c : csv) lines += c == '\n';
+  EXPECT_EQ(lines, 1 + r->results[0].events.size() + r->results[1].events.size() + r->results[2].events.size());
+  EXPECT_EQ(csv.rfind("strategy,request,t_us,op,cost,allowed,remaining\n", 0), 0u);
+}
+
 TEST(Usage, BadOptionsAreRefused) {
   const Policy p = Policy::sliding_window_log(100'000, Micros{60'000'000}).value();
   UsageOptions o = options();
@@ -71,6 +128,9 @@ TEST(Usage, BadOptionsAreRefused) {
   EXPECT_FALSE(run_usage(Policy::concurrency(5, Micros{1'000'000}).value(), options()).ok());
   o = options();
   o.costs = {{1.0, 0, 5}};
+  EXPECT_FALSE(run_usage(p, o).ok());
+  o = options();
+  o.tick = Micros{-1};
   EXPECT_FALSE(run_usage(p, o).ok());
 }
 

@@ -6,10 +6,12 @@
 #include "usage_cli.h"
 
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 
 #include "ratelimit/policy.h"
 #include "run.h"
+#include "svg_usage.h"
 #include "usage.h"
 
 namespace ratelimit::sim {
@@ -31,6 +33,15 @@ Result<Policy> usage_policy(const std::string& algorithm, int64_t limit, Micros 
                                   "sliding_window_counter, token_bucket or leaky_bucket, got '" + algorithm + "'");
 }
 
+// Writes `text` to `path`; false (with the message printed) when it cannot.
+bool write_out(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) std::cerr << "ratelimit-sim usage: cannot write the " << what << " to '" << path << "'\n";
+  return static_cast<bool>(f);
+}
+
 }  // namespace
 
 int usage_main(int argc, char** argv) {
@@ -43,6 +54,8 @@ int usage_main(int argc, char** argv) {
   int64_t limit = 100'000;
   std::string window = "1m";
   std::string hold = "5s";
+  std::string tick = "0";
+  std::string svg, events;
   UsageOptions o;
   app.add_option("--algorithm", algorithm, "The policy's algorithm (buckets: burst = limit, rate = limit / window)")
       ->capture_default_str();
@@ -52,6 +65,10 @@ int usage_main(int argc, char** argv) {
   app.add_option("--duration", o.duration_s, "Seconds of arrivals")->capture_default_str();
   app.add_option("--hold", hold, "How long a request works before its cost is known")->capture_default_str();
   app.add_option("--seed", o.seed, "Python random.Random seed of the arrivals and costs")->capture_default_str();
+  app.add_option("--tick", tick, "Move each arrival up to a multiple of this (0: none)")->capture_default_str();
+  app.add_option("--svg", svg, "Also write a chart of the units the policy held, per strategy");
+  app.add_option("--events", events,
+                 "Also write every decision, in the model's order, as CSV (tools/sim/compare_usage.py)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -63,11 +80,17 @@ int usage_main(int argc, char** argv) {
   if (!w) return usage_fail("--window: " + w.status().message());
   auto h = hold == "0" ? Result<Micros>(Micros{0}) : parse_duration(hold);
   if (!h) return usage_fail("--hold: " + h.status().message());
+  auto k = tick == "0" ? Result<Micros>(Micros{0}) : parse_duration(tick);
+  if (!k) return usage_fail("--tick: " + k.status().message());
   auto p = usage_policy(algorithm, limit, *w);
   if (!p) return usage_fail(p.status().message());
   o.hold = *h;
+  o.tick = *k;
+  o.record_events = !events.empty();
   auto r = run_usage(*p, o);
   if (!r) return usage_fail(r.status().message());
+  if (!svg.empty() && !write_out(svg, render_usage_svg(*r), "SVG")) return kExitUsage;
+  if (!events.empty() && !write_out(events, render_usage_events(*r), "events")) return kExitUsage;
   std::cout << algorithm << ", " << render_usage(*r);
   return 0;
 }
