@@ -14,6 +14,7 @@
 #include "ratelimit/version.h"
 #include "run.h"
 #include "timestamps.h"
+#include "rlqs_cli.h"
 #include "usage_cli.h"
 
 namespace {
@@ -48,6 +49,8 @@ int fail(const std::string& message) {
 int main(int argc, char** argv) {
   // `ratelimit-sim usage ...`: the usage-known-after-the-fact experiment, flags of its own.
   if (argc >= 2 && std::string_view(argv[1]) == "usage") return sim::usage_main(argc - 1, argv + 1);
+  // `ratelimit-sim rlqs ...`: Envoys sharing a limit through the Rate Limit Quota Service.
+  if (argc >= 2 && std::string_view(argv[1]) == "rlqs") return sim::rlqs_main(argc - 1, argv + 1);
   CLI::App app{
       "ratelimit-sim: replay traffic through the five rate-limit algorithms of libratelimit\n"
       "(fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket)\n"
