@@ -22,9 +22,12 @@
 // Reports (usage known after the fact, docs/usage.md) are op 4 of the same batch: recorded even
 // past the limit, a negative cost gives units back; a failed report answers the failure policy's
 // decision like any other (reason failed_open / failed_closed: nothing was recorded).
+// Redis Cluster (a redis-cluster:// URL or an ioredis Cluster): a batch holds decisions of one
+// hash slot only, the library is loaded on every master (cluster.ts).
 // Thread-safety: Node is single-threaded; one limiter may serve every request of a process.
 
-import Redis from 'ioredis';
+import Redis, { Cluster } from 'ioredis';
+import { clusterFromUrl, ensureLibraryOnMasters, isClusterUrl, slotOf } from './cluster';
 import { Decision, FailurePolicy, decodeAt, failureDecision } from './decision';
 import { RateLimitError } from './errors';
 import { Reservation, reserve } from './usage';
@@ -33,8 +36,9 @@ import { FunctionLibrary, ensureLibrary, findLibrary } from './library';
 import { Policy, PolicySpec, makePolicy, validateReport, validateRequest } from './policy';
 
 export interface RedisLimiterOptions {
-  /** A redis:// URL, or an ioredis client the caller owns. */
-  redis: string | Redis;
+  /** A redis:// URL, a redis-cluster://host:port,host:port URL, or an ioredis client (Redis or
+   *  Cluster) the caller owns. */
+  redis: string | Redis | Cluster;
   /** Policies by name, as in ratelimitd's config (same name, prefix and Redis = shared counts). */
   policies: Record<string, PolicySpec>;
   /** Prepended to every key; ratelimitd's default is "rl:". */
@@ -67,6 +71,8 @@ interface Item {
   /** The library's op: 0 acquire, 1 peek, 4 report. */
   op: Op;
   nowUs?: number;
+  /** The state key's hash slot (Cluster only; -1 otherwise): one FCALL, one slot. */
+  slot: number;
   resolve: (d: Decision) => void;
   reject: (e: Error) => void;
 }
@@ -92,7 +98,8 @@ export class RedisLimiter {
   readonly policies: ReadonlyMap<string, Policy>;
   /** Decisions answered by the failure policy. */
   failures = 0;
-  private readonly redis: Redis;
+  private readonly redis: Redis | Cluster;
+  private readonly cluster: Cluster | null;
   private readonly owned: boolean;
   private readonly prefix: string;
   private readonly onFailure: FailurePolicy;
@@ -123,7 +130,11 @@ export class RedisLimiter {
     this.onError = options.onError;
     this.library = findLibrary(options.library);
     this.fn = `rl${this.library.version}_batch`;
-    if (typeof options.redis === 'string') {
+    if (typeof options.redis === 'string' && isClusterUrl(options.redis)) {
+      this.redis = clusterFromUrl(options.redis, this.timeoutMs);
+      this.redis.on('error', () => {}); // reported per decision through onError
+      this.owned = true;
+    } else if (typeof options.redis === 'string') {
       this.redis = new Redis(options.redis, {
         commandTimeout: this.timeoutMs,
         maxRetriesPerRequest: 0,
@@ -136,6 +147,7 @@ export class RedisLimiter {
       this.redis = options.redis;
       this.owned = false;
     }
+    this.cluster = this.redis instanceof Cluster ? this.redis : null;
   }
 
   /** Consumes `cost` (default 1) of `key`'s allowance under `policy` unless it would exceed it. */
@@ -209,7 +221,7 @@ export class RedisLimiter {
     }
     const state = this.stateKey(policy, key);
     return new Promise<Decision>((resolve, reject) => {
-      this.queue.push({ policy, state, cost, op, nowUs, resolve, reject });
+      this.queue.push({ policy, state, cost, op, nowUs, slot: this.cluster ? slotOf(state) : -1, resolve, reject });
       if (this.inFlight < this.maxInFlight) this.flush();
     });
   }
@@ -224,8 +236,10 @@ export class RedisLimiter {
   private ready(): Promise<void> {
     if (this.loaded === null) {
       this.loaded = (async () => {
-        if (this.owned && this.redis.status === 'wait') await this.redis.connect();
-        await ensureLibrary((cmd, ...args) => this.redis.call(cmd, ...args), this.library);
+        if (this.cluster) return ensureLibraryOnMasters(this.cluster, this.library, this.owned);
+        const redis = this.redis as Redis;
+        if (this.owned && redis.status === 'wait') await redis.connect();
+        await ensureLibrary((cmd, ...args) => redis.call(cmd, ...args), this.library);
       })();
       this.loaded.catch(() => { this.loaded = null; }); // try again on the next call
     }
@@ -235,7 +249,7 @@ export class RedisLimiter {
   private flush(): void {
     while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
       const share = Math.ceil((this.queue.length + this.inFlightItems) / this.maxInFlight);
-      const items = this.queue.splice(0, Math.min(MAX_BATCH, share));
+      const items = this.take(Math.min(MAX_BATCH, share));
       this.inFlight++;
       this.inFlightItems += items.length;
       this.send(items).finally(() => {
@@ -244,6 +258,18 @@ export class RedisLimiter {
         this.flush();
       });
     }
+  }
+
+  // The next `n` queued decisions; on a cluster, only those of the first one's slot (in order:
+  // two decisions on one key keep theirs, as they share the slot).
+  private take(n: number): Item[] {
+    if (!this.cluster) return this.queue.splice(0, n);
+    const slot = this.queue[0].slot;
+    const taken: Item[] = [];
+    const rest: Item[] = [];
+    for (const it of this.queue) (taken.length < n && it.slot === slot ? taken : rest).push(it);
+    this.queue = rest;
+    return taken;
   }
 
   // The library (when not yet known loaded) and the FCALL, retried once on a flushed library.

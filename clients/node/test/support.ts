@@ -9,6 +9,7 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
+import Redis from 'ioredis';
 import { PolicySpec, RatelimitdLimiter, RedisLimiter } from '../src';
 
 const SOURCE = path.resolve(__dirname, '..', '..', '..', '..');
@@ -69,6 +70,63 @@ export async function startRedis(): Promise<Started> {
   const proc = dyingWithUs('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
   await waitPort(port, proc, 'redis-server');
   return { url: `redis://127.0.0.1:${port}/0`, port, proc, stop: async () => { await stop(proc); fs.rmSync(dir, { recursive: true, force: true }); } };
+}
+
+/** A free port whose cluster bus port (+10000) is free too. */
+async function freeClusterPort(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port > 55535) continue;
+    const busFree = await new Promise<boolean>((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port + 10000, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (busFree) return port;
+  }
+}
+
+export interface StartedCluster { url: string; ports: number[]; stop: () => Promise<void> }
+
+/** A Redis Cluster of our own: three masters, no replicas (redis-cli --cluster create), each
+ *  a redis-server in its own directory, ready when every node says cluster_state:ok. The twin
+ *  of tests/support/redis_cluster.h, smaller. */
+export async function startCluster(): Promise<StartedCluster> {
+  const procs: ChildProcess[] = [];
+  const dirs: string[] = [];
+  const ports: number[] = [];
+  const stopAll = async () => {
+    for (const p of procs) await stop(p);
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  };
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freeClusterPort();
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-cluster-'));
+      dirs.push(dir);
+      const proc = dyingWithUs('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no',
+        '--dir', dir, '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'], { stdio: 'ignore' });
+      procs.push(proc);
+      await waitPort(port, proc, 'redis-server (cluster)');
+      ports.push(port);
+    }
+    const create = dyingWithUs('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
+    const code = await new Promise<number | null>((r) => create.once('exit', r));
+    if (code !== 0) throw new Error(`redis-cli --cluster create exited with ${code}`);
+    for (const port of ports) {
+      const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 });
+      await c.connect();
+      try {
+        await eventually(`cluster_state:ok on ${port}`, async () => String(await c.call('CLUSTER', 'INFO')).includes('cluster_state:ok'), 20_000);
+      } finally {
+        c.disconnect();
+      }
+    }
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+  return { url: `redis-cluster://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}`, ports, stop: stopAll };
 }
 
 /** The shared test Redis, or one of our own. */
