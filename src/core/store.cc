@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mutex.h"
+#include "state_peek.h"
 
 namespace ratelimit {
 
@@ -64,6 +65,8 @@ Status validate_decide_many(std::span<const StoreOp> ops, Atomicity atomicity) {
     if (Status s = validate_key(op.key); !s.is_ok()) return s;
     if (op.kind == StoreOp::Kind::kReport) {
       if (Status s = validate_report_cost(*op.policy, op.cost); !s.is_ok()) return s;
+    } else if (is_state_peek(*op.policy, op.kind == StoreOp::Kind::kPeek, op.cost)) {
+      // a peek at the state as it is (state_peek.h)
     } else if (Status s = validate_cost(*op.policy, op.cost); !s.is_ok()) {
       return s;
     }

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "mutex.h"
+#include "state_peek.h"
 #include "key_hash.h"
 #include "shard.h"
 #include "snapshot.h"
@@ -194,9 +195,12 @@ struct MemoryStore::Impl {
 namespace {
 
 // Cheap inline checks first, so the hot path does not call out for valid input.
-Status check_key_and_cost(const Policy& policy, std::string_view key, int64_t cost) {
+Status check_key_and_cost(const Policy& policy, std::string_view key, int64_t cost, Op op) {
   if (key.empty() || key.size() > kMaxKeyLength) return validate_key(key);
-  if (cost < 1 || cost > kMaxCost) return validate_cost(policy, cost);
+  if (cost < 1 || cost > kMaxCost) {
+    if (is_state_peek(policy, op == Op::kPeek, cost)) return {};  // the state as it is (state_peek.h)
+    return validate_cost(policy, cost);
+  }
   return {};
 }
 
@@ -227,13 +231,13 @@ MemoryStore::MemoryStore(MemoryStoreOptions options) : impl_(std::make_unique<Im
 MemoryStore::~MemoryStore() = default;
 
 Result<Decision> MemoryStore::acquire(const Policy& policy, std::string_view key, int64_t cost) {
-  if (Status s = check_key_and_cost(policy, key, cost); !s.is_ok()) return s;
+  if (Status s = check_key_and_cost(policy, key, cost, Op::kAcquire); !s.is_ok()) return s;
   return impl_->decide_one(policy, key, cost, Op::kAcquire);
 }
 
 
 Result<Decision> MemoryStore::peek(const Policy& policy, std::string_view key, int64_t cost) {
-  if (Status s = check_key_and_cost(policy, key, cost); !s.is_ok()) return s;
+  if (Status s = check_key_and_cost(policy, key, cost, Op::kPeek); !s.is_ok()) return s;
   return impl_->decide_one(policy, key, cost, Op::kPeek);
 }
 

@@ -13,6 +13,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis_store_impl.h"
+#include "state_peek.h"
 
 namespace ratelimit {
 using namespace redis_detail;
@@ -23,6 +24,8 @@ void RedisStore::Impl::decide(const Policy& policy, std::string_view key, int64_
   if (op == algo::Op::kReport) {
     if (Status s = validate_report_cost(policy, cost); !s.is_ok()) return done(s);
     if (envoy_layout(policy)) return done(envoy_report_refused(policy));
+  } else if (is_state_peek(policy, op == algo::Op::kPeek, cost)) {
+    // a peek at the state as it is (state_peek.h)
   } else if (Status s = validate_cost(policy, cost); !s.is_ok()) {
     return done(s);
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ratelimit/algorithms.h"
 #include "ratelimit/memory_store.h"
 #include "test_policies.h"
 
@@ -49,7 +50,10 @@ TEST(MemoryStoreErrors, BadCostIsInvalidArgumentAndConsumesNothing) {
   const Policy p = fixed(10);
   for (int64_t cost : {int64_t{0}, int64_t{-1}, kMaxCost + 1}) {
     EXPECT_EQ(store.acquire(p, "k", cost).status().code(), StatusCode::kInvalidArgument) << cost;
-    EXPECT_EQ(store.peek(p, "k", cost).status().code(), StatusCode::kInvalidArgument) << cost;
+    // A peek of 0 is the state as it is (PeekOfCostZeroAnswersTheStateAsItIs), not an error.
+    if (cost != 0) {
+      EXPECT_EQ(store.peek(p, "k", cost).status().code(), StatusCode::kInvalidArgument) << cost;
+    }
     const Policy ps[] = {p};
     EXPECT_EQ(store.acquire_all(ps, "k", cost).status().code(), StatusCode::kInvalidArgument);
   }
@@ -60,6 +64,46 @@ TEST(MemoryStoreErrors, BadCostIsInvalidArgumentAndConsumesNothing) {
   EXPECT_FALSE(d->allowed);
   EXPECT_EQ(d->reason, DecisionReason::kExceedsCapacity);
   EXPECT_EQ(store.key_count(), 0U);
+}
+
+// A peek of cost 0 (redis-cell's CL.THROTTLE quantity 0, state_peek.h) answers every rate
+// algorithm's state as the pure function does — admitted, what is left now, until it is all
+// back — records nothing and creates no entry; on a concurrency policy or one decided from a
+// local slice (lease, async) it stays an error, as an acquire of 0 does everywhere.
+TEST(MemoryStoreErrors, PeekOfCostZeroAnswersTheStateAsItIs) {
+  ManualClock clock;
+  MemoryStore store(manual(clock));
+  for (const auto& [name, policy] : testing_memory::all_algorithms(5)) {
+    const Policy p = policy.with_name(name).value();
+    auto fresh = store.peek(p, "k", 0);
+    ASSERT_TRUE(fresh.ok()) << name << ": " << fresh.status().message();
+    EXPECT_TRUE(fresh->allowed) << name;
+    EXPECT_EQ(fresh->remaining, 5) << name;
+    EXPECT_EQ(store.key_count(), 0U) << name;
+    algo::AlgorithmState state = algo::fresh_state(p);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(store.acquire(p, "k")->allowed) << name;
+      (void)algo::decide(p, state, clock.now().count(), 1, algo::Op::kAcquire);
+    }
+    clock.advance(kSecond);
+    const Decision want = algo::decide(p, state, clock.now().count(), 0, algo::Op::kPeek);
+    for (int i = 0; i < 2; ++i) {  // and again: the first peek recorded nothing
+      auto got = store.peek(p, "k", 0);
+      ASSERT_TRUE(got.ok()) << name;
+      EXPECT_TRUE(got->allowed) << name;
+      EXPECT_EQ(got->remaining, want.remaining) << name;
+      EXPECT_LT(got->remaining, 5) << name;  // the acquires are seen
+      EXPECT_EQ(got->reset_after, want.reset_after) << name;
+    }
+    EXPECT_EQ(store.acquire(p, "k", 0).status().code(), StatusCode::kInvalidArgument) << name;
+    ASSERT_TRUE(store.reset(p, "k").is_ok());
+  }
+  const Policy c = Policy::concurrency(2, kSecond).value().with_name("c").value();
+  EXPECT_EQ(store.peek(c, "k", 0).status().code(), StatusCode::kInvalidArgument);
+  ConsistencyOptions lease;
+  lease.mode = Consistency::kLease;
+  const Policy sliced = fixed(10, "sliced").with_consistency(lease).value();
+  EXPECT_EQ(store.peek(sliced, "k", 0).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(MemoryStoreErrors, BadPolicyListIsInvalidArgument) {

@@ -155,6 +155,41 @@ TEST_F(RedisStoreTest, AcquireAllIsAllOrNothing) {
   EXPECT_EQ(store->acquire_all(twice, "u", 1).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A peek of cost 0 (redis-cell's CL.THROTTLE quantity 0, state_peek.h) through the scripts:
+// every rate algorithm answers its state as the pure function does, and writes nothing — no
+// key on a fresh one; an acquire of 0 and a concurrency policy's peek of 0 stay errors.
+TEST_F(RedisStoreTest, PeekOfCostZeroAnswersTheStateAndWritesNothing) {
+  ManualClock clock(Micros{1'000'000'000'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("peek0");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  for (const Policy& p : limit_ten_policies()) {
+    ASSERT_TRUE(store->peek(p, "fresh", 0)->allowed) << p.name();
+    EXPECT_EQ(client_->command({"EXISTS", redis_state_key(o.key_prefix, "fresh", p.name())})->integer, 0) << p.name();
+    algo::AlgorithmState state = algo::fresh_state(p);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(store->acquire(p, "k")->allowed) << p.name();
+      (void)algo::decide(p, state, clock.now().count(), 1, algo::Op::kAcquire);
+    }
+    clock.advance(Micros{2'000'000});
+    const Decision want = algo::decide(p, state, clock.now().count(), 0, algo::Op::kPeek);
+    for (int i = 0; i < 2; ++i) {  // and again: the first peek recorded nothing
+      auto got = store->peek(p, "k", 0);
+      ASSERT_TRUE(got.ok()) << p.name() << ": " << got.status().message();
+      EXPECT_TRUE(got->allowed) << p.name();
+      EXPECT_EQ(got->remaining, want.remaining) << p.name();
+      EXPECT_LT(got->remaining, 10) << p.name();  // the acquires are seen
+      EXPECT_EQ(got->reset_after, want.reset_after) << p.name();
+    }
+    EXPECT_EQ(store->acquire(p, "k", 0).status().code(), StatusCode::kInvalidArgument) << p.name();
+  }
+  const Policy c = named(Policy::concurrency(2, std::chrono::seconds(1)), "c");
+  EXPECT_EQ(store->peek(c, "k", 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->counters().errors, 0u);
+}
+
 TEST_F(RedisStoreTest, ResetForgetsTheKey) {
   auto o = options_for(url_);
   o.key_prefix = unique_prefix("reset");

@@ -1,5 +1,6 @@
 // e2e_resp_test.cc — resp_listen through the real binary (issue 32): redis-cell's CL.THROTTLE as
-// redis-cli and a raw socket see it (every example redis-cell documents, shape and values), 200
+// redis-cli and a raw socket see it (every example redis-cell documents, shape and values, its
+// quantity-0 peek included), 200
 // pipelined CL.THROTTLE from 50 connections on one key admitting exactly its limit, and the
 // connection's own commands and refusals (PING, HELLO 2/3, AUTH with the password or the admin
 // token, QUIT, inline commands, protocol errors with bounded sizes, unknown commands), counted
@@ -134,15 +135,21 @@ TEST_F(Resp, RedisCliAnswersAsRedisCellDocuments) {
 
 // redis-cell's own table (redis-cell-impl it_rate_limits, max_burst 4 at 1/s), the requests it
 // makes at one instant, as one pipeline on a raw socket: a quantity above the limit never
-// passes (retry -1), five pass, the sixth waits a second.
+// passes (retry -1), five pass, the sixth waits a second; quantity 0 peeks (its case 12): on a
+// fresh key the whole limit and nothing to reset, after an acquire what that acquire left, and
+// when limited, admitted all the same with nothing left — and it takes nothing (the acquires
+// around the peeks count on as if they were not there).
 TEST_F(Resp, RedisCellTableAtOneInstant) {
   RawConn c(port_);
-  std::string pipeline = command({"CL.THROTTLE", "foo", "4", "1", "1", "6"});
-  for (int i = 0; i < 6; ++i) pipeline += command({"CL.THROTTLE", "foo", "4", "1", "1", "1"});
-  const std::string want = ints({1, 5, 5, -1, 0}) + ints({0, 5, 4, -1, 1}) + ints({0, 5, 3, -1, 2}) +
-                           ints({0, 5, 2, -1, 3}) + ints({0, 5, 1, -1, 4}) + ints({0, 5, 0, -1, 5}) +
-                           ints({1, 5, 0, 1, 5});
-  EXPECT_EQ(roundtrip(c, pipeline, 7), want);
+  const std::string peek = command({"CL.THROTTLE", "foo", "4", "1", "1", "0"});
+  std::string pipeline = peek + command({"CL.THROTTLE", "foo", "4", "1", "1", "6"});
+  for (int i = 0; i < 6; ++i) pipeline += command({"CL.THROTTLE", "foo", "4", "1", "1", "1"}) + (i == 0 ? peek : "");
+  pipeline += peek;
+  const std::string want = ints({0, 5, 5, -1, 0}) + ints({1, 5, 5, -1, 0}) + ints({0, 5, 4, -1, 1}) +
+                           ints({0, 5, 4, -1, 1}) + ints({0, 5, 3, -1, 2}) + ints({0, 5, 2, -1, 3}) +
+                           ints({0, 5, 1, -1, 4}) + ints({0, 5, 0, -1, 5}) + ints({1, 5, 0, 1, 5}) +
+                           ints({0, 5, 0, -1, 5});
+  EXPECT_EQ(roundtrip(c, pipeline, 10), want);
   // The inline form redis-cli and telnet users type.
   EXPECT_EQ(roundtrip(c, "CL.THROTTLE inline-key 15 30 60\r\n"), ints({0, 16, 15, -1, 2}));
 }
@@ -195,7 +202,7 @@ TEST_F(Resp, BadArgumentsAreRefusedAndConsumeNothing) {
   EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "0", "60"})),
             "-ERR count and period must be positive (zero rates are not supported)\r\n");
   EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "-1", "1", "60"})), "-ERR max_burst must be 0 or more\r\n");
-  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60", "0"})).substr(0, 24), "-ERR quantity must be 1 ");
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60", "-1"})).substr(0, 24), "-ERR quantity must be 0 ");
   EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", std::string(300, 'k'), "1", "1", "60"})),
             "-ERR key must be 1 to 256 bytes (limits.max_key_length)\r\n");
   EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "k", "1", "1", "60"})), ints({0, 2, 1, -1, 60}));
@@ -320,6 +327,9 @@ TEST_F(RespNativeCommands, AcquireSharesTheCountWithHttpAllOrNothing) {
   EXPECT_NE(peek.find(bulk("allowed") + "#t\r\n"), std::string::npos) << peek;
   EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "nope"})), "-ERR unknown_policy: unknown policy 'nope'\r\n");
   EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "a2", "COST", "x"})), "-ERR cost is not an integer: 'x'\r\n");
+  // CL.THROTTLE's quantity 0 is its own: ratelimitd's commands take a cost of 1 or more, as HTTP.
+  EXPECT_EQ(roundtrip(c, command({"RL.PEEK", "k", "a2", "COST", "0"})).substr(0, 18), "-ERR invalid_cost:");
+  EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "a2", "COST", "0"})).substr(0, 18), "-ERR invalid_cost:");
   EXPECT_EQ(roundtrip(c, command({"RL.ACQUIRE", "k", "a2", "COST", "1", "b3"})),
             "-ERR syntax error: a policy after an option, or an unknown option 'b3'\r\n");
   // Reset: the admin token, given with AUTH, opens it.
@@ -384,6 +394,14 @@ TEST(RespRedis, TwoDaemonsShareOneCount) {
   EXPECT_EQ(pipelined_race({p1, p2}, "race"), 10);
   RawConn c(p1);
   EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "race", "9", "1", "3600"})).substr(0, 19), "*5\r\n:1\r\n:10\r\n:0\r\n:3");
+  // Quantity 0 peeks through the scripts too: admitted, nothing left, 10 hours to be full; and
+  // on a fresh key it writes nothing to Redis.
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "race", "9", "1", "3600", "0"})), ints({0, 10, 0, -1, 36000}));
+  EXPECT_EQ(roundtrip(c, command({"CL.THROTTLE", "untouched", "9", "1", "3600", "0"})), ints({0, 10, 10, -1, 0}));
+  const std::string out = one.dir() + "/scan.out";
+  ASSERT_TRUE(testing::run_program({"redis-cli", "-u", *url, "--scan", "--pattern", prefix + "*untouched*"}, 10s, out).is_ok());
+  std::ifstream scan(out);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(scan), std::istreambuf_iterator<char>()), "");
   for (int i = 0; i < 2; ++i) EXPECT_EQ(http_post(two.port(), "/v1/acquire", R"({"key":"k","policy":"api"})").status, 200u);
   const std::string three = roundtrip(c, command({"RL.ACQUIRE", "k", "api", "COST", "3"}));
   EXPECT_NE(three.find("$9\r\nremaining\r\n:0\r\n"), std::string::npos) << three;

@@ -2,7 +2,7 @@
 """resp_redis_py.py — redis-py (Debian's python3-redis) as a ratelimitd client over resp_listen
 (issue 32): ratelimitd's own acquire called with execute_command shares one count with HTTP
 callers, a pipeline of acquires is answered in order, CL.THROTTLE answers redis-cell's five
-integers, and redis-py's password option (AUTH on connect) opens a protected listener.
+integers (its quantity-0 peek too), and redis-py's password option (AUTH on connect) opens a protected listener.
 
 Runs the real build/bin/ratelimitd on free loopback ports (usage: resp_redis_py.py BIN_DIR).
 Every wait is bounded; the 1 h fixed window starts with room left (await_window_room).
@@ -97,6 +97,10 @@ class RedisPy(unittest.TestCase):
     def test_cl_throttle_and_errors(self):
         r = self.client()
         self.assertEqual(r.execute_command("CL.THROTTLE", "user123", 15, 30, 60, 1), [0, 16, 15, -1, 2])
+        # Quantity 0, redis-cell's peek: what is left, taking nothing (twice the same answer).
+        for _ in range(2):
+            self.assertEqual(r.execute_command("CL.THROTTLE", "user123", 15, 30, 60, 0), [0, 16, 15, -1, 2])
+        self.assertEqual(r.execute_command("CL.THROTTLE", "user123", 15, 30, 60), [0, 16, 14, -1, 4])
         with self.assertRaises(redis.ResponseError) as e:
             r.execute_command("RL.ACQUIRE", "k", "nope")
         self.assertEqual(str(e.exception), "unknown_policy: unknown policy 'nope'")

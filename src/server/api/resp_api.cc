@@ -187,16 +187,17 @@ bool throttle(service::DecisionService& decisions, const service::Rule& rule, Re
   }
   if (max_burst < 0) return resp_refuse(call, "ERR max_burst must be 0 or more"), true;
   if (count <= 0 || period <= 0) return resp_refuse(call, "ERR count and period must be positive (zero rates are not supported)"), true;
-  if (quantity < 1 || quantity > cfg.limits.max_cost) {
-    return resp_refuse(call, "ERR quantity must be 1 to " + std::to_string(cfg.limits.max_cost) +
-                        " (limits.max_cost; redis-cell's quantity 0, a peek, is not supported)"), true;
+  if (quantity < 0 || quantity > cfg.limits.max_cost) {
+    return resp_refuse(call, "ERR quantity must be 0 to " + std::to_string(cfg.limits.max_cost) + " (limits.max_cost)"), true;
   }
   auto policy = Policy::token_bucket(static_cast<double>(count) / static_cast<double>(period),
                                      max_burst < kMaxLimit ? max_burst + 1 : kMaxLimit + 1);
   if (policy) policy = policy->with_name(std::string(kThrottlePolicyName));
   if (!policy) return resp_refuse(call, "ERR " + policy.status().message()), true;
   st.policy = std::move(*policy);
-  st.items.assign(1, service::Item{&rule, key, quantity, StoreOp::Kind::kAcquire, &*st.policy});
+  // Quantity 0 is redis-cell's peek: the key's state as it is, nothing recorded (state_peek.h).
+  const auto kind = quantity == 0 ? StoreOp::Kind::kPeek : StoreOp::Kind::kAcquire;
+  st.items.assign(1, service::Item{&rule, key, quantity, kind, &*st.policy});
   if (!decisions.decide(*snap.rules, st.items, Atomicity::kIndependent, st)) return false;
   reply_throttle(st, call);
   return true;

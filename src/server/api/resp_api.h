@@ -13,6 +13,8 @@
 // whole quantity). It is decided by src/core through the decision service, on ratelimitd's store
 // (memory or Redis, shared with every other caller), under the policy name "cl.throttle": keys
 // are redis-cell's keys, and like redis-cell's, a key keeps its state when the arguments change.
+// Quantity 0 is redis-cell's peek: a kPeek of cost 0 (common/state_peek.h), admitted, answering
+// what is left now and until the key is full, recording nothing.
 // Not src/core's leaky_bucket: it admits one more as soon as any of its queue drained
 // (⌊level⌋ + cost <= burst), so `CL.THROTTLE race 9 1 3600` would admit 11, not redis-cell's 10.
 // Invariants: bad arguments are refused before the store is touched (nothing consumed); without
