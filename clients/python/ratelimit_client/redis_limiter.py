@@ -20,6 +20,10 @@ batch (usage known after the fact); a failed report answers the failure policy's
 (failed_open / failed_closed: nothing was recorded). Bad input raises RateLimitError
 before anything is sent; a library Redis lacks and this client cannot load raises
 RateLimitError('library_missing') naming the versions Redis has.
+Redis Cluster (a redis-cluster:// URL or a redis-py RedisCluster): a batch holds decisions of one
+hash slot only, the library is loaded on every primary (_cluster.py); the blocking client is made
+at the first call, so a cluster that is down answers by on_failure instead of failing the
+constructor.
 Thread-safety: RedisLimiter may be shared by threads (a sender thread keeps sending while
 decisions queue, so under constant load one caller may wait for a few batches of others);
 AsyncRedisLimiter belongs to one event loop."""
@@ -29,7 +33,10 @@ from typing import Dict, List, Optional
 
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import RedisClusterException
 
+from ._cluster import (cluster_from_url, cut_by_slot, ensure_library_on_primaries, ensure_library_on_primaries_async,
+                       is_cluster, is_cluster_url, slot_of)
 from ._core import ACQUIRE, PEEK, REPORT, Item, LimiterCore
 from .decision import Decision, decode_reply
 from .errors import RateLimitError
@@ -41,6 +48,11 @@ MAX_BATCH = 1024
 
 def _not_found(e: Exception) -> bool:
     return "function not found" in str(e).lower()
+
+
+def _slot(waiting) -> int:
+    item = waiting[0] if isinstance(waiting, tuple) else waiting.item
+    return slot_of(item.state)
 
 
 class _Waiting:
@@ -59,16 +71,37 @@ class RedisLimiter(LimiterCore):
         self._lock = threading.Lock()
         self._queue: List[_Waiting] = []
         self._in_flight = 0
-        if isinstance(redis_url_or_client, str):
-            self.redis = redis.Redis.from_url(redis_url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._redis = None
+        self._url, self._timeout = None, timeout
+        if isinstance(redis_url_or_client, str) and is_cluster_url(redis_url_or_client):
+            self._url = redis_url_or_client  # RedisCluster connects in its constructor: at the first call
+            self._cluster = True
+        elif isinstance(redis_url_or_client, str):
+            self._redis = redis.Redis.from_url(redis_url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout)
+            self._cluster = False
         else:
-            self.redis = redis_url_or_client
+            self._redis = redis_url_or_client
+            self._cluster = is_cluster(redis_url_or_client)
         self.on_error = on_error
         self._loaded = False
 
+    @property
+    def redis(self):
+        """The redis-py client (made from a redis-cluster:// URL at first use)."""
+        if self._redis is None:
+            with self._lock:
+                if self._redis is None:
+                    self._redis = cluster_from_url(self._url, self._timeout)
+        return self._redis
+
     def connect(self) -> None:
-        """Makes sure Redis has the library (loads it when this client has the text). Optional."""
-        ensure_library(self.redis.execute_command, self.library)
+        """Makes sure Redis has the library (loads it when this client has the text), on every
+        primary of a cluster. Optional."""
+        r = self.redis
+        if self._cluster:
+            ensure_library_on_primaries(r, self.library, ensure_library)
+        else:
+            ensure_library(r.execute_command, self.library)
         self._loaded = True
 
     def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
@@ -109,7 +142,10 @@ class RedisLimiter(LimiterCore):
                 if not self._queue:
                     self._in_flight -= 1
                     return
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                if self._cluster:
+                    batch, self._queue = cut_by_slot(self._queue, _slot, MAX_BATCH)
+                else:
+                    batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             try:
                 results = self._decide([w.item for w in batch])
                 for w, d in zip(batch, results):
@@ -123,7 +159,15 @@ class RedisLimiter(LimiterCore):
     def acquire_many(self, requests) -> List[Decision]:
         """[(policy, key, cost), ...] as one call: independent decisions, in order."""
         items = [self.item(p, k, c, ACQUIRE, None) for p, k, c in requests]
-        out: List[Decision] = []
+        if self._cluster:  # one call per slot, answers put back in order
+            out: List[Optional[Decision]] = [None] * len(items)
+            pending = list(enumerate(items))
+            while pending:
+                part, pending = cut_by_slot(pending, lambda p: slot_of(p[1].state), MAX_BATCH)
+                for (i, _), d in zip(part, self._decide([it for _, it in part])):
+                    out[i] = d
+            return out  # type: ignore[return-value]
+        out = []
         for i in range(0, len(items), MAX_BATCH):
             out += self._decide(items[i:i + MAX_BATCH])
         return out
@@ -132,7 +176,8 @@ class RedisLimiter(LimiterCore):
         self.redis.delete(*self.reset_keys(policy, key))
 
     def close(self) -> None:
-        self.redis.close()
+        if self._redis is not None:
+            self._redis.close()
 
     def _call(self, items: List[Item]):
         if not self._loaded:
@@ -154,7 +199,7 @@ class RedisLimiter(LimiterCore):
             if e.code == "library_missing":
                 raise
             return self._failed(items, e)
-        except (redis.RedisError, OSError) as e:
+        except (redis.RedisError, RedisClusterException, OSError) as e:
             return self._failed(items, e)
 
 
@@ -163,10 +208,13 @@ class AsyncRedisLimiter(LimiterCore):
                  on_failure: str = "open", timeout: float = 0.25, library=None, max_in_flight: int = 4,
                  on_error=None):
         super().__init__(policies, key_prefix, on_failure, library)
-        if isinstance(redis_url_or_client, str):
+        if isinstance(redis_url_or_client, str) and is_cluster_url(redis_url_or_client):
+            self.redis = cluster_from_url(redis_url_or_client, timeout, asyncio=True)
+        elif isinstance(redis_url_or_client, str):
             self.redis = aioredis.Redis.from_url(redis_url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout)
         else:
             self.redis = redis_url_or_client
+        self._cluster = is_cluster(self.redis)
         self.max_in_flight = max(1, max_in_flight)
         self.timeout = timeout
         self.on_error = on_error
@@ -176,7 +224,12 @@ class AsyncRedisLimiter(LimiterCore):
         self._loaded = False
 
     async def connect(self) -> None:
-        await ensure_library_async(self.redis.execute_command, self.library)
+        """As RedisLimiter.connect, awaited."""
+        r = self.redis
+        if self._cluster:
+            await ensure_library_on_primaries_async(r, self.library, ensure_library_async)
+        else:
+            await ensure_library_async(r.execute_command, self.library)
         self._loaded = True
 
     async def acquire(self, policy: str, key: str, cost: int = 1, *, now_us: Optional[int] = None) -> Decision:
@@ -198,7 +251,8 @@ class AsyncRedisLimiter(LimiterCore):
 
     async def close(self) -> None:
         await self.redis.close()
-        await self.redis.connection_pool.disconnect()
+        if not self._cluster:
+            await self.redis.connection_pool.disconnect()
 
     def _decide(self, item: Item) -> "asyncio.Future[Decision]":
         fut = asyncio.get_running_loop().create_future()
@@ -213,8 +267,11 @@ class AsyncRedisLimiter(LimiterCore):
         # (else a lone early decision leaves alone beside one batch of all the others).
         while self._queue and self._in_flight < self.max_in_flight:
             share = -(-(len(self._queue) + self._in_flight_items) // self.max_in_flight)
-            n = min(MAX_BATCH, share)
-            batch, self._queue = self._queue[:n], self._queue[n:]
+            if self._cluster:
+                batch, self._queue = cut_by_slot(self._queue, _slot, min(MAX_BATCH, share))
+            else:
+                batch, self._queue = self._queue[:share][:MAX_BATCH], self._queue[min(MAX_BATCH, share):]
+            n = len(batch)
             self._in_flight += 1
             self._in_flight_items += n
             task = asyncio.ensure_future(self._send(batch))
@@ -257,7 +314,7 @@ class AsyncRedisLimiter(LimiterCore):
                         fut.set_exception(e)
                 return
             results = self._failed(items, e)
-        except (redis.RedisError, OSError, asyncio.TimeoutError) as e:
+        except (redis.RedisError, RedisClusterException, OSError, asyncio.TimeoutError) as e:
             results = self._failed(items, e)
         for (_, fut), d in zip(batch, results):
             if not fut.done():

@@ -68,6 +68,66 @@ def start_redis() -> Process:
     return Process(proc, f"redis://127.0.0.1:{port}/0", port, d)
 
 
+def _free_cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too."""
+    while True:
+        port = free_port()
+        if port > 55535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+                return port
+            except OSError:
+                continue
+
+
+class Cluster:
+    """A Redis Cluster of our own: three primaries, no replicas (redis-cli --cluster create), each a
+    redis-server in its own directory; ready when every node says cluster_state:ok. The twin of
+    tests/support/redis_cluster.h, smaller. stop() ends every node."""
+
+    def __init__(self):
+        import redis
+        self.nodes = []
+        try:
+            for _ in range(3):
+                port = _free_cluster_port()
+                d = tempfile.mkdtemp(prefix="rl-py-cluster-")
+                proc = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                                         "--appendonly", "no", "--dir", d, "--cluster-enabled", "yes",
+                                         "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+                self.nodes.append(Process(proc, f"redis://127.0.0.1:{port}/0", port, d))
+                wait_port(port, proc, "redis-server (cluster)")
+            subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.nodes],
+                            "--cluster-replicas", "0", "--cluster-yes"], check=True, timeout=30,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            self.clients = [redis.Redis(port=n.port, decode_responses=True, socket_timeout=10) for n in self.nodes]
+            end = time.monotonic() + 20
+            while not all("cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in self.clients):
+                if time.monotonic() > end:
+                    raise RuntimeError("the cluster did not reach cluster_state:ok within 20 s")
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"redis-cluster://127.0.0.1:{self.nodes[0].port},127.0.0.1:{self.nodes[1].port}"
+
+    def owner_of(self, slot: int) -> int:
+        """The index of the primary that owns `slot` now."""
+        for lo, hi, primary, *_ in self.clients[0].execute_command("CLUSTER", "SLOTS"):
+            if lo <= slot <= hi:
+                return [n.port for n in self.nodes].index(int(primary[1]))
+        raise RuntimeError(f"no owner for slot {slot}")
+
+    def stop(self) -> None:
+        for c in getattr(self, "clients", []):
+            c.close()
+        for n in self.nodes:
+            n.stop()
+
+
 def test_redis() -> Process:
     url = os.environ.get("RATELIMIT_TEST_REDIS_URL")
     if url:
