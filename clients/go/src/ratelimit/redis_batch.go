@@ -53,7 +53,7 @@ func (l *RedisLimiter) call(batch []*item) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	if !l.loaded.Load() {
-		if err := ensureLibrary(ctx, l.redis, l.lib); err != nil {
+		if err := ensureLibraryEverywhere(ctx, l.redis, l.lib); err != nil {
 			return nil, err
 		}
 		l.loaded.Store(true)
@@ -61,7 +61,7 @@ func (l *RedisLimiter) call(batch []*item) ([]int64, error) {
 	cmd := append(append([]any{l.fn, len(keys)}, keys...), args...)
 	reply, err := l.redis.Do(ctx, "FCALL", cmd...)
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "function not found") {
-		if err := ensureLibrary(ctx, l.redis, l.lib); err != nil {
+		if err := ensureLibraryEverywhere(ctx, l.redis, l.lib); err != nil {
 			return nil, err
 		}
 		reply, err = l.redis.Do(ctx, "FCALL", cmd...)

@@ -93,11 +93,27 @@ type RedisLimiter struct {
 	inFlight int
 }
 
-// NewRedisLimiter connects to url (redis://host:port/db) with a pool of its own.
+// NewRedisLimiter connects to url (redis://host:port/db) with a pool of its own, or to a Redis
+// Cluster (redis-cluster://host:port,host:port, ratelimitd's form) with a RedigoCluster.
 func NewRedisLimiter(url string, o Options) (*RedisLimiter, error) {
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 250 * time.Millisecond
+	}
+	if strings.HasPrefix(url, "redis-cluster://") {
+		seeds, base, err := clusterSeeds(url)
+		if err != nil {
+			return nil, err
+		}
+		cluster := NewRedigoCluster(seeds, func(addr string) (redis.Conn, error) {
+			return redis.DialURL(base+addr, redis.DialConnectTimeout(timeout), redis.DialReadTimeout(timeout), redis.DialWriteTimeout(timeout))
+		})
+		l, err := NewRedisLimiterOn(cluster, o)
+		if err != nil {
+			return nil, err
+		}
+		l.closePool = cluster.Close
+		return l, nil
 	}
 	pool := &redis.Pool{MaxIdle: 16, IdleTimeout: time.Minute, Dial: func() (redis.Conn, error) {
 		return redis.DialURL(url, redis.DialConnectTimeout(timeout), redis.DialReadTimeout(timeout), redis.DialWriteTimeout(timeout))
@@ -312,12 +328,16 @@ func (l *RedisLimiter) drain() {
 			l.mu.Unlock()
 			return
 		}
-		n := len(l.queue)
-		if n > maxBatch {
-			n = maxBatch
+		var batch []*item
+		if _, cluster := l.redis.(clusterRedis); cluster {
+			batch, l.queue = cutBySlot(l.queue, maxBatch)
+		} else {
+			n := len(l.queue)
+			if n > maxBatch {
+				n = maxBatch
+			}
+			batch, l.queue = l.queue[:n:n], l.queue[n:]
 		}
-		batch := l.queue[:n:n]
-		l.queue = l.queue[n:]
 		l.mu.Unlock()
 		l.send(batch)
 	}
