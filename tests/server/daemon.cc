@@ -210,6 +210,10 @@ bool Client::wait_read_by_server(std::chrono::milliseconds timeout) {
   const auto local = stream_.socket().local_endpoint(ec);
   const auto remote = stream_.socket().remote_endpoint(ec);
   if (ec) return false;
+  return read_by_server(local.port(), remote.port(), timeout);
+}
+
+bool read_by_server(uint16_t client_port, uint16_t server_port, std::chrono::milliseconds timeout) {
   // /proc/net/tcp names 127.0.0.1:port as 0100007F:PORT (hex) and has "tx_queue:rx_queue" in
   // field 5. Read when this end has nothing unacknowledged (the bytes reached the server's
   // socket) and the server's end has nothing left to read (its process took them).
@@ -218,7 +222,7 @@ bool Client::wait_read_by_server(std::chrono::milliseconds timeout) {
     std::snprintf(b, sizeof b, "0100007F:%04X", port);
     return std::string(b);
   };
-  const std::string server_end = hex(remote.port()), client_end = hex(local.port());
+  const std::string server_end = hex(server_port), client_end = hex(client_port);
   return testing::eventually([&] {
     std::ifstream in("/proc/net/tcp");
     std::string line;

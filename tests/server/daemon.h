@@ -110,6 +110,10 @@ class Client {
   bool connected_ = false;
 };
 
+// True once the server on 127.0.0.1:server_port has read every byte sent on the loopback
+// connection from client_port (Client::wait_read_by_server; RawConn::local_port() for raw ones).
+bool read_by_server(uint16_t client_port, uint16_t server_port, std::chrono::milliseconds timeout);
+
 // One request on a fresh connection.
 Reply http_post(uint16_t port, std::string_view target, std::string_view body);
 Reply http_get(uint16_t port, std::string_view target);

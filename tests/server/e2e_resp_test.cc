@@ -1,10 +1,11 @@
 // e2e_resp_test.cc — resp_listen through the real binary (issue 32): redis-cell's CL.THROTTLE as
 // redis-cli and a raw socket see it (every example redis-cell documents, shape and values, its
-// quantity-0 peek included), 200
-// pipelined CL.THROTTLE from 50 connections on one key admitting exactly its limit, and the
+// quantity-0 peek included), 200 pipelined CL.THROTTLE from 50 connections on one key admitting
+// exactly its limit, and the
 // connection's own commands and refusals (PING, HELLO 2/3, AUTH with the password or the admin
 // token, QUIT, inline commands, protocol errors with bounded sizes, unknown commands), counted
-// on /metrics by endpoint.
+// on /metrics by endpoint; waiting commands (max_wait) answered in order with their pipeline, and
+// left at once, taking nothing, when their client goes away.
 // Every wait is bounded (RawConn's deadlines, run_program's timeout). The redis-cell examples
 // use periods of a minute or more, or are sent as one pipeline (redis-cell's own table, whose
 // requests happen at one instant), so no value depends on the machine's speed.
@@ -375,6 +376,75 @@ TEST_F(RespNativeCommands, LeasesByIdOverResp) {
   const std::string metrics = http_get(d_.port(), "/metrics").body;
   EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"resp_leases\",status=\"200\"} 4"), std::string::npos)
       << metrics;
+}
+
+// Waiting over RESP (max_wait): RL.LEASE.ACQUIRE and RL.ACQUIRE wait in their key's queue as over
+// HTTP, and the connection still reads while they wait, so a client that goes away is seen at
+// once — its waiter leaves the queue, takes nothing and is not counted — even with pipelined
+// commands sent behind the waiting one; a client that stays gets its reply, then the pipelined
+// ones, in order.
+class RespWaiting : public Resp {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(d_.start(R"(resp_listen: 127.0.0.1:0
+policies:
+  db: { algorithm: concurrency, limit: 1, lease_ttl: 60s, max_wait: 20s, max_queue: 40 }
+  slow: { algorithm: token_bucket, rate: 0.02, burst: 1, max_wait: 60s, max_queue: 5 }
+)")) << d_.log();
+    port_ = resp_port(d_);
+    ASSERT_NE(port_, 0) << d_.log();
+  }
+};
+
+TEST_F(RespWaiting, AWaiterWhoseClientGoesAwayLeavesAtOnceAndTakesNothing) {
+  const std::string holder = lease_id(http_post(d_.port(), "/v1/leases", R"({"key":"gone","policy":"db"})"));
+  ASSERT_FALSE(holder.empty());
+  {
+    RawConn c(port_);
+    ASSERT_TRUE(c.send(command({"RL.LEASE.ACQUIRE", "gone", "db"})));
+    ASSERT_TRUE(wait_metric(d_.port(), "ratelimitd_wait_queued_total", 1));
+  }  // the client goes away while waiting (max_wait 20 s)
+  ASSERT_TRUE(wait_metric(d_.port(), "ratelimitd_wait_cancelled_total", 1)) << "the server saw the client go";
+  EXPECT_EQ(metric_value(d_.port(), "ratelimitd_wait_waiting"), 0);
+  Client http(d_.port());
+  ASSERT_EQ(http.request("DELETE", "/v1/leases/" + holder).status, 200u);
+  EXPECT_EQ(http_post(d_.port(), "/v1/peek", R"({"key":"gone","policy":"db"})").json().at("remaining").as_int64(), 1)
+      << "the gone waiter must not have taken the freed lease";
+  // A rate policy's waiter, with commands pipelined behind it: the disconnect is seen all the same.
+  ASSERT_EQ(http_post(d_.port(), "/v1/acquire", R"({"key":"w","policy":"slow"})").status, 200u);
+  {
+    RawConn c(port_);
+    ASSERT_TRUE(c.send(command({"RL.ACQUIRE", "w", "slow"})));
+    ASSERT_TRUE(wait_metric(d_.port(), "ratelimitd_wait_queued_total", 2));
+    ASSERT_TRUE(c.send(command({"PING"}) + command({"ECHO", "behind"})));
+    ASSERT_TRUE(read_by_server(c.local_port(), port_, 10s));
+  }
+  ASSERT_TRUE(wait_metric(d_.port(), "ratelimitd_wait_cancelled_total", 2));
+  EXPECT_EQ(metric_value(d_.port(), "ratelimitd_wait_waiting"), 0);
+  const std::string m = http_get(d_.port(), "/metrics").body;
+  for (const char* policy : {"db", "slow"}) {  // a waiter that left is not counted as denied
+    EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"" + std::string(policy) + "\",outcome=\"denied\"} 0\n"),
+              std::string::npos) << m;
+  }
+  EXPECT_EQ(metric_value(d_.port(), "ratelimitd_wait_admitted_total"), 0);
+}
+
+TEST_F(RespWaiting, AWaiterThatStaysIsAnsweredThenItsPipelineInOrder) {
+  const std::string holder = lease_id(http_post(d_.port(), "/v1/leases", R"({"key":"stay","policy":"db"})"));
+  ASSERT_FALSE(holder.empty());
+  RawConn c(port_);
+  ASSERT_TRUE(c.send(command({"RL.LEASE.ACQUIRE", "stay", "db"})));
+  ASSERT_TRUE(wait_metric(d_.port(), "ratelimitd_wait_queued_total", 1));
+  ASSERT_TRUE(c.send(command({"PING"}) + command({"ECHO", "behind"})));
+  ASSERT_TRUE(read_by_server(c.local_port(), port_, 10s));  // read while the acquire waits
+  Client http(d_.port());
+  ASSERT_EQ(http.request("DELETE", "/v1/leases/" + holder).status, 200u);
+  const std::string out = roundtrip(c, "", 3);
+  EXPECT_EQ(out.substr(0, 5 + 13 + 4), "*14\r\n" + bulk("allowed") + ":1\r\n") << out;
+  const std::string tail = "+PONG\r\n" + bulk("behind");
+  ASSERT_GE(out.size(), tail.size()) << out;
+  EXPECT_EQ(out.substr(out.size() - tail.size()), tail) << out;
+  EXPECT_EQ(metric_value(d_.port(), "ratelimitd_wait_admitted_total"), 1);
 }
 
 // On the Redis store, two ratelimitd share one count: the race over both admits exactly 10, and

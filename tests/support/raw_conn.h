@@ -46,6 +46,13 @@ class RawConn {
   RawConn& operator=(const RawConn&) = delete;
 
   bool connected() const { return connected_; }
+  // This end's port (0 when unknown).
+  uint16_t local_port() const {
+    sockaddr_in a{};
+    socklen_t n = sizeof a;
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n) != 0) return 0;
+    return ntohs(a.sin_port);
+  }
   bool send(std::string_view bytes) {
     while (!bytes.empty()) {
       const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);

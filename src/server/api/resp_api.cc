@@ -243,6 +243,11 @@ bool RespCommands::handle(RespCall& call) {
   return *native;
 }
 
+void RespCommands::cancel(RespCall& call) {
+  RespState& st = call.state<RespState>();
+  if (st.native) native_.cancel(st.bridge);  // CL.THROTTLE never waits: its store call just ends
+}
+
 void RespCommands::complete(RespCall& call) {
   RespState& st = call.state<RespState>();
   if (st.native) return native_.complete(call, st.bridge);

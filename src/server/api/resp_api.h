@@ -44,6 +44,7 @@ class RespCommands final : public RespHandler {
 
   bool handle(RespCall& call) override;
   void complete(RespCall& call) override;
+  void cancel(RespCall& call) override;  // a waiting RL.* command leaves its queue
 
  private:
   service::DecisionService& decisions_;

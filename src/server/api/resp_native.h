@@ -64,6 +64,11 @@ class RespNative {
   std::optional<bool> handle(RespCall& call, RespBridge& bridge, const Config& cfg);
   // Writes the reply of a command handle() left pending (after call.resume()).
   void complete(RespCall& call, RespBridge& bridge);
+  // The client went away while that reply was pending: the HTTP handler's cancel (a waiter
+  // leaves its queue; a lease it took meanwhile is released), as for an HTTP client gone.
+  void cancel(RespBridge& bridge) {
+    if (bridge.handler != nullptr) bridge.handler->cancel(bridge);
+  }
 
  private:
   DecisionHandler acquire_, peek_, report_;

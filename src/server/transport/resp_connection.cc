@@ -46,11 +46,13 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     if (state_ == State::kReading && buf_.size() == 0) close();
   }
 
-  // A pending reply is ready (any thread): write it on the worker's thread.
+  // A pending reply is ready (any thread): write it on the worker's thread. When the client went
+  // away meanwhile (watch_client), the reply is dropped and, as HTTP's, not counted.
   void resume() override {
     asio::post(w_.io_context(), [self = keepalive_] {
       self->keepalive_.reset();
       served_handler(*self).complete(*self);
+      if (self->state_ == State::kClosed) return;
       if (self->finish_command()) self->process();
     });
   }
@@ -77,6 +79,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
                       : got_byte_     ? l.idle_timeout
                                       : std::min(l.first_byte_timeout, l.idle_timeout);
     deadline_ = SteadyClock::now() + wait;
+    if (watching_) return;  // watch_client's read is still out: its completion goes on
     sock_.async_read_some(buf_.prepare(kReadChunk), [self = shared_from_this()](error_code ec, size_t n) {
       if (ec || self->state_ == State::kClosed) return self->close();
       self->got_byte_ = true;
@@ -85,8 +88,39 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     });
   }
 
+  // While a reply is pending (a waiting RL.ACQUIRE or RL.LEASE.ACQUIRE may wait for seconds),
+  // the socket is still read, into ahead_ (the command's arguments are views into buf_, which
+  // must not move): a client that went away (EOF, reset) is seen at once — the handler is told
+  // (cancel: a waiter leaves its queue, a lease it took is released) and the connection closes.
+  // Bytes of pipelined commands behind it are kept, up to kReadChunk; beyond that nothing more is
+  // read until the reply is written (memory stays bounded), and a disconnect is seen then. A
+  // client that half-closes while waiting is taken as gone, as Redis (and HTTP here) does.
+  void watch_client() {
+    if (watching_ || state_ != State::kHandling || ahead_.size() >= kReadChunk) return;
+    watching_ = true;
+    if (chunk_.empty()) chunk_.resize(kReadChunk);
+    sock_.async_read_some(asio::buffer(chunk_.data(), kReadChunk - ahead_.size()),
+                          [self = shared_from_this()](error_code ec, size_t n) {
+                            self->watching_ = false;
+                            if (self->state_ == State::kClosed) return;
+                            if (ec) {
+                              if (self->state_ == State::kHandling) served_handler(*self).cancel(*self);
+                              return self->close();
+                            }
+                            self->ahead_.append(self->chunk_.data(), n);
+                            if (self->state_ == State::kHandling) return self->watch_client();
+                            if (self->state_ == State::kReading) self->process();
+                            // kWriting: the write's completion processes what came
+                          });
+  }
+
   // Answers every whole command buffered, in order, then writes the replies and reads on.
   void process() {
+    if (!ahead_.empty()) {  // what watch_client read while a reply was pending
+      buf_.commit(asio::buffer_copy(buf_.prepare(ahead_.size()), asio::buffer(ahead_)));
+      ahead_.clear();
+      got_byte_ = true;
+    }
     while (state_ != State::kClosed) {
       if (replies_.size() >= kFlushAt) return flush(false);
       const std::string_view have(static_cast<const char*>(buf_.data().data()), buf_.size());
@@ -111,7 +145,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
       status = 200;
       state_ = State::kHandling;
       keepalive_ = shared_from_this();  // until the reply is written (see resume())
-      if (!served_handler(*this).handle(*this)) return;
+      if (!served_handler(*this).handle(*this)) return watch_client();
       keepalive_.reset();
       if (!finish_command()) return;
     }
@@ -152,6 +186,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   RespCommand command_;
   std::string replies_;  // written by the handlers (RespCall::out_)
   std::string writing_;  // the replies being written
+  std::string ahead_;    // read by watch_client while a reply was pending (< kReadChunk)
+  std::string chunk_;    // watch_client's read buffer (kReadChunk, allocated on first use)
+  bool watching_ = false;  // watch_client's read is in flight (then read() starts none)
   bool got_byte_ = false;
   State state_ = State::kReading;
   SteadyClock::time_point deadline_{};

@@ -12,7 +12,9 @@
 // otherwise it calls call.resume() exactly once, later, from any thread, and the connection
 // calls complete() on its own thread to write the reply. One command at a time: the next one
 // is not parsed before the reply of the one before is written, so replies keep their order and
-// the arguments' views stay valid until complete() returns.
+// the arguments' views stay valid until complete() returns. While a reply is pending the socket
+// is still read (into a side buffer, at most 16 KiB): a client that goes away is seen at once and
+// the handler's cancel() called, so a waiting command leaves its queue.
 // Bounds (limits.*, read per command): a command of at most max_body_bytes and 1024 arguments;
 // timeouts as HTTP: first_byte_timeout before the first byte, idle_timeout between commands,
 // request_timeout from a command's first byte to its last and for writing its replies. Replies
@@ -92,6 +94,10 @@ class RespHandler {
   virtual bool handle(RespCall& call) = 0;
   // Writes the reply handle() left pending, on the connection's thread, after call.resume().
   virtual void complete(RespCall& /*call*/) {}
+  // The client went away while handle()'s reply was pending (on the connection's thread): the
+  // handler may stop waiting for it (a waiter leaves its queue). resume() must still come
+  // exactly once; the reply is then dropped. Default: nothing (the reply comes when it comes).
+  virtual void cancel(RespCall& /*call*/) {}
 };
 
 // Serves a connection accepted by a listener whose Served::resp is set (on `worker`'s thread).
