@@ -14,6 +14,7 @@
 #include "ratelimit/version.h"
 #include "run.h"
 #include "timestamps.h"
+#include "capacity_cli.h"
 #include "rlqs_cli.h"
 #include "usage_cli.h"
 
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "usage") return sim::usage_main(argc - 1, argv + 1);
   // `ratelimit-sim rlqs ...`: Envoys sharing a limit through the Rate Limit Quota Service.
   if (argc >= 2 && std::string_view(argv[1]) == "rlqs") return sim::rlqs_main(argc - 1, argv + 1);
+  // `ratelimit-sim capacity ...`: a backend with a capacity behind concurrency limits.
+  if (argc >= 2 && std::string_view(argv[1]) == "capacity") return sim::capacity_main(argc - 1, argv + 1);
   CLI::App app{
       "ratelimit-sim: replay traffic through the five rate-limit algorithms of libratelimit\n"
       "(fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket)\n"
