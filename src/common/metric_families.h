@@ -213,6 +213,16 @@ inline constexpr Family kH2StalledConnectionsClosed{
     "ratelimitd_h2_stalled_connections_closed_total", "counter",
     "HTTP/2 connections closed (GOAWAY) because every stream's answer was held by the client's window."};
 
+// Envoy's Rate Limit Quota Service (rlqs::QuotaService, src/rlqs), when `rlqs:` is configured.
+inline constexpr Family kRlqsBuckets{"ratelimitd_rlqs_buckets", "gauge",
+                                     "RLQS buckets tracked now (at most rlqs.max_buckets)."};
+inline constexpr Family kRlqsReports{"ratelimitd_rlqs_reports_total", "counter",
+                                     "RLQS bucket usage reports answered with an assignment."};
+inline constexpr Family kRlqsIgnored{"ratelimitd_rlqs_reports_ignored_total", "counter",
+                                     "RLQS bucket usage reports ignored: empty or oversized bucket_id, absurd counts."};
+inline constexpr Family kRlqsForgotten{"ratelimitd_rlqs_buckets_forgotten_total", "counter",
+                                       "RLQS buckets forgotten: every client's assignment expired, or beyond rlqs.max_buckets."};
+
 // Envoy's per-rule statistics (src/rls/rls_stats.cc): envoyproxy/ratelimit's built-in Prometheus
 // mapping of ratelimit.service.rate_limit.<domain>.<keys>.<stat>, labelled by domain and key1...
 inline constexpr Family kRlsTotalHits{"ratelimit_service_rate_limit_total_hits_total", "counter",

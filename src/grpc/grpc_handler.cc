@@ -18,6 +18,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpc_wire.h"
 #include "reflection.h"
+#include "rlqs_stream.h"
 #include "rls_proto.h"
 
 namespace ratelimit::grpc_api {
@@ -31,14 +32,17 @@ constexpr std::string_view kShouldRateLimitPath = "/envoy.service.ratelimit.v3.R
 constexpr std::string_view kHealthCheckPath = "/grpc.health.v1.Health/Check";
 constexpr std::string_view kHealthWatchPath = "/grpc.health.v1.Health/Watch";
 constexpr std::string_view kRlsServiceName = "envoy.service.ratelimit.v3.RateLimitService";
+constexpr std::string_view kRlqsServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
+constexpr std::string_view kRlqsPath = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas";
 
-enum class Method : uint8_t { kShouldRateLimit, kCheck, kWatch, kReflection };
+enum class Method : uint8_t { kShouldRateLimit, kCheck, kWatch, kReflection, kRlqs };
 
 std::optional<Method> route(std::string_view path) {
   if (path == kShouldRateLimitPath) return Method::kShouldRateLimit;
   if (path == kHealthCheckPath) return Method::kCheck;
   if (path == kHealthWatchPath) return Method::kWatch;
   if (path == kReflectionPath) return Method::kReflection;
+  if (path == kRlqsPath) return Method::kRlqs;
   return std::nullopt;
 }
 
@@ -58,6 +62,7 @@ struct Call final : rls::Call {
   bool watch_known = true;  // Watch: the service name asked for is ours
   int last_health = -1;     // Watch: the status last sent (-1: none yet)
   std::shared_ptr<h2::Connection> hold;  // while awaiting: keeps the connection (and us) alive
+  RlqsStream rlqs;  // StreamRateLimitQuotas
   alignas(16) char arena_block[4096];
   std::optional<google::protobuf::Arena> arena;
 
@@ -104,6 +109,12 @@ class Handler final : public GrpcHandler {
     const std::optional<Method> m = route(head.path);
     if (!m) return refuse(s, *c, GrpcCode::kUnimplemented, "unknown method " + head.path);
     c->method = *m;
+    if (c->method == Method::kRlqs) {
+      if (ctx_.quota == nullptr) return refuse(s, *c, GrpcCode::kUnimplemented, "RLQS is not configured (rlqs:)");
+      s.set_streaming(id);
+      c->reader.reset(ctx_.rlqs_max_message_bytes);
+      c->rlqs.reset(ctx_.quota->new_client());
+    }
     if (!head.grpc_timeout.empty()) {
       const auto t = parse_timeout(head.grpc_timeout);
       if (!t) return refuse(s, *c, GrpcCode::kInternal, "malformed grpc-timeout: " + head.grpc_timeout);
@@ -116,9 +127,9 @@ class Handler final : public GrpcHandler {
     Call* c = find(id);
     if (c == nullptr || c->answered) return;
     if (!c->reader.feed(bytes)) return refuse(s, *c, c->reader.error_code(), c->reader.error().message());
-    if (c->method == Method::kReflection) {
+    if (c->method == Method::kReflection || c->method == Method::kRlqs) {
       while (auto m = c->reader.next()) {
-        if (!answer_reflection(s, *c, *m)) return;
+        if (!answer_streamed(s, *c, *m)) return;
       }
       if (c->reader.error_code() != GrpcCode::kOk) refuse(s, *c, c->reader.error_code(), c->reader.error().message());
     }
@@ -128,7 +139,7 @@ class Handler final : public GrpcHandler {
     if (fallback_streams_.contains(id)) return fallback_->on_end(s, id);
     Call* c = find(id);
     if (c == nullptr || c->answered) return;
-    if (c->method == Method::kReflection) {
+    if (c->method == Method::kReflection || c->method == Method::kRlqs) {
       if (c->reader.partial() > 0) return refuse(s, *c, GrpcCode::kInternal, "the request ended inside a message");
       if (!c->started) {
         const h2::Header h[] = {{":status", "200"}, {"content-type", "application/grpc"}};
@@ -306,7 +317,8 @@ class Handler final : public GrpcHandler {
       return refuse(s, c, GrpcCode::kInternal, "the request is not a HealthCheckRequest message");
     }
     const std::string& name = req.service();
-    const bool known = name.empty() || name == "ratelimit" || name == kRlsServiceName;
+    const bool known = name.empty() || name == "ratelimit" || name == kRlsServiceName ||
+                       (ctx_.quota != nullptr && name == kRlqsServiceName);
     if (c.method == Method::kCheck) {
       if (!known) return refuse(s, c, GrpcCode::kNotFound, "unknown service");
       if (send_health(s, c, true)) finish(s, c, GrpcCode::kOk, {});
@@ -329,21 +341,23 @@ class Handler final : public GrpcHandler {
     return send_message(s, c, resp);
   }
 
-  bool answer_reflection(h2::Session& s, Call& c, std::string_view body) {
-    std::string reply;
-    const Status st = reflect(body, reply);
+  // One message of a streaming method (reflection, RLQS) answered with at most one message.
+  bool answer_streamed(h2::Session& s, Call& c, std::string_view body) {
+    const bool rlqs = c.method == Method::kRlqs;
+    const Status st = rlqs ? answer_rlqs(*ctx_.quota, c.rlqs, body, reply_) : reflect(body, reply_, ctx_.quota != nullptr);
     if (!st.is_ok()) {
       refuse(s, c, grpc_code(st), st.message());
       return false;
     }
-    if (reply.size() > ctx_.max_message_bytes * 16) {
-      refuse(s, c, GrpcCode::kResourceExhausted, "the reflection answer is too large");
+    if (reply_.size() > (rlqs ? ctx_.rlqs_max_message_bytes : ctx_.max_message_bytes * 16)) {
+      refuse(s, c, GrpcCode::kResourceExhausted, "the answer is larger than the message limit");
       return false;
     }
+    if (rlqs && reply_.empty()) return true;  // nothing to assign: no message
     start_response(s, c);
     out_.clear();
-    append_prefix(out_, static_cast<uint32_t>(reply.size()));
-    out_ += reply;
+    append_prefix(out_, static_cast<uint32_t>(reply_.size()));
+    out_ += reply_;
     s.send_data(c.id, out_);
     return true;
   }
@@ -356,7 +370,8 @@ class Handler final : public GrpcHandler {
   std::unordered_set<int32_t> fallback_streams_;
   std::vector<std::unique_ptr<Call>> owned_;
   std::vector<Call*> free_;
-  std::string out_;  // one message being framed
+  std::string out_;    // one message being framed
+  std::string reply_;  // a streamed method's answer before framing
 };
 
 void Call::done() {

@@ -3,6 +3,10 @@
 //   envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit  (rls::RateLimitService)
 //   grpc.health.v1.Health/Check and /Watch
 //   grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo (reflection.cc)
+//   envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas (RLQS:
+//     rlqs_stream.h, when GrpcContext::quota is set; else UNIMPLEMENTED). A bidirectional
+//     stream: each report message is answered as it arrives; the stream stays open while its
+//     client keeps sending (h2::Session::set_streaming: idle_timeout after its last message).
 // on whatever connection it is given (the gRPC listener's, or an HTTP/1.1 port's h2c one).
 //
 // The wire (gRPC over HTTP/2): a request is a POST with content-type application/grpc*, its
@@ -18,7 +22,8 @@
 // Request heads larger than the transport's limit: RESOURCE_EXHAUSTED. A non-gRPC request:
 // HTTP 415 (the gRPC spec's answer), unless `fallback` takes it.
 // Health: Check answers SERVING for "", "ratelimit" (envoyproxy/ratelimit's name) and
-// "envoy.service.ratelimit.v3.RateLimitService" while GrpcContext::serving (the owner sets it:
+// "envoy.service.ratelimit.v3.RateLimitService" (and "envoy.service.rate_limit_quota.v3.
+// RateLimitQuotaService" when RLQS is served) while GrpcContext::serving (the owner sets it:
 // ratelimitd clears it while the store cannot decide and once it drains), else NOT_SERVING;
 // NOT_FOUND for any other name. Watch is a server stream: the current status at once, then one
 // message per change (on_serving_changed() sends only what differs from the watcher's last
@@ -39,6 +44,7 @@
 #include <memory>
 
 #include "connection.h"
+#include "quota_service.h"
 #include "rls_service.h"
 
 namespace ratelimit::grpc_api {
@@ -47,6 +53,10 @@ namespace ratelimit::grpc_api {
 struct GrpcContext {
   rls::RateLimitService* service = nullptr;
   size_t max_message_bytes = 64 * 1024;  // largest request accepted (and response sent)
+  // RLQS (null: not served). Its reports list every active bucket of an Envoy, so its messages
+  // have their own, larger bound (both ways).
+  rlqs::QuotaService* quota = nullptr;
+  size_t rlqs_max_message_bytes = 4 * 1024 * 1024;
   std::atomic<bool> serving{true};        // health: SERVING / NOT_SERVING (see above)
   // Calls the store holds (answered on its thread later): shutdown waits for them.
   std::atomic<int> awaiting_store{0};

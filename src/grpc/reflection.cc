@@ -18,6 +18,7 @@ using ::grpc::reflection::v1alpha::ServerReflectionResponse;
 
 constexpr const char* kServices[] = {"envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health",
                                      "grpc.reflection.v1alpha.ServerReflection"};
+constexpr const char* kRlqsService = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
 constexpr int kNotFound = 5;
 
 // `file` and its imports, each once, the file itself first.
@@ -45,7 +46,7 @@ void add_file(const pb::FileDescriptor* file, const std::string& what, ServerRef
 
 }  // namespace
 
-Status reflect(std::string_view request, std::string& reply) {
+Status reflect(std::string_view request, std::string& reply, bool with_rlqs) {
   ServerReflectionRequest req;
   if (!req.ParseFromArray(request.data(), static_cast<int>(request.size()))) {
     return Status::internal("the request is not a ServerReflectionRequest message");
@@ -57,6 +58,7 @@ Status reflect(std::string_view request, std::string& reply) {
   switch (req.message_request_case()) {
     case ServerReflectionRequest::kListServices:
       for (const char* name : kServices) out.mutable_list_services_response()->add_service()->set_name(name);
+      if (with_rlqs) out.mutable_list_services_response()->add_service()->set_name(kRlqsService);
       break;
     case ServerReflectionRequest::kFileByFilename:
       add_file(pool->FindFileByName(req.file_by_filename()), "file " + req.file_by_filename(), out);

@@ -144,7 +144,9 @@ void Connection::check_deadline(std::chrono::steady_clock::time_point now) {
   // request_timeout: its streams are reset now, the GOAWAY follows at the next sweep (after the
   // RST_STREAMs were written: a GOAWAY queued with them could leave first and end the session).
   if (stalled > 0 && every_stream_stalled) stalled_out_ = true;
-  if (s.reset_unfinished(cutoff) + stalled > 0) write();
+  // A streaming call (RLQS) may stay open while its client keeps sending: idle_timeout after its
+  // last message, as a connection with nothing open.
+  if (s.reset_unfinished(cutoff, now - options_.idle_timeout) + stalled > 0) write();
 }
 
 }  // namespace ratelimit::h2

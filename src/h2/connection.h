@@ -10,7 +10,8 @@
 // Timeouts: the connection keeps no timer of its own; whoever owns its thread calls
 // check_deadline() on a sweep (ratelimitd's Worker every 250 ms, as for HTTP/1.1). No stream open and nothing read for idle_timeout → GOAWAY(NO_ERROR), then
 // close; a stream whose request has not ended within request_timeout → RST_STREAM CANCEL
-// (half-open streams cannot hold the stream budget); a write the peer has not taken within
+// (half-open streams cannot hold the stream budget; a streaming call, Session::set_streaming:
+// nothing of its request for idle_timeout); a write the peer has not taken within
 // request_timeout (it stopped reading) → close; an answer whose bytes the peer's flow-control
 // window has held for request_timeout → RST_STREAM CANCEL, and when every open stream is so
 // stalled, GOAWAY(NO_ERROR) and close (a peer that never sends WINDOW_UPDATE holds nothing for

@@ -115,7 +115,9 @@ struct Callbacks {
   }
 
   static int on_data_chunk(nghttp2_session* ng, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) {
-    if (stream_of(ng, id) == nullptr) return 0;
+    Session::Stream* st = stream_of(ng, id);
+    if (st == nullptr) return 0;
+    if (st->streaming) st->last_data_at = std::chrono::steady_clock::now();
     Session& s = self(user);
     s.handler_.on_data(s, id, std::string_view(reinterpret_cast<const char*>(data), len));
     return 0;

@@ -130,8 +130,15 @@ class Session {
   // Resets a stream (RST_STREAM with `error_code`).
   void reset(int32_t stream, uint32_t error_code);
   // Resets (CANCEL) every stream opened before `cutoff` whose request has not ended: a peer
-  // that opens streams and never finishes them cannot hold them. Returns how many.
-  size_t reset_unfinished(std::chrono::steady_clock::time_point cutoff);
+  // that opens streams and never finishes them cannot hold them. A streaming stream (below) is
+  // reset instead when nothing of its request arrived since `streaming_cutoff`. Returns how many.
+  size_t reset_unfinished(std::chrono::steady_clock::time_point cutoff,
+                          std::chrono::steady_clock::time_point streaming_cutoff);
+  size_t reset_unfinished(std::chrono::steady_clock::time_point cutoff) { return reset_unfinished(cutoff, cutoff); }
+  // The handler serves `stream` as a streaming call (gRPC client or bidirectional streaming:
+  // its request body is a sequence of messages with no end in sight): reset_unfinished then
+  // measures the time since its request's last bytes, not since it opened.
+  void set_streaming(int32_t stream);
   // Resets (CANCEL) every stream whose answer has bytes (or its end) waiting and made no
   // progress since `cutoff`: the peer's flow-control window holds it (or it stopped reading).
   // Returns how many; `every_stream_stalled` tells whether each open stream is then waiting on

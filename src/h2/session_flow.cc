@@ -17,10 +17,19 @@
 
 namespace ratelimit::h2 {
 
-size_t Session::reset_unfinished(std::chrono::steady_clock::time_point cutoff) {
+void Session::set_streaming(int32_t id) {
+  if (Stream* st = stream(id)) {
+    st->streaming = true;
+    st->last_data_at = std::chrono::steady_clock::now();
+  }
+}
+
+size_t Session::reset_unfinished(std::chrono::steady_clock::time_point cutoff,
+                                 std::chrono::steady_clock::time_point streaming_cutoff) {
   size_t n = 0;
   for (Stream* st : live_) {
-    if (!st->remote_ended && st->opened_at < cutoff) {
+    const bool due = st->streaming ? st->last_data_at < streaming_cutoff : st->opened_at < cutoff;
+    if (!st->remote_ended && due) {
       nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
       st->remote_ended = true;  // reset once: it closes when the RST_STREAM is sent
       ++n;

@@ -22,6 +22,9 @@ struct Session::Stream {
   bool head_done = false;   // on_headers was called
   bool remote_ended = false;  // on_end was called
   std::chrono::steady_clock::time_point opened_at;
+  // A streaming call (Session::set_streaming): its request's last bytes arrived at last_data_at.
+  bool streaming = false;
+  std::chrono::steady_clock::time_point last_data_at;
   // The response body still to send (from `out_off`), and how it ends.
   std::string out;
   size_t out_off = 0;
@@ -48,6 +51,8 @@ struct Session::Stream {
     head_done = false;
     remote_ended = false;
     opened_at = std::chrono::steady_clock::now();
+    streaming = false;
+    last_data_at = opened_at;
     out.clear();
     out_off = 0;
     ending = deferred = has_trailers = false;

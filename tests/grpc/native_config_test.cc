@@ -1,4 +1,4 @@
-// native_config_test.cc — `grpc_listen`, `envoy_api` and `domains` in ratelimitd's own YAML
+// native_config_test.cc — `grpc_listen`, `envoy_api`, `domains` and `rlqs` in ratelimitd's own YAML
 // (src/server/config.cc): what loads, and every refusal with its file:line.
 #include <gtest/gtest.h>
 
@@ -102,6 +102,64 @@ TEST(NativeGrpcConfig, ExampleLoads) {
   EXPECT_TRUE(c->domains->has_domain("edge"));
   EXPECT_EQ(c->domains->rule_count(), 5U);
   EXPECT_TRUE(c->envoy_api.response_headers);
+}
+
+// `rlqs:` (Envoy's Rate Limit Quota Service, config_rlqs.cc): rules in order, the unmatched
+// default, and each refusal with its line.
+TEST(NativeGrpcConfig, LoadsRlqsRules) {
+  auto c = parse_config("grpc_listen: 127.0.0.1:0\n"
+                        "rlqs:\n"
+                        "  buckets:\n"
+                        "    - match: {name: api, user: \"*\"}\n"
+                        "      domain: envoy\n"
+                        "      limit: 100\n"
+                        "      unit: minute\n"
+                        "    - match: {name: health}\n"
+                        "      action: deny\n"
+                        "  unmatched: {limit: 5, unit: second}\n"
+                        "  max_buckets: 10\n",
+                        "rl.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_TRUE(c->rlqs);
+  ASSERT_TRUE(c->domains) << "rlqs alone: an empty descriptor set, so grpc_listen has its domains";
+  EXPECT_EQ(c->rlqs->max_buckets, 10U);
+  const rlqs::QuotaRules& r = *c->rlqs->rules;
+  ASSERT_EQ(r.rules.size(), 2U);
+  EXPECT_EQ(r.rules[0].domain, "envoy");
+  EXPECT_EQ(r.rules[0].action.capacity_mrps, 1666);  // 100 per minute
+  EXPECT_EQ(r.unmatched.capacity_mrps, 5000);
+  // Matching: sorted pairs, "*" any value, the domain, the first rule, then unmatched.
+  const rlqs::BucketKey api = {{"name", "api"}, {"user", "u1"}};
+  EXPECT_EQ(&r.find("envoy", api), &r.rules[0].action);
+  EXPECT_EQ(&r.find("other", api), &r.unmatched);
+  EXPECT_EQ(&r.find("other", {{"name", "health"}}), &r.rules[1].action);
+  EXPECT_EQ(&r.find("envoy", {{"name", "api"}}), &r.unmatched) << "user is required by the rule";
+  // Absent unmatched: allow.
+  auto d = parse_config("grpc_listen: 127.0.0.1:0\nrlqs: {}\n", "rl.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->rlqs->rules->unmatched.kind, rlqs::QuotaAction::Kind::kAllow);
+}
+
+TEST(NativeGrpcConfig, RefusesBadRlqsRulesWithFileAndLine) {
+  expect_error("rlqs: {}\n", "rl.yaml:1: ", "set grpc_listen");
+  const std::string g = "grpc_listen: 127.0.0.1:0\n";
+  expect_error(g + "rlqs: {bucket: []}\n", "rl.yaml:2: ", "unknown key 'bucket' in rlqs");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {name: api}\n      limit: 5\n", "rl.yaml:4: ",
+               "rlqs.buckets[0] needs both limit and unit");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {name: api}\n      limit: 5\n      unit: fortnight\n",
+               "rl.yaml:6: ", "rlqs.buckets[0].unit must be second, minute, hour or day");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {}\n      action: allow\n", "rl.yaml:4: ",
+               "match must be a map of bucket_id keys to values (at least one)");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {name: \"\"}\n      action: allow\n", "rl.yaml:4: ",
+               "keys and values must not be empty");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {name: a}\n      action: allow\n      limit: 3\n",
+               "rl.yaml:5: ", "action and limit/unit are exclusive");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {name: a}\n      limit: 2000000000\n      unit: second\n",
+               "rl.yaml:5: ", "above 10^9 requests per second");
+  expect_error(g + "rlqs:\n  unmatched: maybe\n", "rl.yaml:3: ", "rlqs.unmatched must be allow or deny");
+  expect_error(g + "rlqs:\n  max_buckets: 0\n", "rl.yaml:3: ", "rlqs.max_buckets");
+  expect_error(g + "rlqs:\n  buckets:\n    - match: {name: a}\n      domain: \"\"\n      action: deny\n",
+               "rl.yaml:5: ", "domain must not be empty");
 }
 
 }  // namespace

@@ -62,7 +62,14 @@ class Client {
     prd.source.ptr = bodies_.back().get();
     prd.read_callback = &read_body;
     const bool no_body = body.empty() && !keep_open;
-    return nghttp2_submit_request(ng_, nullptr, nva.data(), nva.size(), no_body ? nullptr : &prd, nullptr);
+    const int32_t id = nghttp2_submit_request(ng_, nullptr, nva.data(), nva.size(), no_body ? nullptr : &prd, nullptr);
+    if (keep_open) open_bodies_[id] = bodies_.back().get();
+    return id;
+  }
+  // More body bytes on a stream requested with keep_open (a streaming call's next message).
+  void send_more(int32_t id, const std::string& bytes) {
+    open_bodies_.at(id)->data += bytes;
+    nghttp2_session_resume_data(ng_, id);
   }
 
   // Moves bytes until neither side has anything to send. False when the server said the
@@ -98,6 +105,7 @@ class Client {
     size_t off;
     bool keep_open;
   };
+  std::map<int32_t, Body*> open_bodies_;  // streams requested with keep_open
   static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
                            nghttp2_data_source* src, void*) {
     auto* b = static_cast<Body*>(src->ptr);

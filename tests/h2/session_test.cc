@@ -1,7 +1,7 @@
 // session_test.cc — h2::Session driven by nghttp2's client session in memory (h2_client.h):
 // requests and responses with trailers, answers batched in one collect(), the stream budget,
 // the header-size limit, early answers that reset the rest of a body, PING, graceful GOAWAY
-// with streams in flight, half-open streams, and hostile bytes (bad preface, bad frames, bad
+// with streams in flight, half-open streams, streaming calls kept while they send, and hostile bytes (bad preface, bad frames, bad
 // HPACK) answered with GOAWAY and the right error code.
 #include "session.h"
 
@@ -214,6 +214,36 @@ TEST(H2Session, HalfOpenStreamsAreReset) {
   EXPECT_EQ(c.responses[open].reset_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
   EXPECT_TRUE(echo.closed.contains(open));
   EXPECT_FALSE(echo.closed.contains(done));
+}
+
+// A streaming call (gRPC bidirectional: RLQS) never ends its request: it is measured from its
+// request's last bytes, so it lives while its client keeps sending and is reset once it stops.
+TEST(H2Session, StreamingCallsLiveWhileTheirClientSends) {
+  Echo echo;
+  echo.hold = true;
+  Session server(echo, Limits{});
+  Client c;
+  const int32_t call = c.request("/stream", {}, "first", true);
+  const int32_t open = c.request("/a", {}, "x", true);
+  ASSERT_TRUE(c.pump(server));
+  server.set_streaming(call);
+  const auto later = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto before_more = std::chrono::steady_clock::now();
+  // Opened before `later`: the plain half-open stream is due, the streaming one sent recently.
+  EXPECT_EQ(server.reset_unfinished(later, before_more - std::chrono::seconds(1)), 1U);
+  ASSERT_TRUE(c.pump(server));
+  EXPECT_TRUE(c.responses[open].reset);
+  EXPECT_FALSE(echo.closed.contains(call));
+  // Its next message moves its clock past before_more: still kept.
+  c.send_more(call, "second");
+  ASSERT_TRUE(c.pump(server));
+  EXPECT_EQ(echo.bodies[call], "firstsecond");
+  EXPECT_EQ(server.reset_unfinished(later, before_more), 0U);
+  // Nothing more after `later`: reset (CANCEL).
+  EXPECT_EQ(server.reset_unfinished(later, later), 1U);
+  ASSERT_TRUE(c.pump(server));
+  EXPECT_TRUE(c.responses[call].reset);
+  EXPECT_EQ(c.responses[call].reset_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
 }
 
 // A client that announces a stream window of 0 (and never updates it) gets the heads of its

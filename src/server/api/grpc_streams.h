@@ -1,6 +1,7 @@
 // grpc_streams.h — Envoy's rate-limit API over gRPC as the protocol h2c connections speak first
 // (transport/h2c.h: StreamProtocols): every stream whose content-type is application/grpc* goes
-// to src/grpc's methods (ShouldRateLimit through rls::RateLimitService, Health, reflection), every
+// to src/grpc's methods (ShouldRateLimit through rls::RateLimitService, Health, reflection, RLQS
+// through rlqs::QuotaService when set_quota() gave one), every
 // other stream on to the listener's routes.
 //
 // Why here: the transport knows no gRPC method and no service; the composition root plugs this
@@ -26,6 +27,9 @@ class GrpcStreams final : public StreamProtocols {
   // Health of the gRPC methods: SERVING or NOT_SERVING (the store cannot decide, the server
   // drains). Watchers learn of a change at their worker's next sweep. Any thread.
   void set_serving(bool serving) { grpc_.serving.store(serving); }
+  // Serves RLQS's StreamRateLimitQuotas with `quota` (must outlive the connections); before
+  // any connection opens.
+  void set_quota(rlqs::QuotaService* quota) { grpc_.quota = quota; }
   // Calls waiting for the store (answered on its thread later): a shutdown waits for them.
   int awaiting_store() const { return grpc_.awaiting_store.load(); }
 

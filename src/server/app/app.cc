@@ -8,6 +8,7 @@
 #include "answers.h"
 #include "envoy_http.h"
 #include "log.h"
+#include "metric_families.h"
 #include "native_api.h"
 
 namespace ratelimit::server {
@@ -162,6 +163,17 @@ int App::open() {
   }
 
   if (rls_) grpc_ = std::make_unique<GrpcStreams>(*rls_);
+  if (grpc_ && config.rlqs) {
+    quota_ = std::make_unique<rlqs::QuotaService>(config.rlqs->rules, rlqs::QuotaOptions{config.rlqs->max_buckets});
+    grpc_->set_quota(quota_.get());
+    metrics_.add_extra([this](std::string& out) {
+      const rlqs::QuotaStats s = quota_->stats();
+      metrics::append_family(out, metrics::kRlqsBuckets, s.buckets);
+      metrics::append_family(out, metrics::kRlqsReports, s.reports);
+      metrics::append_family(out, metrics::kRlqsIgnored, s.ignored);
+      metrics::append_family(out, metrics::kRlqsForgotten, s.forgotten);
+    });
+  }
   h2c_ = std::make_unique<H2cTakeover>(grpc_.get());
   metrics_.add_extra([this](std::string& out) { h2c_->render_metrics(out); });
 
@@ -217,6 +229,8 @@ void App::reload(const std::string& why, bool only_if_changed) {
     auto envoy = u.envoy_rules ? envoy_snapshot(u.envoy_rules, u.envoy_generation) : serving->envoy;
     u.generation = cell_.publish(make_published(u.config ? u.config : serving->config, metrics_, std::move(envoy)));
     metrics_.set_config_generation(u.generation);
+    // RLQS's rules (a restart is needed to add or remove the section: check_reloadable).
+    if (quota_ && u.config && u.config->rlqs) quota_->set_rules(u.config->rlqs->rules);
   }
   source_.log_reload(why, u);
 }

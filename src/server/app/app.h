@@ -157,6 +157,8 @@ class App {
   rls::RuleStats rule_stats_;
   LeaseMetrics lease_metrics_;  // concurrency policies' leases (/v1/leases), on /metrics
   std::unique_ptr<rls::RateLimitService> rls_;
+  // Envoy's RLQS (null without `rlqs:`): its rules follow reloads; outlives the gRPC streams.
+  std::unique_ptr<rlqs::QuotaService> quota_;
   std::vector<std::unique_ptr<Handler>> handlers_;
   std::unique_ptr<RespCommands> resp_;  // resp_listen's commands (null without it); as handlers_
   // gRPC on h2c (null without Envoy's API) and h2c on the HTTP ports (h2c.h): outlive the

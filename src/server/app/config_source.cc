@@ -74,6 +74,10 @@ void FileSource::log_started(const Started& s) {
   if (!s.grpc.empty()) {
     log_line("info", "grpc_listen " + s.grpc + ": Envoy's rate-limit API (" +
                          std::to_string(first_->domains->rule_count()) + " descriptor rules)");
+    if (first_->rlqs) {
+      log_line("info", "grpc_listen " + s.grpc + ": Envoy's Rate Limit Quota Service (" +
+                           std::to_string(first_->rlqs->rules->rules.size()) + " bucket rules)");
+    }
   }
 }
 

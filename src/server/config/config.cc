@@ -82,7 +82,7 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
                                                  "grpc_listen", "envoy_api", "domains",
                                                  "headers", "problem_json", "admin_listen",
                                                  "peek_requires_admin_token", "region",
-                                                 "regions", "resp_listen", "resp_password"}));
+                                                 "regions", "resp_listen", "resp_password", "rlqs"}));
   Config c;
   c.source = std::string(filename);
   std::optional<ListenAddress> listen;
@@ -101,8 +101,17 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
   RL_TRY_ASSIGN(c.grpc_listen, listen_key(p, root, "grpc_listen"));
   if (root["envoy_api"]) RL_TRY(parse_envoy_api(p, root["envoy_api"], c.envoy_api));
   if (root["domains"]) RL_TRY(parse_domains(p, root["domains"], yaml, filename, c));
+  if (root["rlqs"]) {
+    if (!c.grpc_listen) return p.error(root["rlqs"], "'rlqs' is served over gRPC: set grpc_listen (host:port)");
+    RL_TRY(parse_rlqs(p, root["rlqs"], c.rlqs.emplace()));
+    if (!c.domains) {  // RLQS alone: ShouldRateLimit knows no domain
+      auto none = rls::RuleSet::load({});
+      if (!none) return none.status();
+      c.domains = *none;
+    }
+  }
   if (c.grpc_listen && !c.domains) {
-    return p.error(root["grpc_listen"], "grpc_listen serves the descriptor rules of 'domains': add at least one domain");
+    return p.error(root["grpc_listen"], "grpc_listen serves the descriptor rules of 'domains' or 'rlqs': add at least one domain, or rlqs");
   }
   if (c.domains && !c.grpc_listen) {
     return p.error(root["domains"], "'domains' are served over gRPC: set grpc_listen (host:port)");
@@ -110,7 +119,7 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
   if (root["envoy_api"] && !c.grpc_listen) {
     return p.error(root["envoy_api"], "'envoy_api' configures the gRPC API: set grpc_listen and domains");
   }
-  if (!root["policies"] && !c.domains) return p.error(root, "'policies' is required (at least one policy, or 'domains' for the gRPC API)");
+  if (!root["policies"] && !c.domains) return p.error(root, "'policies' is required (at least one policy, or 'domains' or 'rlqs' for the gRPC API)");
   const YAML::Node pols = root["policies"];
   if (pols && (!pols.IsMap() || pols.size() == 0)) return p.error(pols, "'policies' must be a mapping of name -> policy, with at least one entry");
   for (auto it = pols.begin(); pols && it != pols.end(); ++it) {
@@ -293,6 +302,8 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (current.grpc_listen != next.grpc_listen) what += " grpc_listen";
   if (current.admin_listen != next.admin_listen) what += " admin_listen";
   if (current.resp_listen != next.resp_listen) what += " resp_listen";
+  if (current.rlqs.has_value() != next.rlqs.has_value()) what += " rlqs (added or removed)";
+  if (current.rlqs && next.rlqs && current.rlqs->max_buckets != next.rlqs->max_buckets) what += " rlqs.max_buckets";
   const rls::ServiceOptions& a = current.envoy_api;
   const rls::ServiceOptions& b = next.envoy_api;
   if (a.response_headers != b.response_headers || a.ietf_headers != b.ietf_headers ||

@@ -27,6 +27,8 @@
 #include "ratelimit/policy.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
+#include "quota_rules.h"
+#include "quota_service.h"
 #include "rls_service.h"
 #include "rule_set.h"
 #include "trusted_proxies.h"
@@ -128,6 +130,13 @@ struct LimitsConfig : ConnectionLimits {
   int64_t max_cost = 1'000'000;  // <= kMaxCost
 };
 
+// `rlqs:` — Envoy's Rate Limit Quota Service on grpc_listen (docs/envoy.md). The rules reload;
+// max_buckets needs a restart.
+struct RlqsConfig {
+  std::shared_ptr<const rlqs::QuotaRules> rules;  // not null
+  size_t max_buckets = 100'000;
+};
+
 // Heterogeneous lookup so a policy can be found by string_view without allocating.
 struct StringHash {
   using is_transparent = void;
@@ -167,7 +176,10 @@ struct Config {
   // (the admin token still opens the admin commands). Reloadable.
   std::optional<std::string> resp_password;
   rls::ServiceOptions envoy_api;
-  std::shared_ptr<const rls::RuleSet> domains;  // null when `domains` is absent
+  // null when `domains` is absent (and no `rlqs`: with rlqs alone, an empty set — every
+  // ShouldRateLimit domain unknown — so grpc_listen and domains stay set together).
+  std::shared_ptr<const rls::RuleSet> domains;
+  std::optional<RlqsConfig> rlqs;  // Envoy's RLQS on grpc_listen; absent: not served
   // The rate-limit header fields of every decision answer (`headers:` ietf, draft6,
   // x-ratelimit, none) and whether a 429's body is application/problem+json (`problem_json:`).
   // Reloadable: they only shape answers.

@@ -5,6 +5,7 @@
 //                       consistency, request_limit, waiting)
 //   config_sections.cc  limits:, envoy_api:, domains:
 //   config_regions.cc   region:, regions: and each policy's scope (config_regions.h)
+//   config_rlqs.cc      rlqs: (Envoy's Rate Limit Quota Service: bucket rules)
 // config.cc keeps the document's root (listeners, admin, headers, forward_auth), loading a file,
 // the command-line overrides and what a reload may change.
 //
@@ -34,6 +35,8 @@ Result<PolicyConfig> parse_policy(const config_detail::Parser& p, const std::str
 Status parse_limits(const config_detail::Parser& p, const YAML::Node& n, LimitsConfig& out);
 // `envoy_api:` into `out`.
 Status parse_envoy_api(const config_detail::Parser& p, const YAML::Node& n, rls::ServiceOptions& out);
+// `rlqs:` into `out`.
+Status parse_rlqs(const config_detail::Parser& p, const YAML::Node& n, RlqsConfig& out);
 // `domains:` (loaded from the file's own text `yaml`) into c.domains.
 Status parse_domains(const config_detail::Parser& p, const YAML::Node& n, std::string_view yaml,
                      std::string_view filename, Config& c);
