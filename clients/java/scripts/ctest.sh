@@ -3,8 +3,9 @@
 # Maven builds the jar offline as a user's CI would on Debian (pom.xml: `mvn -o` with
 # /etc/maven/settings-debian.xml, whose local repository is Debian's /usr/share/maven-repo;
 # nothing from Maven Central) into WORK_DIR/maven, then RateLimitFilterTest runs on that jar and
-# its test classes (Jetty 9 + the filter + a real ratelimitd on real Redis). Bounded: Maven
-# 300 s, the test 180 s.
+# its test classes: RateLimitFilterTest (Jetty 9 + the filter + a real ratelimitd on real Redis),
+# then RedisLimiterTest (the Redis back-end: conformance vectors, race, outages). The jar bundles
+# the build's function library (RATELIMIT_REDIS_LIBRARY). Bounded: Maven 300 s, each test 180 s.
 # Nothing outlives the run: this script, `timeout` and `java` get SIGKILL when the process that
 # started them dies (util-linux's setpriv --pdeathsig, preserved across exec), and the test starts
 # redis-server and ratelimitd the same way (RateLimitFilterTest.start), so killing ctest, this
@@ -23,6 +24,8 @@ if ! command -v mvn >/dev/null || [ ! -f /etc/maven/settings-debian.xml ]; then
 fi
 rm -rf "$work/maven"
 (cd "$src" && setpriv --pdeathsig KILL -- timeout 300 mvn -B -q -s /etc/maven/settings-debian.xml -o \
-   "-Dratelimit.build.dir=$work/maven" package)
+   "-Dratelimit.build.dir=$work/maven" "-Dratelimit.library.dir=${RATELIMIT_REDIS_LIBRARY:?ctest sets it}" package)
 jar=$(ls "$work"/maven/ratelimit-client-*.jar)
-setpriv --pdeathsig KILL -- timeout 180 setpriv --pdeathsig KILL -- java -cp "$jar:$work/maven/test-classes$cp" dev.ratelimit.client.RateLimitFilterTest
+for test in RateLimitFilterTest RedisLimiterTest; do
+  setpriv --pdeathsig KILL -- timeout 180 setpriv --pdeathsig KILL -- java -cp "$jar:$work/maven/test-classes$cp" "dev.ratelimit.client.$test"
+done

@@ -1,34 +1,58 @@
-// Json.java — the flat JSON objects ratelimitd answers ({"allowed":true,"limit":10,...}) read into
-// a map, and JSON string literals written as ratelimitd writes them; the JDK has no JSON API and
-// the client takes no dependency for two objects. Not a general parser: values are strings,
-// numbers, booleans or null; anything else is a RateLimitException("protocol").
+// Json.java — the JSON objects ratelimitd answers ({"allowed":true,"limit":10,...}) and the
+// package's policy_bounds.json read into maps, and JSON string literals written as ratelimitd
+// writes them; the JDK has no JSON API and the client takes no dependency for a few objects.
+// Values: String, Double (every number), Boolean, null, Map (objects), List (arrays); anything
+// malformed is a RateLimitException("protocol"). Not streaming, not for large documents.
 package dev.ratelimit.client;
 
-import java.util.HashMap;
 import java.util.Map;
 
 final class Json {
   private Json() {}
 
+  @SuppressWarnings("unchecked")
   static Map<String, Object> parseObject(String s) {
-    Map<String, Object> out = new HashMap<>();
-    int[] i = {skip(s, 0)};
-    expect(s, i, '{');
-    if (peek(s, i) == '}') { i[0]++; return out; }
-    while (true) {
-      String key = string(s, i);
-      expect(s, i, ':');
-      out.put(key, value(s, i));
-      char c = peek(s, i);
-      i[0]++;
-      if (c == '}') return out;
-      if (c != ',') throw bad(s);
-    }
+    if (parse(s) instanceof Map<?, ?> m) return (Map<String, Object>) m;
+    throw bad(s);
+  }
+
+  /** Any JSON value (the conformance vectors' nested files too). */
+  static Object parse(String s) {
+    int[] i = {0};
+    Object v = value(s, i);
+    if (skip(s, i[0]) != s.length()) throw bad(s);
+    return v;
   }
 
   private static Object value(String s, int[] i) {
     char c = peek(s, i);
     if (c == '"') return string(s, i);
+    if (c == '{') {
+      Map<String, Object> out = new java.util.LinkedHashMap<>();
+      i[0]++;
+      if (peek(s, i) == '}') { i[0]++; return out; }
+      while (true) {
+        String key = string(s, i);
+        expect(s, i, ':');
+        out.put(key, value(s, i));
+        char d = peek(s, i);
+        i[0]++;
+        if (d == '}') return out;
+        if (d != ',') throw bad(s);
+      }
+    }
+    if (c == '[') {
+      java.util.List<Object> out = new java.util.ArrayList<>();
+      i[0]++;
+      if (peek(s, i) == ']') { i[0]++; return out; }
+      while (true) {
+        out.add(value(s, i));
+        char d = peek(s, i);
+        i[0]++;
+        if (d == ']') return out;
+        if (d != ',') throw bad(s);
+      }
+    }
     int start = i[0];
     while (i[0] < s.length() && ",}] \n\t\r".indexOf(s.charAt(i[0])) < 0) i[0]++;
     String tok = s.substring(start, i[0]);
@@ -79,7 +103,7 @@ final class Json {
   }
 
   private static RateLimitException bad(String s) {
-    return new RateLimitException("protocol", "ratelimitd answered something that is not a JSON object: "
+    return new RateLimitException("protocol", "not the JSON expected: "
         + s.substring(0, Math.min(200, s.length())));
   }
 

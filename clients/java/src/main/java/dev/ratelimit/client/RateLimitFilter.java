@@ -1,7 +1,8 @@
 // RateLimitFilter.java — a Servlet filter (javax.servlet, Servlet 3.1+: Jetty 9, Tomcat 8.5/9):
-// every request it sees is decided by ratelimitd; admitted ones go on with RateLimit-Policy and
-// RateLimit set, denied ones are answered here with ratelimitd's 429 (400 for a cost over the
-// capacity), rendered by Headers. Built in code (the constructor) or from web.xml init-params:
+// every request it sees is decided by a Limiter (RatelimitdClient, or RedisLimiter on Redis
+// directly); admitted ones go on with RateLimit-Policy and RateLimit set, denied ones are answered
+// here with ratelimitd's 429 (400 for a cost over the capacity), rendered by Headers. Built in
+// code (the constructor, any Limiter) or from web.xml init-params (ratelimitd):
 //   ratelimitd-url (required), policy (required), key-header (default: the client address),
 //   on-failure (open|closed, default open), timeout-ms (default 250), cost (default 1),
 //   usage-header (a response header carrying the units the request used, e.g. an LLM's tokens).
@@ -32,7 +33,7 @@ import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
 
 public final class RateLimitFilter implements Filter {
-  private RatelimitdClient client;
+  private Limiter client;
   private String policy;
   private Function<HttpServletRequest, String> key;
   private ToLongFunction<HttpServletRequest> cost;
@@ -43,7 +44,7 @@ public final class RateLimitFilter implements Filter {
   /** For web.xml: configured by init(). */
   public RateLimitFilter() {}
 
-  public RateLimitFilter(RatelimitdClient client, String policy, Function<HttpServletRequest, String> key,
+  public RateLimitFilter(Limiter client, String policy, Function<HttpServletRequest, String> key,
                          ToLongFunction<HttpServletRequest> cost, Predicate<HttpServletRequest> skip) {
     this.client = client;
     this.policy = policy;
@@ -135,7 +136,7 @@ public final class RateLimitFilter implements Filter {
   }
 
   /** The rendered answer for one decision of `policy` (shared with the Spring adapter). */
-  public static Headers.Answer answer(RatelimitdClient client, String policy, Decision d) {
+  public static Headers.Answer answer(Limiter client, String policy, Decision d) {
     java.util.Optional<PolicyInfo> known = client.describe(policy);
     boolean failure = d.reason().equals("failed_open") || d.reason().equals("failed_closed");
     if (known.isEmpty() && failure) {

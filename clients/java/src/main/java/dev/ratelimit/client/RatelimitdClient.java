@@ -1,8 +1,7 @@
 // RatelimitdClient.java — decisions from a running ratelimitd over java.net.http: acquire (POST
 // /v1/acquire), peek (/v1/peek), report (/v1/report: usage known after the fact, docs/usage.md),
-// reset (/v1/reset, admin token). Its policies, its store; this
-// is Java's back-end (Debian packages no Java Redis client, so there is no direct Redis
-// back-end here: ratelimitd's own Redis store decides).
+// reset (/v1/reset, admin token). Its policies, its store (RedisLimiter is the other back-end:
+// the function library on Redis directly).
 // What comes back: the JSON body (ms figures rounded up by ratelimitd; back as µs they render to
 // the same whole seconds) and RateLimit-Policy, from which each policy's quota and window are
 // learned (`headers: ietf`, the default). 400 unknown_policy / invalid_key / invalid_cost throw
@@ -24,7 +23,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-public final class RatelimitdClient {
+public final class RatelimitdClient implements Limiter {
   private static final Pattern POLICY_ITEM = Pattern.compile("\"((?:[^\"\\\\]|\\\\.)*)\";q=(\\d+);w=(\\d+)");
   private final URI base;
   private final FailurePolicy onFailure;
@@ -48,20 +47,18 @@ public final class RatelimitdClient {
 
   public RatelimitdClient(String url) { this(url, FailurePolicy.OPEN, Duration.ofMillis(250), null); }
 
+  @Override
   public Decision acquire(String policy, String key, long cost) { return decide("/v1/acquire", policy, key, cost); }
 
+  @Override
   public Decision peek(String policy, String key, long cost) { return decide("/v1/peek", policy, key, cost); }
 
   /** Records usage known after the fact (POST /v1/report): cost units even past the limit (the
    *  key is then in debt: acquires get 429 until the algorithm repays it), or, negative, a refund;
    *  0 records nothing. ratelimitd checks the range (limits.max_cost) and refuses a concurrency
    *  policy (400). Always allowed, with what is left now. */
+  @Override
   public Decision report(String policy, String key, long cost) { return decide("/v1/report", policy, key, cost); }
-
-  /** Acquires `estimate` units now, to reconcile with the actual usage after the work. */
-  public Reservation reserve(String policy, String key, long estimate) {
-    return new Reservation(this, policy, key, estimate, acquire(policy, key, estimate));
-  }
 
   public void reset(String policy, String key) {
     try {
@@ -76,9 +73,11 @@ public final class RatelimitdClient {
   }
 
   /** The quota and window of a policy, known once ratelimitd has answered for it. */
+  @Override
   public Optional<PolicyInfo> describe(String policy) { return Optional.ofNullable(infos.get(policy)); }
 
   /** Decisions the failure policy answered. */
+  @Override
   public long failures() { return failures.get(); }
 
   private HttpResponse<String> post(String path, String body, boolean admin) throws IOException, InterruptedException {

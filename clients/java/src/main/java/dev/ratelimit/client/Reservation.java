@@ -1,8 +1,8 @@
 // Reservation.java — usage known after the response (docs/usage.md): an estimate acquired before
-// the work (RatelimitdClient.reserve), reconciled with the actual usage after it (a report of
-// actual − estimate: a refund when the work used less), or given back when the work is abandoned
-// (cancel(), or close() at the end of try-with-resources when it was not reconciled).
-// Invariant: it reports at most once, and only what ratelimitd did not already count: the
+// the work (Limiter.reserve, on ratelimitd or on Redis), reconciled with the actual usage after
+// it (a report of actual − estimate: a refund when the work used less), or given back when the
+// work is abandoned (cancel(), or close() at the end of try-with-resources when unreconciled).
+// Invariant: it reports at most once, and only what the store did not already count: the
 // estimate counts only when the acquire recorded it (reason within_limit); after a denial or a
 // failure-policy answer nothing was recorded, so reconcile(actual) reports the whole actual (the
 // work was done anyway) and cancel() sends nothing.
@@ -12,7 +12,7 @@ package dev.ratelimit.client;
 import java.util.Optional;
 
 public final class Reservation implements AutoCloseable {
-  private final RatelimitdClient client;
+  private final Limiter client;
   private final String policy;
   private final String key;
   private final long estimate;
@@ -20,7 +20,7 @@ public final class Reservation implements AutoCloseable {
   private boolean settled;
   private Optional<Decision> settlement = Optional.empty();
 
-  Reservation(RatelimitdClient client, String policy, String key, long estimate, Decision decision) {
+  Reservation(Limiter client, String policy, String key, long estimate, Decision decision) {
     this.client = client;
     this.policy = policy;
     this.key = key;
@@ -35,7 +35,7 @@ public final class Reservation implements AutoCloseable {
 
   public synchronized boolean settled() { return settled; }
 
-  /** The units the acquire that answered `d` for `cost` recorded: cost if ratelimitd admitted
+  /** The units the acquire that answered `d` for `cost` recorded: cost if the store admitted
    *  it, else 0 (a denial, or the failure policy's answer: nothing was counted). */
   public static long recordedBy(Decision d, long cost) { return "within_limit".equals(d.reason()) ? cost : 0; }
 

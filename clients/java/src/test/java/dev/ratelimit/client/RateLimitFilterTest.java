@@ -325,8 +325,8 @@ public final class RateLimitFilterTest {
           && e.code().equals("invalid_cost"), "a negative usage told to onReportError: " + reportErrors);
       check(client.failures() == 0, "failures " + client.failures());
 
-      // Redis down behind ratelimitd (this client has no Redis back-end of its own: Debian
-      // packages no Java Redis client): ratelimitd's store applies its on_failure, the client
+      // Redis down behind ratelimitd (RedisLimiterTest covers the Redis back-end's own outages):
+      // ratelimitd's store applies its on_failure, the client
       // reads that answer as it is (no failure of its own), and the filter renders it.
       int orp = freePort(), cp = freePort(), op = freePort();
       ownRedis = startRedis(dir, orp);
