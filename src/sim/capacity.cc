@@ -11,6 +11,7 @@
 #include <queue>
 
 #include "py_random.h"
+#include "ratelimit/adaptive_limit.h"
 
 namespace ratelimit::sim {
 namespace {
@@ -30,6 +31,21 @@ class Fixed final : public LimitSource {
   int64_t n_;
 };
 
+// An estimator of src/core (adaptive_limit.h) fed every answer, windowed as the daemon does.
+class Adaptive final : public LimitSource {
+ public:
+  explicit Adaptive(const adaptive::AdaptiveConfig& c) : c_(c), s_(adaptive::initial_state(c)) {}
+  std::string name() const override { return std::string(adaptive::estimator_name(c_.estimator)); }
+  int64_t limit() const override { return adaptive::limit(s_); }
+  void sample(int64_t now_us, int64_t rtt_us, int64_t inflight, bool dropped) override {
+    adaptive::update_at(c_, s_, {std::min(rtt_us, adaptive::kMaxSampleUs), inflight, dropped}, now_us);
+  }
+
+ private:
+  adaptive::AdaptiveConfig c_;
+  adaptive::AdaptiveState s_;
+};
+
 Status validate(const CapacityScenario& s) {
   if (s.workers < 1 || s.workers > 100'000) return Status::invalid_argument("capacity: workers must be 1 ... 100000");
   if (s.service < Micros{1} || s.service > Micros{3'600'000'000}) {
@@ -46,9 +62,15 @@ Status validate(const CapacityScenario& s) {
   return {};
 }
 
+struct Waiting {
+  int64_t admitted_us;
+  int64_t inflight;  // in flight when admitted, itself included (a lease's sample)
+};
+
 struct Answer {
   int64_t done_us;
   int64_t admitted_us;
+  int64_t inflight;
   bool operator>(const Answer& o) const { return done_us > o.done_us; }
 };
 
@@ -108,7 +130,7 @@ class Model {
       const bool dropped = rtt > s_.timeout.count();
       rtts_.push_back(rtt);
       if (!dropped) ++good_;
-      source_.sample(a.done_us, rtt, in_flight_, dropped);
+      source_.sample(a.done_us, rtt, a.inflight, dropped);
       note_limit();
       start_queued(a.done_us);
     }
@@ -116,9 +138,9 @@ class Model {
 
   void start_queued(int64_t now) {
     while (!queue_.empty() && static_cast<int64_t>(serving_.size()) < workers_) {
-      const int64_t admitted = queue_.front();
+      const Waiting w = queue_.front();
       queue_.pop_front();
-      serving_.push({now + service_time(), admitted});
+      serving_.push({now + service_time(), w.admitted_us, w.inflight});
     }
   }
 
@@ -137,7 +159,7 @@ class Model {
     }
     ++phase_->admitted;
     ++in_flight_;
-    queue_.push_back(t);
+    queue_.push_back({t, in_flight_});
     start_queued(t);
   }
 
@@ -151,7 +173,7 @@ class Model {
   PyRandom rng_;
   int64_t workers_;
   int64_t in_flight_ = 0;
-  std::deque<int64_t> queue_;  // admission times of requests waiting for a worker
+  std::deque<Waiting> queue_;  // requests admitted and waiting for a worker
   std::priority_queue<Answer, std::vector<Answer>, std::greater<>> serving_;
   CapacityPhaseResult* phase_ = nullptr;
   std::vector<int64_t> rtts_;
@@ -167,6 +189,11 @@ std::string fmt(const char* f, double v) {
 }  // namespace
 
 std::unique_ptr<LimitSource> fixed_limit(int64_t limit) { return std::make_unique<Fixed>(limit); }
+
+Result<std::unique_ptr<LimitSource>> adaptive_limit(const adaptive::AdaptiveConfig& config) {
+  if (Status s = adaptive::validate(config); !s.is_ok()) return s;
+  return std::unique_ptr<LimitSource>(std::make_unique<Adaptive>(config));
+}
 
 CapacityScenario capacity_load_steps() {
   CapacityScenario s;

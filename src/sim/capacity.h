@@ -10,9 +10,10 @@
 // only queue: latency grows by the queue, goodput falls once answers come later than clients
 // wait. Set low, it refuses what the backend could serve. How wrong a fixed limit is at each
 // load and capacity is what an adaptive limit must beat; this measures both on one model.
-// A LimitSource is where the limit comes from: a fixed number here; an estimator fed by each
-// answered request's round trip (from admission to answer, as a lease measures it) plugs in
-// through the same interface.
+// A LimitSource is where the limit comes from: a fixed number, or one of src/core's estimators
+// (include/ratelimit/adaptive_limit.h, windowed as the daemon runs them) fed each answered
+// request's round trip (from admission to answer, as a lease measures it), the requests in
+// flight when it was admitted (itself included) and whether its client had given up.
 // Invariants: deterministic for a seed (arrivals and service times from PyRandom); integer µs;
 // in flight never exceeds the limit in force at admission; not thread-safe.
 #pragma once
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "ratelimit/adaptive_limit.h"
 #include "ratelimit/policy.h"
 #include "ratelimit/status.h"
 
@@ -48,16 +50,19 @@ CapacityScenario capacity_load_steps();
 CapacityScenario capacity_halved_at_3x();
 
 // Where the limit comes from. sample() is told of each answered request: its round trip
-// (admission to answer) and whether it was dropped (answered after the client's timeout).
+// (admission to answer), the requests in flight when it was admitted (itself included) and
+// whether it was dropped (answered after the client's timeout).
 class LimitSource {
  public:
   virtual ~LimitSource() = default;
   virtual std::string name() const = 0;
   virtual int64_t limit() const = 0;
-  virtual void sample(int64_t now_us, int64_t rtt_us, int64_t in_flight, bool dropped) = 0;
+  virtual void sample(int64_t now_us, int64_t rtt_us, int64_t inflight, bool dropped) = 0;
 };
 
 std::unique_ptr<LimitSource> fixed_limit(int64_t limit);
+// An estimator of src/core; InvalidArgument for a config adaptive::validate refuses.
+Result<std::unique_ptr<LimitSource>> adaptive_limit(const adaptive::AdaptiveConfig& config);
 
 struct CapacityPhaseResult {
   double from_s = 0, to_s = 0;

@@ -197,7 +197,7 @@ def check_flags(block):
             if not os.path.exists(os.path.join(BIN, tool)):
                 continue
             words = rest.split()
-            sub = words[0] if tool == "ratelimit-bench" and words and not words[0].startswith("-") else None
+            sub = words[0] if tool in ("ratelimit-bench", "ratelimit-sim") and words and not words[0].startswith("-") else None
             text = tool_help(tool, sub)
             for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest):
                 if flag not in text:

@@ -28,6 +28,8 @@ int capacity_main(int argc, char** argv) {
   app.set_help_flag("-h,--help", "Show this help and exit");
   std::string scenario = "steps", service = "20ms", timeout = "1s";
   std::vector<int64_t> limits = {20, 100};
+  std::vector<std::string> estimators = {"gradient2", "aimd", "vegas"};
+  adaptive::AdaptiveConfig ac;
   int64_t workers = 20;
   double jitter = 0.1;
   uint64_t seed = 42;
@@ -36,6 +38,11 @@ int capacity_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--limits", limits, "Fixed limits on the requests in flight to compare")->delimiter(',')
       ->capture_default_str();
+  app.add_option("--estimators", estimators, "Adaptive limits to compare (gradient2, aimd, vegas; none: no adaptive)")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--min-limit", ac.min_limit, "The adaptive limits' floor")->capture_default_str();
+  app.add_option("--initial-limit", ac.initial_limit, "The adaptive limits' start")->capture_default_str();
+  app.add_option("--max-limit", ac.max_limit, "The adaptive limits' ceiling")->capture_default_str();
   app.add_option("--workers", workers, "The backend's workers at the start")->capture_default_str();
   app.add_option("--service", service, "Each request's service time")->capture_default_str();
   app.add_option("--jitter", jitter, "Service times vary uniformly by this share")->capture_default_str();
@@ -66,6 +73,17 @@ int capacity_main(int argc, char** argv) {
   for (int64_t n : limits) {
     auto source = fixed_limit(n);
     auto r = run_capacity(s, *source);
+    if (!r) return capacity_fail(r.status().message());
+    runs.push_back(std::move(*r));
+  }
+  for (const std::string& e : estimators) {
+    if (e == "none") continue;
+    auto est = adaptive::estimator_from_name(e);
+    if (!est) return capacity_fail("--estimators: expected gradient2, aimd, vegas or none, got '" + e + "'");
+    ac.estimator = *est;
+    auto source = adaptive_limit(ac);
+    if (!source) return capacity_fail(source.status().message());
+    auto r = run_capacity(s, **source);
     if (!r) return capacity_fail(r.status().message());
     runs.push_back(std::move(*r));
   }
