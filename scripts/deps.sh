@@ -30,6 +30,7 @@ RATELIMIT_TEST_PACKAGES=(
   python3-venv python3-wheel  # clients/README.md (docs test): pip install ./clients/python offline in a venv
   golang-go golang-github-gomodule-redigo-dev
   default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
+  libtomcat10-java  # clients/java: the Jakarta Servlet API and embedded Tomcat 10 (JakartaFilterTest)
   maven maven-debian-helper  # clients/java: mvn -o with Debian's repository (pom.xml's plugins)
   util-linux  # setpriv --pdeathsig: the client tests' servers die with them (Essential in Debian)
 )

@@ -311,6 +311,9 @@ public final class RedisLimiterTest {
       expectCode("invalid_policy", () -> Policy.bucket("p", "token_bucket", 0, 1), "rate 0");
       expectCode("invalid_policy", () -> Policy.bucket("p", "leaky_buckt", 1, 1), "unknown algorithm");
       expectCode("invalid_policy", () -> RedisLimiter.builder(url).build(), "no policy");
+      // A filter on a policy the limiter lacks is refused when built, not answered 500 per request.
+      expectCode("unknown_policy", () -> new RateLimitFilter(lim, "apii", r -> "k", null, null), "a filter's misspelt policy");
+      expectCode("unknown_policy", () -> new JakartaRateLimitFilter(lim, "apii", r -> "k", null, null), "the Jakarta filter's");
       expectCode("invalid_policy", () -> builder(url, "a{b").policy(Policy.bucket("p", "token_bucket", 1, 1)).build(), "prefix with {");
 
       // Keys as the other clients write them: prefix{escaped key}:policy.
