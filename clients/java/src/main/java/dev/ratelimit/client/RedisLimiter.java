@@ -83,6 +83,7 @@ public final class RedisLimiter implements Limiter, AutoCloseable {
     private String libraryOption;
     private int maxInFlight = 2;
     private Consumer<Exception> onError;
+    private javax.net.ssl.SSLContext tls;
 
     private Builder(String url, RedisCommands client) {
       this.url = url;
@@ -117,10 +118,14 @@ public final class RedisLimiter implements Limiter, AutoCloseable {
     /** Told every failure the failure policy answered (logging, metrics). */
     public Builder onError(Consumer<Exception> f) { this.onError = f; return this; }
 
+    /** For a rediss:// URL: the TLS context (e.g. trusting a private CA); default the JVM's. */
+    public Builder tls(javax.net.ssl.SSLContext context) { this.tls = context; return this; }
+
     public RedisLimiter build() { return new RedisLimiter(this); }
   }
 
-  /** A limiter on a Redis of its own (RespClient): redis://[[user]:password@]host[:port][/db]. */
+  /** A limiter on a Redis of its own (RespClient): redis://[[user]:password@]host[:port][/db],
+   *  or rediss://… over TLS. */
   public static Builder builder(String redisUrl) { return new Builder(redisUrl, null); }
 
   /** A limiter on the app's own client (the caller keeps and closes it). */
@@ -150,7 +155,7 @@ public final class RedisLimiter implements Limiter, AutoCloseable {
       redis = b.client;
       owned = null;
     } else {
-      RespClient c = new RespClient(b.url, b.timeout);
+      RespClient c = new RespClient(b.url, b.timeout, b.tls);
       redis = c;
       owned = c;
     }
@@ -318,11 +323,17 @@ public final class RedisLimiter implements Limiter, AutoCloseable {
     for (int i = 0; i < batch.size(); i++) batch.get(i).answer().complete(ds.get(i));
   }
 
-  /** The failure policy answers those still waiting (not those whose callers gave up). */
+  /** The failure policy answers those still waiting (not those whose callers gave up and were
+   *  answered, and counted, by their own timeout). Counted and told before the callers wake, so
+   *  failures() already includes a failure answer its caller holds. */
   private void failBatch(List<Item> batch, Exception e) {
-    int live = 0;
-    for (Item it : batch) if (it.answer().complete(Decision.failure(onFailure, it.policy().limit()))) live++;
-    if (live > 0) failed(live, e);
+    long waiting = batch.stream().filter(it -> !it.answer().isDone()).count();
+    if (waiting == 0) return;
+    failures.addAndGet(waiting);
+    if (onError != null) onError.accept(e);
+    long lost = 0;
+    for (Item it : batch) if (!it.answer().complete(Decision.failure(onFailure, it.policy().limit()))) lost++;
+    failures.addAndGet(-(lost - (batch.size() - waiting)));  // timed out meanwhile: counted by its caller
   }
 
   /** One FCALL rl<version>_batch (run_batch in src/redis/lua/multi.lua): numkeys, the keys (a

@@ -1,8 +1,10 @@
 // RespClient.java — a minimal Redis client on plain sockets (RESP2), so RedisLimiter needs no
 // library (Debian packages neither Jedis nor Lettuce). One command at a time per connection, no
 // pipelining; a small pool of idle connections reused across threads.
-// URL: redis://[[user]:password@]host[:port][/db] (AUTH and SELECT on connect). rediss:// (TLS)
-// and Sentinel/Cluster are not handled here: give RedisLimiter your own client (RedisCommands).
+// URL: redis://[[user]:password@]host[:port][/db] (AUTH and SELECT on connect); rediss:// is the
+// same over TLS (the JVM's default SSLContext, or one given: a private CA), the server's name
+// checked against its certificate (HTTPS rules: the URL's host must be in its SAN). Sentinel
+// and Cluster are not handled here: give RedisLimiter your own client (RedisCommands).
 // Timeouts: `timeout` bounds the connect and every read (SO_TIMEOUT). A connection that failed
 // mid-command (timeout, reset, garbage) is closed, never reused: its next reply could be the
 // late answer to the failed command. An error reply leaves the connection in step, so it is
@@ -27,6 +29,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicInteger;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
+import javax.net.ssl.SSLSocket;
 
 public final class RespClient implements RedisCommands, AutoCloseable {
   private static final int MAX_IDLE = 16;
@@ -36,21 +41,31 @@ public final class RespClient implements RedisCommands, AutoCloseable {
   private final String user, password;
   private final int db;
   private final int timeoutMs;
+  private final SSLContext tls;  // null: plain TCP
   private final ConcurrentLinkedDeque<Conn> idle = new ConcurrentLinkedDeque<>();
   private final AtomicInteger idleCount = new AtomicInteger();
   private volatile boolean closed;
 
-  /** `url` as redis://[[user]:password@]host[:port][/db]; `timeout` bounds connect and reads. */
-  public RespClient(String url, Duration timeout) {
+  /** `url` as redis://[[user]:password@]host[:port][/db] or rediss://… (TLS with the JVM's
+   *  default trust); `timeout` bounds connect, TLS handshake and reads. */
+  public RespClient(String url, Duration timeout) { this(url, timeout, null); }
+
+  /** As above; a rediss:// URL uses `tls` (e.g. one trusting a private CA) when not null. */
+  public RespClient(String url, Duration timeout, SSLContext tls) {
     URI u;
     try {
       u = URI.create(url);
     } catch (IllegalArgumentException e) {
       throw new RateLimitException("invalid_request", "not a Redis URL: " + url);
     }
-    if (!"redis".equals(u.getScheme()) || u.getHost() == null) {
-      throw new RateLimitException("invalid_request", "Redis URL must be redis://host[:port][/db], got " + url
-          + " (TLS, Sentinel and Cluster: pass your own client as RedisCommands)");
+    if (!("redis".equals(u.getScheme()) || "rediss".equals(u.getScheme())) || u.getHost() == null) {
+      throw new RateLimitException("invalid_request", "Redis URL must be redis[s]://host[:port][/db], got " + url
+          + " (Sentinel and Cluster: pass your own client as RedisCommands)");
+    }
+    try {
+      this.tls = "rediss".equals(u.getScheme()) ? (tls != null ? tls : SSLContext.getDefault()) : null;
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new RateLimitException("invalid_request", "no TLS in this JVM: " + e.getMessage());
     }
     host = u.getHost();
     port = u.getPort() < 0 ? 6379 : u.getPort();
@@ -115,18 +130,32 @@ public final class RespClient implements RedisCommands, AutoCloseable {
 
   private Conn open() throws IOException {
     Socket s = new Socket();
+    Socket plain = s;
     try {
       s.setTcpNoDelay(true);
       s.setSoTimeout(timeoutMs);
       s.connect(new InetSocketAddress(host, port), timeoutMs);
+      if (tls != null) s = handshake(s);
       Conn c = new Conn(s);
       if (password != null) c.command(user == null ? new String[] {"AUTH", password} : new String[] {"AUTH", user, password});
       if (db != 0) c.command("SELECT", Integer.toString(db));
       return c;
     } catch (IOException | RuntimeException e) {
       s.close();
+      plain.close();
       throw e;
     }
+  }
+
+  /** TLS over the connected socket, the host name checked as HTTPS checks it, within the timeout. */
+  private Socket handshake(Socket plain) throws IOException {
+    SSLSocket t = (SSLSocket) tls.getSocketFactory().createSocket(plain, host, port, true);
+    SSLParameters p = t.getSSLParameters();
+    p.setEndpointIdentificationAlgorithm("HTTPS");
+    t.setSSLParameters(p);
+    t.setSoTimeout(timeoutMs);
+    t.startHandshake();
+    return t;
   }
 
   private static final class Conn {

@@ -5,8 +5,9 @@
 // exactly the expected admissions), then what the other clients promise: one count with
 // ratelimitd, bad input refused before anything is sent, a flushed library reloaded, a library
 // Redis lacks named, the failure policy within the timeout while Redis hangs (SIGSTOP, the
-// client's own RespClient and an app's client alike) or is gone, reserve/reconcile, and the
-// filter on this back-end in Jetty 9 (200 concurrent requests at 10 per minute: exactly 10).
+// client's own RespClient and an app's client alike) or is gone, reserve/reconcile, the
+// filter on this back-end in Jetty 9 (200 concurrent requests at 10 per minute: exactly 10), and
+// rediss:// with a password and a database on a TLS-only redis-server (openssl's private CA).
 // A plain main, like RateLimitFilterTest (whose process and check helpers it uses); exit 1 on
 // any failed check. Environment: RATELIMIT_BIN_DIR, RATELIMIT_REDIS_LIBRARY,
 // RATELIMIT_VECTORS_DIR, RATELIMIT_CONFORMANCE_DIR (ctest sets them all).
@@ -172,7 +173,7 @@ public final class RedisLimiterTest {
 
   public static void main(String[] args) throws Exception {
     Path dir = Files.createTempDirectory("rl-java-redis-");
-    Process redis = null, daemon = null, hung = null;
+    Process redis = null, daemon = null, hung = null, tls = null;
     try {
       int rp = RateLimitFilterTest.freePort();
       redis = RateLimitFilterTest.startRedis(dir, rp);
@@ -182,12 +183,14 @@ public final class RedisLimiterTest {
       int dp = RateLimitFilterTest.freePort();
       daemon = RateLimitFilterTest.startDaemon(dir, dp, url, "closed");
       withRatelimitd(url, "http://127.0.0.1:" + dp);
+      tls = tls(dir);
       int hp = RateLimitFilterTest.freePort();
       hung = RateLimitFilterTest.startRedis(dir, hp);
       outages(hung, "redis://127.0.0.1:" + hp + "/0");
     } finally {
       if (hung != null && hung.isAlive()) signal(hung, "CONT");
       RateLimitFilterTest.stop(hung);
+      RateLimitFilterTest.stop(tls);
       RateLimitFilterTest.stop(daemon);
       RateLimitFilterTest.stop(redis);
     }
@@ -451,5 +454,68 @@ public final class RedisLimiterTest {
     } finally {
       slow.close();
     }
+  }
+
+  static void run(Path dir, String... cmd) throws Exception {
+    Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true)
+        .redirectOutput(dir.resolve("openssl.log").toFile()).start();
+    if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) throw new IllegalStateException(String.join(" ", cmd) + " failed");
+  }
+
+  /** rediss:// with a password and a database: a redis-server on TLS only (a private CA, a server
+   *  certificate for 127.0.0.1) and requirepass; the Process, to stop. */
+  static Process tls(Path dir) throws Exception {
+    Path d = Files.createDirectories(dir.resolve("tls"));
+    run(d, "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+        "-out", "ca.crt", "-days", "2", "-subj", "/CN=ratelimit java test CA");
+    run(d, "openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key",
+        "-out", "server.csr", "-subj", "/CN=localhost");
+    Files.writeString(d.resolve("server.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+    run(d, "openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "server.crt", "-days", "2", "-extfile", "server.ext");
+    int port = RateLimitFilterTest.freePort();
+    Process redis = RateLimitFilterTest.start(new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "0",
+        "--tls-port", "" + port, "--tls-cert-file", d.resolve("server.crt").toString(), "--tls-key-file", d.resolve("server.key").toString(),
+        "--tls-ca-cert-file", d.resolve("ca.crt").toString(), "--tls-auth-clients", "no", "--requirepass", "s3cret",
+        "--save", "", "--appendonly", "no", "--dir", d.toString()).redirectErrorStream(true).redirectOutput(d.resolve("redis.log").toFile()));
+    RateLimitFilterTest.waitPort(port, redis, "redis-server (TLS)");
+
+    java.security.KeyStore trust = java.security.KeyStore.getInstance("PKCS12");
+    trust.load(null, null);
+    try (var in = Files.newInputStream(d.resolve("ca.crt"))) {
+      trust.setCertificateEntry("ca", java.security.cert.CertificateFactory.getInstance("X.509").generateCertificate(in));
+    }
+    var tmf = javax.net.ssl.TrustManagerFactory.getInstance(javax.net.ssl.TrustManagerFactory.getDefaultAlgorithm());
+    tmf.init(trust);
+    javax.net.ssl.SSLContext ctx = javax.net.ssl.SSLContext.getInstance("TLS");
+    ctx.init(null, tmf.getTrustManagers(), null);
+
+    String url = "rediss://:s3cret@127.0.0.1:" + port + "/2";
+    Policy two = Policy.window("api", "sliding_window_log", 2, Duration.ofMinutes(1));
+    try (RedisLimiter lim = RedisLimiter.builder(url).tls(ctx).timeout(Duration.ofSeconds(5)).onFailure(FailurePolicy.CLOSED)
+        .policy(two).build()) {
+      String got = "";
+      for (int i = 0; i < 3; i++) got += lim.acquire("api", "tls", 1).reason() + " ";
+      check(got.equals("within_limit within_limit over_limit ") && lim.failures() == 0, "rediss:// with a password: " + got);
+      try (RespClient db2 = new RespClient(url, Duration.ofSeconds(5), ctx);
+           RespClient db0 = new RespClient("rediss://:s3cret@127.0.0.1:" + port + "/0", Duration.ofSeconds(5), ctx)) {
+        check(Long.valueOf(1).equals(db2.execute("EXISTS", "rl:{tls}:api")) && Long.valueOf(0).equals(db0.execute("EXISTS", "rl:{tls}:api")),
+            "the state is in database 2");
+      }
+    }
+    // Refused: a wrong password, and a CA the JVM does not trust: the failure policy, counted.
+    List<RedisLimiter.Builder> refusing = List.of(RedisLimiter.builder("rediss://:wrong@127.0.0.1:" + port + "/2").tls(ctx),
+        RedisLimiter.builder(url));
+    List<String> why = List.of("WRONGPASS", "PKIX");
+    for (int i = 0; i < 2; i++) {
+      RedisLimiter.Builder b = refusing.get(i);
+      List<Exception> errs = Collections.synchronizedList(new ArrayList<>());
+      try (RedisLimiter lim = b.timeout(Duration.ofSeconds(5)).onFailure(FailurePolicy.CLOSED).onError(errs::add).policy(two).build()) {
+        Decision refused = lim.acquire("api", "tls", 1);
+        check(refused.reason().equals("failed_closed") && lim.failures() == 1 && errs.size() == 1
+            && String.valueOf(errs.get(0)).contains(why.get(i)), "refused TLS or AUTH: " + refused + ", failures " + lim.failures() + ", errors " + errs);
+      }
+    }
+    return redis;
   }
 }
