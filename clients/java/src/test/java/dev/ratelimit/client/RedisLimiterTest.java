@@ -66,7 +66,7 @@ public final class RedisLimiterTest {
   }
 
   static RedisLimiter.Builder builder(String url, String prefix) {
-    return RedisLimiter.builder(url).keyPrefix(prefix).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofSeconds(5));
+    return RedisLimiter.builder(url).keyPrefix(prefix).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofSeconds(30));
   }
 
   /** One step: its decision through `lim` (op acquire, peek or report, test time), compared
@@ -231,9 +231,9 @@ public final class RedisLimiterTest {
     // All at once: one limiter, a policy per case, every case on its own thread, so decisions
     // of different cases share calls (counted).
     String prefix = "conf:" + RUN + ":java-par:";
-    RespClient resp = new RespClient(url, Duration.ofSeconds(5));
+    RespClient resp = new RespClient(url, Duration.ofSeconds(30));
     Counting counting = new Counting(resp);
-    RedisLimiter.Builder b = RedisLimiter.builder(counting).keyPrefix(prefix).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofSeconds(5));
+    RedisLimiter.Builder b = RedisLimiter.builder(counting).keyPrefix(prefix).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofSeconds(30));
     eachCase(files, (alg, i, c) -> b.policy(policyOf("c_" + alg + "_" + i, alg, obj(c.get("policy")), c)));
     List<String> parFailures = Collections.synchronizedList(new ArrayList<>());
     AtomicInteger decisions = new AtomicInteger();
@@ -257,7 +257,7 @@ public final class RedisLimiterTest {
     for (Object o : list(race.get("cases"))) {
       Map<String, Object> rc = obj(o);
       String alg = (String) rc.get("algorithm");
-      try (RedisLimiter lim = RedisLimiter.builder(url).keyPrefix("conf:" + RUN + ":java-race:").timeout(Duration.ofSeconds(5))
+      try (RedisLimiter lim = RedisLimiter.builder(url).keyPrefix("conf:" + RUN + ":java-race:").timeout(Duration.ofSeconds(30))
           .policy(policyOf("p", alg, obj(rc.get("policy")), rc)).build()) {
         roomForRace(obj(rc.get("policy")));
         List<Decision> ds = inFlight((int) num(race, "requests", 0), (int) num(race, "concurrency", 0), () -> lim.acquire("p", alg, 1));
@@ -293,7 +293,7 @@ public final class RedisLimiterTest {
         "the jar bundles the build's library: " + (bundled == null ? "none" : bundled.version()));
 
     String prefix = "java:" + RUN + ":behaviour:";
-    RespClient admin = new RespClient(url, Duration.ofSeconds(5));
+    RespClient admin = new RespClient(url, Duration.ofSeconds(30));
     try (RedisLimiter lim = builder(url, prefix).policy(Policy.window("api", "sliding_window_log", 10, Duration.ofMinutes(1)))
         .policy(Policy.window("tokens", "sliding_window_counter", 10_000, Duration.ofHours(1)))
         .policy(Policy.bucket("bucket", "token_bucket", 2.5, 5)).build()) {
@@ -425,8 +425,13 @@ public final class RedisLimiterTest {
              .onError(errors::add).build();
          RedisLimiter open = RedisLimiter.builder(url).policy(api).onFailure(FailurePolicy.OPEN).timeout(Duration.ofMillis(250)).build();
          RedisLimiter appClient = RedisLimiter.builder(slow).policy(api).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofMillis(250)).build()) {
-      check(closed.acquire("api", "o", 1).allowed() && open.acquire("api", "o", 1).allowed() && appClient.acquire("api", "o", 1).allowed(),
-          "before the outage");
+      // Up before the outage (retried: on a loaded machine a first call, the library's load
+      // included, may exceed 250 ms); what follows counts from here.
+      for (RedisLimiter l : List.of(closed, open, appClient)) {
+        check(RateLimitFilterTest.eventually(() -> l.acquire("api", "o", 1).reason().equals("within_limit")), "before the outage");
+      }
+      long f0 = closed.failures();
+      int e0 = errors.size(), l0 = own.loads.get();
       signal(redis, "STOP");
       for (int i = 0; i < 3; i++) {
         Decision[] d = new Decision[1];
@@ -436,8 +441,8 @@ public final class RedisLimiterTest {
         check(!d[0].allowed() && d[0].reason().equals("failed_closed") && d[0].retryAfterUs() == 1_000_000 && ms < 10_000,
             "Redis stopped, closed: " + d[0] + " in " + ms + " ms");
       }
-      check(closed.failures() == 3 && errors.size() == 3, "failures counted and told: " + closed.failures() + ", " + errors.size());
-      check(own.loads.get() == 1, "the library was sent " + own.loads.get() + " times (once, before the outage)");
+      check(closed.failures() - f0 == 3 && errors.size() - e0 == 3, "failures counted and told: " + (closed.failures() - f0) + ", " + (errors.size() - e0));
+      check(own.loads.get() == l0, "the library was sent " + (own.loads.get() - l0) + " times through the outage, want 0");
       Decision[] o = new Decision[1];
       long ms = timed(() -> o[0] = open.acquire("api", "o", 1));
       check(o[0].allowed() && o[0].reason().equals("failed_open") && ms < 10_000, "Redis stopped, open: " + o[0] + " in " + ms + " ms");
@@ -492,13 +497,13 @@ public final class RedisLimiterTest {
 
     String url = "rediss://:s3cret@127.0.0.1:" + port + "/2";
     Policy two = Policy.window("api", "sliding_window_log", 2, Duration.ofMinutes(1));
-    try (RedisLimiter lim = RedisLimiter.builder(url).tls(ctx).timeout(Duration.ofSeconds(5)).onFailure(FailurePolicy.CLOSED)
+    try (RedisLimiter lim = RedisLimiter.builder(url).tls(ctx).timeout(Duration.ofSeconds(30)).onFailure(FailurePolicy.CLOSED)
         .policy(two).build()) {
       String got = "";
       for (int i = 0; i < 3; i++) got += lim.acquire("api", "tls", 1).reason() + " ";
       check(got.equals("within_limit within_limit over_limit ") && lim.failures() == 0, "rediss:// with a password: " + got);
-      try (RespClient db2 = new RespClient(url, Duration.ofSeconds(5), ctx);
-           RespClient db0 = new RespClient("rediss://:s3cret@127.0.0.1:" + port + "/0", Duration.ofSeconds(5), ctx)) {
+      try (RespClient db2 = new RespClient(url, Duration.ofSeconds(30), ctx);
+           RespClient db0 = new RespClient("rediss://:s3cret@127.0.0.1:" + port + "/0", Duration.ofSeconds(30), ctx)) {
         check(Long.valueOf(1).equals(db2.execute("EXISTS", "rl:{tls}:api")) && Long.valueOf(0).equals(db0.execute("EXISTS", "rl:{tls}:api")),
             "the state is in database 2");
       }
@@ -510,7 +515,7 @@ public final class RedisLimiterTest {
     for (int i = 0; i < 2; i++) {
       RedisLimiter.Builder b = refusing.get(i);
       List<Exception> errs = Collections.synchronizedList(new ArrayList<>());
-      try (RedisLimiter lim = b.timeout(Duration.ofSeconds(5)).onFailure(FailurePolicy.CLOSED).onError(errs::add).policy(two).build()) {
+      try (RedisLimiter lim = b.timeout(Duration.ofSeconds(30)).onFailure(FailurePolicy.CLOSED).onError(errs::add).policy(two).build()) {
         Decision refused = lim.acquire("api", "tls", 1);
         check(refused.reason().equals("failed_closed") && lim.failures() == 1 && errs.size() == 1
             && String.valueOf(errs.get(0)).contains(why.get(i)), "refused TLS or AUTH: " + refused + ", failures " + lim.failures() + ", errors " + errs);
