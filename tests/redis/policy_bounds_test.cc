@@ -1,12 +1,12 @@
 // policy_bounds_test.cc — the policy bounds the clients read (policy_bounds.json in each client
-// package: clients/node/src, clients/python/ratelimit_client, clients/go/src/ratelimit),
-// generated from include/ratelimit/policy.h and store.h. The clients validate a policy as
-// src/core/policy.cc does before they call the Redis function library (which trusts its
-// arguments); each used to copy every bound by hand. Now the copies are this file's output:
-// the test fails when any copy differs from what the constants say, and
+// package: clients/node/src, clients/python/ratelimit_client, clients/go/src/ratelimit and the Java
+// jar's resources), generated from include/ratelimit/policy.h and store.h. The clients validate a
+// policy as src/core/policy.cc does before they call the Redis function library (which trusts its
+// arguments); each used to copy every bound by hand. Now the copies are this file's output: the
+// test fails when any copy differs from what the constants say, and
 //   RATELIMIT_WRITE_POLICY_BOUNDS=1 build/bin/algorithm_table_tests --gtest_filter='PolicyBounds.*'
-// rewrites them. The name pattern is checked against validate_policy_name byte for byte (the
-// core has no constant for its characters).
+// rewrites them. The name pattern is checked against validate_policy_name byte for byte (the core
+// has no constant for its characters).
 #include <gtest/gtest.h>
 
 #include <charconv>
@@ -27,7 +27,8 @@ namespace {
 constexpr const char* kNamePattern = "^[A-Za-z0-9_.:-]{1,64}$";
 constexpr const char* kCopies[] = {"clients/node/src/policy_bounds.json",
                                    "clients/python/ratelimit_client/policy_bounds.json",
-                                   "clients/go/src/ratelimit/policy_bounds.json"};
+                                   "clients/go/src/ratelimit/policy_bounds.json",
+                                   "clients/java/src/main/resources/dev/ratelimit/client/policy_bounds.json"};
 
 // Shortest text that parses back to the same double in every client's JSON reader.
 std::string shortest(double v) {
