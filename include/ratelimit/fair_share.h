@@ -37,10 +37,18 @@
 //              below 1 rps → ⌊60 × share⌋ per 60 s; a share that makes no token → DENY_ALL
 //              (Envoy's proto refuses 0 tokens). If the result differs from the previous
 //              assignment only in fill_interval, max_tokens is one more so Envoy sees a change.
-//              Tokens are floors of the share: a client is never assigned more than its share.
+//              Tokens are floors of the share: a new assignment never exceeds its share.
+//   hysteresis Envoy replaces a changed token bucket by a new, full one (max_tokens at once):
+//              every change can let a burst through. So the client's previous token bucket is
+//              kept while its rate is within [95 % of the share, the share]: 190 → 195 changes
+//              nothing. Never above the share, so a decrease (191 → 190) is still sent: the
+//              assignments' sum stays within the capacity.
 //   TTL        assignment_time_to_live = interval + ⌈interval / 2⌉ whole seconds (≥ 2 s), the
-//              interval being the client's report interval (its last non-zero time_elapsed; 1 s
-//              until one is known). Longer than one interval so a report late by up to half an
+//              interval being the client's report interval: its last non-zero time_elapsed;
+//              until one is known, the largest of the bucket's other clients' intervals and the
+//              configured default (Envoys of one fleet share a reporting_interval; a first
+//              assignment that lapsed before the second report would fall back to Envoy's
+//              expired_assignment_behavior). Longer than one interval so a report late by up to half an
 //              interval keeps the assignment; whole seconds because Envoy expires anything
 //              under 1 s at once. A client that stops reporting (or whose stream closed) keeps
 //              its place in the division until its last assignment's TTL has passed — Envoy
@@ -98,7 +106,7 @@ struct Assignment {
 };
 
 // The token bucket (or DENY_ALL) for `share_mrps`; `previous` is the client's last assignment,
-// if any (the fill_interval-only change rule). ttl_s is left 0 for the caller.
+// if any (the hysteresis and fill_interval-only change rules). ttl_s is left for the caller.
 Assignment token_bucket_for(int64_t share_mrps, const Assignment* previous);
 
 // assignment_time_to_live for a client reporting every `interval_s` seconds (≥ 1; 0 or less is
@@ -114,8 +122,11 @@ class BucketShares {
   // bucket whose capacity is now `capacity` mrps: records its demand (or keeps it unknown),
   // interval and expiry, drops clients whose TTL passed, and returns its assignment.
   // InvalidArgument (nothing changed) for a report report_demand() refuses.
+  // `default_interval_s`: the report interval assumed for a client whose reports have not shown
+  // its own (the TTL rule above).
   [[nodiscard]] Result<Assignment> report(uint64_t client, int64_t allowed, int64_t denied, int64_t elapsed_us,
-                                          int64_t capacity, int64_t now_us);
+                                          int64_t capacity, int64_t now_us,
+                                          int64_t default_interval_s = kDefaultIntervalS);
   // Drops clients whose TTL passed; returns how many remain.
   size_t expire(int64_t now_us);
   // Clients taking part (after the last expire()/report()).

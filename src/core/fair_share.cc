@@ -4,7 +4,7 @@
 // Held by the shared vectors tests/vectors/fair_share.json; no Lua mirror (the service keeps
 // this state in memory).
 // Invariants: integer mrps and microseconds throughout, no clock read; Σ max_min_shares =
-// capacity when there is a client; an assignment's tokens never exceed its share.
+// capacity when there is a client; an assignment's tokens never exceed its share (kept ones too).
 #include "ratelimit/fair_share.h"
 
 #include <algorithm>
@@ -86,6 +86,16 @@ std::vector<int64_t> max_min_shares(int64_t capacity, std::span<const std::optio
 }
 
 Assignment token_bucket_for(int64_t share_mrps, const Assignment* previous) {
+  if (previous != nullptr && previous->kind == Assignment::Kind::kTokenBucket && previous->fill_interval_s > 0) {
+    // Hysteresis: a previous bucket close to the share stays (a change is a burst in Envoy).
+    const int64_t rate = previous->tokens_per_fill * kMrpsPerRps / previous->fill_interval_s;
+    // Never above the share: the assignments' sum stays within the capacity.
+    if (rate <= share_mrps && rate * 20 >= share_mrps * 19) {
+      Assignment kept = *previous;
+      kept.share_mrps = share_mrps;
+      return kept;
+    }
+  }
   Assignment a;
   a.share_mrps = share_mrps;
   if (share_mrps >= kMrpsPerRps) {
@@ -112,13 +122,16 @@ int64_t assignment_ttl_s(int64_t interval_s) {
 }
 
 Result<Assignment> BucketShares::report(uint64_t client, int64_t allowed, int64_t denied, int64_t elapsed_us,
-                                        int64_t capacity, int64_t now_us) {
+                                        int64_t capacity, int64_t now_us, int64_t default_interval_s) {
   auto demand = report_demand(allowed, denied, elapsed_us);
   if (!demand.ok()) return demand.status();
   expire(now_us);
   auto it = std::find_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.id == client; });
   if (it == clients_.end()) {
-    clients_.push_back(Client{client, std::nullopt, kDefaultIntervalS, 0, std::nullopt});
+    // Its interval is not known yet: the fleet's (the others' longest) or the configured one.
+    int64_t interval = std::max<int64_t>(1, default_interval_s);
+    for (const Client& c : clients_) interval = std::max(interval, c.interval_s);
+    clients_.push_back(Client{client, std::nullopt, interval, 0, std::nullopt});
     it = clients_.end() - 1;
   }
   if (demand->has_value()) {

@@ -49,6 +49,9 @@ struct QuotaRule {
 struct QuotaRules {
   std::vector<QuotaRule> rules;  // in file order: the first match wins
   QuotaAction unmatched;         // allow unless `unmatched:` says otherwise
+  // The Envoys' reporting_interval as the operator knows it (`reporting_interval:`, whole
+  // seconds): the TTL of an assignment whose client's interval is not known yet.
+  int64_t reporting_interval_s = 1;
   // The action for a bucket of `domain` (sorted `id`).
   const QuotaAction& find(std::string_view domain, const BucketKey& id) const;
   friend bool operator==(const QuotaRules&, const QuotaRules&) = default;

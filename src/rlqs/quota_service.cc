@@ -33,11 +33,12 @@ int64_t as_count(uint64_t v) {
                                                                         : static_cast<int64_t>(v);
 }
 
-// A blanket answer (allow/deny rules): only the TTL follows the client's interval.
-fair_share::Assignment blanket(fair_share::Assignment::Kind kind, int64_t elapsed_us) {
+// A blanket answer (allow/deny rules): only the TTL follows the client's interval (this
+// report's, else the configured one).
+fair_share::Assignment blanket(fair_share::Assignment::Kind kind, int64_t elapsed_us, int64_t default_interval_s) {
   fair_share::Assignment a;
   a.kind = kind;
-  a.ttl_s = fair_share::assignment_ttl_s(elapsed_us / 1'000'000);
+  a.ttl_s = fair_share::assignment_ttl_s(elapsed_us >= 1'000'000 ? elapsed_us / 1'000'000 : default_interval_s);
   return a;
 }
 
@@ -90,16 +91,17 @@ void QuotaService::report(uint64_t client, std::string_view domain, std::span<co
     const QuotaAction& action = rules_->find(domain, r.id);
     ++stats_.reports;
     if (action.kind == QuotaAction::Kind::kAllow) {
-      out.push_back({i, blanket(fair_share::Assignment::Kind::kAllowAll, r.elapsed_us)});
+      out.push_back({i, blanket(fair_share::Assignment::Kind::kAllowAll, r.elapsed_us, rules_->reporting_interval_s)});
       continue;
     }
     if (action.kind == QuotaAction::Kind::kDeny) {
-      out.push_back({i, blanket(fair_share::Assignment::Kind::kDenyAll, r.elapsed_us)});
+      out.push_back({i, blanket(fair_share::Assignment::Kind::kDenyAll, r.elapsed_us, rules_->reporting_interval_s)});
       continue;
     }
     Entry& e = touch(table_key(domain, r.id), domain, r.id);
     e.capacity_mrps = action.capacity_mrps;
-    auto a = e.shares.report(client, allowed, denied, r.elapsed_us, action.capacity_mrps, now_us);
+    auto a = e.shares.report(client, allowed, denied, r.elapsed_us, action.capacity_mrps, now_us,
+                             rules_->reporting_interval_s);
     if (a.ok()) out.push_back({i, *a});  // checked above: report_demand accepted these counts
   }
   while (buckets_.size() > options_.max_buckets) {

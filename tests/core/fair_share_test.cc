@@ -129,7 +129,8 @@ TEST(FairShareVectors, Sequences) {
     int step = 0;
     for (const json& s : c["steps"]) {
       SCOPED_TRACE("step " + std::to_string(step++));
-      auto a = bucket.report(s["client"], s["allowed"], s["denied"], s["elapsed_us"], c["capacity_mrps"], s["t_us"]);
+      auto a = bucket.report(s["client"], s["allowed"], s["denied"], s["elapsed_us"], c["capacity_mrps"], s["t_us"],
+                             c.value("default_interval_s", kDefaultIntervalS));
       if (s["expect"].is_string()) {
         EXPECT_FALSE(a.ok());
       } else {
@@ -188,6 +189,14 @@ TEST(FairShareProperties, AssignmentsNeverExceedTheShare) {
     EXPECT_GE(a.fill_interval_s, 1);
     EXPECT_GE(a.tokens_per_fill, 1);
     EXPECT_LE(a.tokens_per_fill * kMrpsPerRps, share * a.fill_interval_s);
+    // Hysteresis: a kept previous bucket is never above the share either.
+    for (const int64_t prev : {share - share / 30, share + 1000, share + share / 30}) {
+      const Assignment p = token_bucket_for(prev, nullptr);
+      const Assignment k = token_bucket_for(share, &p);
+      if (k.kind != Assignment::Kind::kTokenBucket) continue;
+      const int64_t rate = k.tokens_per_fill * kMrpsPerRps / k.fill_interval_s;
+      EXPECT_LE(rate, share) << share << " after " << prev;
+    }
   }
 }
 

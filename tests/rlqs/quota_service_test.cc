@@ -121,6 +121,15 @@ TEST(QuotaService, ReloadedRulesApplyAtTheNextReport) {
   q.set_rules(next);
   q.report(c, "envoy", std::vector<BucketReport>{report({{"name", "api"}}, 10, 0, 1'000'000)}, out);
   EXPECT_EQ(out[0].assignment.tokens_per_fill, 60);
+  // The configured reporting interval: first assignments (and blanket answers) live longer.
+  auto slow = std::make_shared<QuotaRules>(*next);
+  slow->reporting_interval_s = 10;
+  q.set_rules(slow);
+  const std::vector<BucketReport> first = {report({{"name", "api"}, {"user", "x"}}), report({{"name", "other"}})};
+  q.report(q.new_client(), "envoy", first, out);
+  ASSERT_EQ(out.size(), 2U);
+  EXPECT_EQ(out[0].assignment.ttl_s, 15);
+  EXPECT_EQ(out[1].assignment.ttl_s, 15);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 //         action: allow            # or deny (ALLOW_ALL / DENY_ALL), instead of limit/unit
 //     unmatched: allow             # allow (default) | deny | {limit: N, unit: U}
 //     max_buckets: 100000          # buckets tracked at once (the least recently reported go)
+//     reporting_interval: 1s       # the Envoys' reporting_interval: a first assignment's TTL
 //
 // Invariants: every limit gives a capacity fair_share accepts (capacity_mrps); match keys and
 // values are non-empty, within the bucket_id bounds, and no key is given twice (a YAML map).
@@ -86,8 +87,8 @@ Result<rlqs::QuotaRule> parse_rule(const Parser& p, const YAML::Node& n, size_t 
 }  // namespace
 
 Status parse_rlqs(const Parser& p, const YAML::Node& n, RlqsConfig& out) {
-  if (!n.IsMap()) return p.error(n, "rlqs must be a map (buckets, unmatched, max_buckets)");
-  RL_TRY(p.check_map(n, "rlqs", {"buckets", "unmatched", "max_buckets"}));
+  if (!n.IsMap()) return p.error(n, "rlqs must be a map (buckets, unmatched, max_buckets, reporting_interval)");
+  RL_TRY(p.check_map(n, "rlqs", {"buckets", "unmatched", "max_buckets", "reporting_interval"}));
   auto rules = std::make_shared<rlqs::QuotaRules>();
   if (const YAML::Node b = n["buckets"]) {
     RL_TRY(p.sequence(b, "rlqs.buckets"));
@@ -111,6 +112,15 @@ Status parse_rlqs(const Parser& p, const YAML::Node& n, RlqsConfig& out) {
     int64_t v = 0;
     RL_TRY_ASSIGN(v, p.integer(m, "rlqs.max_buckets", 1, 10'000'000));
     out.max_buckets = static_cast<size_t>(v);
+  }
+  if (const YAML::Node i = n["reporting_interval"]) {
+    Micros d{0};
+    RL_TRY_ASSIGN(d, p.duration(i, "rlqs.reporting_interval"));
+    // Envoy reports in whole seconds; a TTL is whole seconds too.
+    if (d.count() % 1'000'000 != 0 || d < Micros{1'000'000} || d > Micros{86'400'000'000}) {
+      return p.error(i, "rlqs.reporting_interval must be whole seconds from 1s to 1 day");
+    }
+    rules->reporting_interval_s = d.count() / 1'000'000;
   }
   out.rules = std::move(rules);
   return {};
