@@ -20,9 +20,21 @@
 #                GET /ip — one key, never denies — over HTTP/1.1 with wrk, N connections
 #   rls.nginx_h2c the same location over h2c (nginx's `listen ... http2`), h2load as for rls.h2c
 #                (NGINX=0 skips both)
+#   rls.resp     CL.THROTTLE over the Redis protocol (resp_listen), redis-benchmark, N connections
+#                one command each (RESP=1 adds both RESP runs; off by default, so a binary from
+#                before resp_listen can still be measured)
+#   rls.resp_pipe the same, N in flight as pipelines: N/RESP_PIPELINE connections each sending
+#                RESP_PIPELINE commands at a time (redis-benchmark -P)
+#   rls.redisfn, rls.redisfn_pipe  the same two loads on a private redis-server (pinned the same)
+#                running redis-cell's GCRA as a function (bench/peers/redis/cell_gcra.lua, FCALL
+#                cl_throttle): the peer where redis-cell itself cannot be loaded (REDISFN=1 adds)
+#                CL.THROTTLE's key never denies: max_burst 999999999 at 1,000,000 per second.
 # h2load reads no grpc-status, so a gRPC run on ratelimitd is accepted only when its decision
 # counter (/metrics) grew by at least the calls h2load counted; the peer is checked once per
-# round with a real gRPC call (python3-grpcio) before it is measured.
+# round with a real gRPC call (python3-grpcio) before it is measured. redis-benchmark counts an
+# error reply as an answer, so a RESP run on ratelimitd is accepted only when its admitted
+# CL.THROTTLE count (/metrics, endpoint resp_throttle, status 200) grew by the requests it sent;
+# the function peer must first answer redis-cell's README example as ratelimitd does.
 # Every line has client_cpu, server_cpu (fractions of one core over the run: the side near 1.0
 # is the limit), steal_s (hypervisor steal on the two pinned cpus over the run) and other_cpu
 # (what else ran on the two pinned cpus, lib.sh measure(): a run that shared its cores shows
@@ -34,7 +46,8 @@
 #      each), MEASURE_SECONDS (10), BENCH_CLIENT (1), GRPCGO (1), OLD_RATELIMITD (unset),
 #      NGINX (1), RATELIMITD, BENCH (build/bin/...), H2_CONNS (1: h2load's N streams share one connection;
 #      4 spreads the same N in flight over 4 connections of N/4 streams — one connection's round
-#      trip then no longer paces the run, so the server's CPU becomes the limit)
+#      trip then no longer paces the run, so the server's CPU becomes the limit), RESP (0),
+#      RESP_PIPELINE (10), REDISFN (0) — bench/resp.sh sets both to 1
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/bench/peers/lib.sh"
@@ -42,8 +55,11 @@ source "$ROOT/scripts/deps.sh"
 GRPCGO=${GRPCGO:-1}
 BENCH_CLIENT=${BENCH_CLIENT:-1}
 NGINX=${NGINX:-1}
+RESP=${RESP:-0}
+RESP_PIPELINE=${RESP_PIPELINE:-10}
+REDISFN=${REDISFN:-0}
 ratelimit_install_deps wrk curl nghttp2-client $([ "$GRPCGO" = 0 ] || echo golang-go golang-google-grpc-dev) \
-  $([ "$NGINX" = 0 ] || echo nginx)
+  $([ "$NGINX" = 0 ] || echo nginx) $([ "$RESP$REDISFN" = 00 ] || echo redis-tools redis-server)
 RATELIMITD=${RATELIMITD:-$ROOT/build/bin/ratelimitd}
 BENCH=${BENCH:-$ROOT/build/bin/ratelimit-bench}
 INFLIGHT=${INFLIGHT:-100}
@@ -51,6 +67,7 @@ SECONDS_MEASURED=${MEASURE_SECONDS:-10}
 H2_CONNS=${H2_CONNS:-1}
 HTTP_PORT=$(free_port)
 GRPC_PORT=$(free_port)
+RESP_PORT=$(free_port)
 TMP=$(mktemp -d)
 SRV_PID=""
 NGX_MASTER=""
@@ -62,10 +79,11 @@ stop_srv() {
   fi
   SRV_PID=""
 }
-trap 'stop_srv; rm -rf "$TMP"' EXIT
+trap 'stop_srv; redis_stop; rm -rf "$TMP"' EXIT
 cat > "$TMP/bench.yaml" <<YAML
 listen: 127.0.0.1:$HTTP_PORT
 grpc_listen: 127.0.0.1:$GRPC_PORT
+$([ "$RESP" = 0 ] || echo "resp_listen: 127.0.0.1:$RESP_PORT")
 threads: 1
 store: { type: memory, max_keys: 1000000 }
 policies:
@@ -143,6 +161,48 @@ print(json.dumps({"peer": peer, "workload": workload, "metric": "requests_per_s"
                   "errors": failed + errored + timeouts + (done - ok)}))
 PY
 }
+# rb_run PEER WORKLOAD N PIPELINE PORT CHECK COMMAND...: redis-benchmark pinned to CLIENT_CPU
+# against SRV_PID, N in flight as ceil(N / PIPELINE) connections each PIPELINE deep, COMMAND on
+# one key. A short run first (a warm-up, whose rate sizes the measured run to about
+# MEASURE_SECONDS: redis-benchmark counts requests, not time). CHECK=throttled: ratelimitd's
+# admitted CL.THROTTLE count must grow by every request of the measured run.
+throttled() {
+  curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
+    awk '/^ratelimitd_http_requests_total\{endpoint="resp_throttle",status="200"\}/ {n += $2} END {printf "%d\n", n}'
+}
+rb_csv() {  # FILE -> redis-benchmark's last CSV row as JSON: rps, p50/p99 in µs
+  "$PY" -c '
+import csv, json, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) < 2:
+    sys.exit("redis-benchmark printed no result")
+d = dict(zip(rows[0], rows[-1]))
+print(json.dumps({"rps": float(d["rps"]), "p50_us": round(float(d["p50_latency_ms"]) * 1000),
+                  "p99_us": round(float(d["p99_latency_ms"]) * 1000)}))' "$1"
+}
+rb_run() {
+  local peer=$1 workload=$2 n=$3 pipeline=$4 port=$5 check=$6; shift 6
+  local rb=(sh -c 'exec "$@" 2>> "$0"' "$TMP/rb.err" redis-benchmark -h 127.0.0.1 -p "$port"
+            -c $(( (n + pipeline - 1) / pipeline )) -P "$pipeline" --csv)
+  taskset -c "$CLIENT_CPU" "${rb[@]}" -n 20000 "$@" > "$TMP/rb.out"
+  local rate requests before=0 after=0
+  rate=$(rb_csv "$TMP/rb.out" | "$PY" -c 'import json, sys; print(int(json.load(sys.stdin)["rps"]))')
+  requests=$(( rate * SECONDS_MEASURED > 20000 ? rate * SECONDS_MEASURED : 20000 ))
+  [ "$check" = throttled ] && before=$(throttled)
+  SRV_PIDS=$SRV_PID measure "$TMP/rb.out" "${rb[@]}" -n "$requests" "$@"
+  [ "$check" = throttled ] && after=$(throttled)
+  "$PY" - "$peer" "$workload" "$requests" "$MEAS_WALL" "$check" $((after - before)) "$(rb_csv "$TMP/rb.out")" <<'PY' | with_cpu
+import json, sys
+peer, workload, requests, wall, check, admitted, d = sys.argv[1:8]
+requests, admitted, d = int(requests), int(admitted), json.loads(d)
+if check == "throttled" and admitted < requests:
+    sys.exit(f"redis-benchmark sent {requests} but ratelimitd admitted {admitted}: error replies")
+print(json.dumps({"peer": peer, "workload": workload, "metric": "requests_per_s", "value": d["rps"],
+                  "unit": "req/s", "requests": requests, "seconds": float(wall), "p50_us": d["p50_us"],
+                  "p99_us": d["p99_us"], "errors": 0}))
+PY
+}
+THROTTLE=(CL.THROTTLE hot 999999999 1000000 1 1)  # never denies: 10^9 + 1 tokens, 10^6 per second
 GRPC_ARGS=(-H 'content-type: application/grpc' -H 'te: trailers' -d "$TMP/request.bin")
 RLS_PATH=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
@@ -151,6 +211,7 @@ start_ratelimitd() {  # $1: the binary
   SRV_PID=$!
   wait_port 127.0.0.1 "$HTTP_PORT" 10 || { cat "$TMP/rl.log" >&2; die "ratelimitd did not come up"; }
   wait_port 127.0.0.1 "$GRPC_PORT" 10 || { cat "$TMP/rl.log" >&2; die "no gRPC listener"; }
+  [ "$RESP" = 0 ] || wait_port 127.0.0.1 "$RESP_PORT" 10 || { cat "$TMP/rl.log" >&2; die "no RESP listener"; }
 }
 
 for ((r = 1; r <= RUNS; r++)); do
@@ -177,8 +238,30 @@ for ((r = 1; r <= RUNS; r++)); do
       h2load_run h2load-h2c "rls.h2c.c$n" "$n" "http://127.0.0.1:$HTTP_PORT/v1/acquire" status \
         -H 'content-type: application/json' -d "$TMP/acquire.json"
     fi
+    if [ "$RESP" != 0 ]; then
+      log "CL.THROTTLE over RESP (redis-benchmark), $n connections, one command each"
+      rb_run ratelimitd-resp "rls.resp.c$n" "$n" 1 "$RESP_PORT" throttled "${THROTTLE[@]}"
+      log "CL.THROTTLE over RESP (redis-benchmark), $n in flight as pipelines of $RESP_PIPELINE"
+      rb_run ratelimitd-resp "rls.resp_pipe.c$n" "$n" "$RESP_PIPELINE" "$RESP_PORT" throttled "${THROTTLE[@]}"
+    fi
   done
   stop_srv
+  if [ "$REDISFN" != 0 ]; then
+    redis_start  # pinned to SERVER_CPU, no persistence
+    SRV_PID=$REDIS_PID
+    redis-cli -p "$REDIS_PORT" FUNCTION LOAD "$(cat "$ROOT/bench/peers/redis/cell_gcra.lua")" > /dev/null
+    readme=$(redis-cli -p "$REDIS_PORT" FCALL cl_throttle 1 user123 15 30 60 1 | tr '\n' ' ')
+    [ "$readme" = "0 16 15 -1 2 " ] || die "the GCRA function answered '$readme' to redis-cell's README example"
+    for n in $INFLIGHT; do
+      log "FCALL cl_throttle on Redis $(redis-server --version | awk '{print $3}') (redis-benchmark), $n connections"
+      rb_run redis-function "rls.redisfn.c$n" "$n" 1 "$REDIS_PORT" status FCALL cl_throttle 1 "${THROTTLE[@]:1}"
+      log "FCALL cl_throttle (redis-benchmark), $n in flight as pipelines of $RESP_PIPELINE"
+      rb_run redis-function "rls.redisfn_pipe.c$n" "$n" "$RESP_PIPELINE" "$REDIS_PORT" status \
+        FCALL cl_throttle 1 "${THROTTLE[@]:1}"
+    done
+    redis_stop
+    SRV_PID=""
+  fi
   if [ -n "${OLD_RATELIMITD:-}" ]; then
     start_ratelimitd "$OLD_RATELIMITD"
     for n in $INFLIGHT; do
@@ -240,7 +323,8 @@ by = {}
 for d in rows:
     kind, n = d["workload"].split(".")[1], d["workload"].split(".c")[-1]
     by.setdefault((n, kind), []).append(d)
-kinds = ("h2load", "h2load_old", "grpc", "http", "http_old", "h2c", "h2c_old", "grpcgo", "nginx", "nginx_h2c")
+kinds = ("h2load", "h2load_old", "grpc", "http", "http_old", "h2c", "h2c_old", "grpcgo", "nginx", "nginx_h2c",
+         "resp", "resp_pipe", "redisfn", "redisfn_pipe")
 for n in sorted({k[0] for k in by}, key=int, reverse=True):
     for kind in kinds:
         rs = by.get((n, kind), [])
@@ -254,7 +338,8 @@ for n in sorted({k[0] for k in by}, key=int, reverse=True):
               f"  steal max {max(d.get('steal_s', 0) for d in rs):.2f} s"
               f"  other CPU max {max(d.get('other_cpu', 0) for d in rs) * 100:.0f} %")
     for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old"), ("h2load", "h2load_old"), ("h2c", "h2c_old"),
-             ("http", "nginx"), ("h2c", "nginx_h2c"), ("h2c", "nginx")):
+             ("http", "nginx"), ("h2c", "nginx_h2c"), ("h2c", "nginx"), ("resp", "http"), ("resp_pipe", "http"),
+             ("resp_pipe", "h2c"), ("resp", "redisfn"), ("resp_pipe", "redisfn_pipe")):
         g, h = by.get((n, a), []), by.get((n, b), [])
         if g and len(g) == len(h):
             ratios = [x["value"] / y["value"] for x, y in zip(g, h)]
