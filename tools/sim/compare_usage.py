@@ -10,12 +10,13 @@ Why the answers can be compared one by one, not just in total: the model is run 
 (`--tick 100ms`: every arrival moves up to a multiple of the tick, the hold is three ticks) and
 the sliding log's window is 30.5 ticks (3.05 s), so two events of the run are always a whole
 number of ticks apart and an entry ages out half a tick away from any decision. The replay sends
-each event at its grid time; a decision the daemon makes within MARGIN (40 ms, under half a
-tick) of its grid time sees exactly the entries the model saw, so it must answer exactly as the
+each instant's events at its grid time, pipelined on one connection in the model's order; a
+decision the daemon makes within MARGIN (45 ms, under half a tick) of its grid time sees exactly
+the entries the model saw, so it must answer exactly as the
 model did: the same admission and the same `remaining`, for every acquire, peek and report
 (reports at one instant are sent in the model's order: a refund takes the newest entries first).
 An event answered later than MARGIN after its grid time makes the run incomparable (the machine
-fell behind); it is replayed, at most three times, with fresh keys. The traffic keeps the
+fell behind); it is replayed, at most four times, with fresh keys. The traffic keeps the
 default run's shape in time scaled by 1/20: 100,000 tokens per 3.05 s, 40 requests a second of
 the LLM token mix (1.6 x the limit), 300 ms of work per request.
 
@@ -25,11 +26,12 @@ stopped by pid; every wait is bounded.
 """
 import argparse
 import csv
-import http.client
 import io
+import itertools
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,8 +46,8 @@ WINDOW = "3050ms"
 HOLD = "300ms"
 LIMIT = 100000
 RATE = 40
-MARGIN_S = 0.040
-ATTEMPTS = 3
+MARGIN_S = 0.045
+ATTEMPTS = 4
 PATHS = {"acquire": "/v1/acquire", "peek": "/v1/peek", "report": "/v1/report"}
 
 CONFIG = """listen: 127.0.0.1:{port}
@@ -76,37 +78,74 @@ def model_events(a):
     return rows, out
 
 
+def request_bytes(port, e, run):
+    body = json.dumps({"policy": "tokens", "key": "%s-%d" % (e["strategy"], run), "cost": e["cost"]}).encode()
+    return (("POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+             "Content-Length: %d\r\n\r\n") % (PATHS[e["op"]], port, len(body))).encode() + body
+
+
+class Responses:
+    """HTTP/1.1 answers read in order from one socket (Content-Length bodies)."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise OSError("ratelimitd closed the connection")
+        self.buf += chunk
+
+    def next(self):
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        length = next(int(l.split(":", 1)[1]) for l in lines[1:] if l.lower().startswith("content-length:"))
+        while len(rest) < length:
+            self._fill()
+            rest = self.buf.partition(b"\r\n\r\n")[2]
+        self.buf = rest[length:]
+        return status, rest[:length]
+
+
 def replay(port, events, run):
-    """Sends every event at its grid time on one keep-alive connection. Returns (None, lateness)
+    """Sends the events at their grid times on one keep-alive connection: the events of one
+    instant as one pipelined write, in the model's order (HTTP/1.1 answers them in order), so an
+    instant's last decision is not later than a few requests' processing. Returns (None, lateness)
     when every answer agrees, (message, lateness) at the first that does not; lateness is the
-    largest (answer time - grid time) seen, in seconds."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    # Warm up (the connection; on Redis, loading the function library) off the grid.
-    c.request("POST", "/v1/peek", json.dumps({"policy": "tokens", "key": "warm-up", "cost": 1}),
-              {"Content-Type": "application/json"})
-    c.getresponse().read()
-    start = time.monotonic() + 0.5
-    late = 0.0
-    for e in events:
-        at = start + e["t_us"] / 1e6
-        delay = at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        body = json.dumps({"policy": "tokens", "key": "%s-%d" % (e["strategy"], run), "cost": e["cost"]})
-        c.request("POST", PATHS[e["op"]], body, {"Content-Type": "application/json"})
-        r = c.getresponse()
-        text = r.read()
-        late = max(late, time.monotonic() - at)
-        if r.status not in (200, 429):
-            return "%s answered %d: %s" % (PATHS[e["op"]], r.status, text), late
-        allowed, remaining = r.status == 200, json.loads(text)["remaining"]
-        if late >= MARGIN_S:
-            return None, late  # incomparable: the caller replays
-        if allowed != e["allowed"] or remaining != e["remaining"]:
-            return ("%s request %d %s(%d) at %.1f s: daemon %s remaining %d, model %s remaining %d" %
-                    (e["strategy"], e["request"], e["op"], e["cost"], e["t_us"] / 1e6,
-                     "allowed" if allowed else "refused", remaining,
-                     "allowed" if e["allowed"] else "refused", e["remaining"])), late
+    largest (answer time - grid time) seen, in seconds: every decision of an instant was made
+    between its grid time and the moment its answer was read."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with sock:
+        answers = Responses(sock)
+        # Warm up (the connection; on Redis, loading the function library) off the grid.
+        sock.sendall(request_bytes(port, {"strategy": "warm", "op": "peek", "cost": 1}, run))
+        answers.next()
+        start = time.monotonic() + 0.5
+        late = 0.0
+        for _, group in itertools.groupby(events, key=lambda e: e["t_us"]):
+            group = list(group)
+            at = start + group[0]["t_us"] / 1e6
+            delay = at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            sock.sendall(b"".join(request_bytes(port, e, run) for e in group))
+            got = [answers.next() for _ in group]
+            late = max(late, time.monotonic() - at)
+            for e, (status, text) in zip(group, got):
+                if status not in (200, 429):
+                    return "%s answered %d: %s" % (PATHS[e["op"]], status, text), late
+            if late >= MARGIN_S:
+                return None, late  # incomparable: the caller replays
+            for e, (status, text) in zip(group, got):
+                allowed, remaining = status == 200, json.loads(text)["remaining"]
+                if allowed != e["allowed"] or remaining != e["remaining"]:
+                    return ("%s request %d %s(%d) at %.1f s: daemon %s remaining %d, model %s remaining %d" %
+                            (e["strategy"], e["request"], e["op"], e["cost"], e["t_us"] / 1e6,
+                             "allowed" if allowed else "refused", remaining,
+                             "allowed" if e["allowed"] else "refused", e["remaining"])), late
     return None, late
 
 
