@@ -83,6 +83,9 @@ inline constexpr int64_t kDefaultWindowUs = 1'000'000;
 inline constexpr int64_t kMinWindowUs = 10'000;
 inline constexpr int64_t kMaxWindowUs = 60'000'000;
 inline constexpr int64_t kWindowMinSamples = 10;
+// How long a store keeps a key's learned limit after its last sample once no lease is held
+// (then the key starts again from initial_limit): 10 minutes, Gradient2's long window at 1 s.
+inline constexpr int64_t kRetainUs = int64_t{600} * 1'000'000;
 inline constexpr int64_t kWindowMinRttUs = 100;
 
 // "gradient2", "aimd", "vegas"; nullopt for anything else.
@@ -95,6 +98,7 @@ struct AdaptiveConfig {
   int64_t initial_limit = 20;
   int64_t max_limit = 200;
   int64_t window_us = kDefaultWindowUs;  // 0 (per sample) or kMinWindowUs ... kMaxWindowUs
+  bool operator==(const AdaptiveConfig&) const = default;
 };
 
 // OK when 1 <= min_limit <= initial_limit <= max_limit <= kMaxAdaptiveLimit and window_us is 0
@@ -117,6 +121,7 @@ struct AdaptiveState {
   int64_t window_rtt_sum_us = 0;
   int64_t window_max_inflight = 0;
   bool window_dropped = false;
+  int64_t last_sample_us = 0; // the store's: when the key last took a sample (its idle time)
   bool operator==(const AdaptiveState&) const = default;
 };
 
@@ -124,6 +129,14 @@ struct Sample {
   int64_t rtt_us = 0;    // 0 ... kMaxSampleUs (0 counts as 1)
   int64_t inflight = 0;  // units held when the lease was granted, itself included (>= 0)
   bool dropped = false;  // outcome dropped/timeout, or the lease expired unreleased
+};
+
+// What a lease's release says of its round trip (ratelimitd: the release body's "outcome" and
+// "latency_ms"), checked by the caller (validate_latency_us) before it reaches a store.
+struct ReleaseReport {
+  bool dropped = false;     // outcome dropped or timeout: the work failed for want of capacity
+  int64_t latency_us = -1;  // the latency the client measured, replacing grant-to-release; -1: none
+  bool operator==(const ReleaseReport&) const = default;
 };
 
 // The state of a key that has seen no sample: limit = initial_limit. Precondition: validate(c).

@@ -149,13 +149,18 @@ struct LeaseEntry {
   LeaseId id;
   int64_t expires_us = 0;
   int64_t weight = 1;
+  int64_t granted_us = 0;  // when it was granted: an adaptive policy's round trip starts here
+  int64_t inflight = 0;    // units held once it was granted (itself included)
 };
 
 // The leases held on one key, in order of expiry (ties: by id) — the order of the Redis sorted
 // set that mirrors it (src/redis/lua/concurrency.lua), so expired leases are a prefix and the
 // leases that free soonest come first. Units held = the sum of the weights.
+// An adaptive policy (Policy::adaptive) also keeps the key's learned limit (limit_m 0: none
+// yet, initial_limit applies); a fixed one leaves it untouched.
 struct ConcurrencyState {
   std::vector<LeaseEntry> leases;
+  adaptive::AdaptiveState adaptive;
 };
 
 // The state-type column of the algorithm table (kAlgorithmTable, policy.h): StateOf<A> is the
@@ -209,15 +214,23 @@ Decision decide(const Policy& policy, LeakyBucketState& s, int64_t now_us, int64
 // Every decision: remaining = limit - units held after it (>= 0), reset_after = until the last
 // lease expires. Precondition: `lease` non-empty for kAcquire, kRelease and kRenew, and not
 // already held (the store draws it at random: new_lease_id()). Allocates when a lease is added.
+// Adaptive (policy.adaptive()): `limit` above is the key's learned limit (s.adaptive; Decision::
+// limit says it), and each lease is one sample (adaptive::update_at at now): a release, its
+// round trip from granting (or report.latency_us) and report.dropped; a lease that expired
+// unreleased, a drop with its TTL as round trip — once, as it is removed.
 Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64_t cost, Op op,
-                const LeaseId& lease);
+                const LeaseId& lease, const adaptive::ReleaseReport& report = {});
+
+// The units a concurrency key admits at once now: policy.limit(), or an adaptive policy's learned
+// limit (initial_limit before its first sample), within [min_limit, max_limit].
+int64_t concurrency_limit(const Policy& policy, const ConcurrencyState& s);
 
 // Dispatches on the policy's algorithm. If `state` holds another algorithm's state (a policy
 // was redefined under the same name), it is replaced by a fresh state first. `lease` is read by
 // concurrency policies only (see above); the rate algorithms take kAcquire, kPeek and kReport
 // (report() below).
 Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
-                const LeaseId& lease = {});
+                const LeaseId& lease = {}, const adaptive::ReleaseReport& release = {});
 
 // ---- Usage known after the fact: report, refund and debt (docs/usage.md) ----
 //

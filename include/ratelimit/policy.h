@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "ratelimit/adaptive_limit.h"
 #include "ratelimit/clock.h"
 #include "ratelimit/status.h"
 
@@ -193,6 +194,11 @@ class Policy {
   // retry_after (denied) = until enough current leases expire for the request to fit, if none
   // is released first. window() is lease_ttl; rate() is 0. Count-denied mode has no effect.
   static Result<Policy> concurrency(int64_t limit, Micros lease_ttl);
+  // Concurrency whose limit adapts (adaptive_limit.h): each key's limit starts at
+  // initial_limit and moves within [min_limit, max_limit] by the round trips of its leases.
+  // limit() is max_limit (the capacity: a cost above it is kExceedsCapacity); adaptive() holds
+  // the config. Errors: validate(config), max_limit <= kMaxConcurrencyLimit, the lease TTL.
+  static Result<Policy> adaptive_concurrency(const adaptive::AdaptiveConfig& config, Micros lease_ttl);
 
   // A copy under another name. The name namespaces the policy's keys in a store, so two
   // policies with different names never share state. Default name: a canonical description
@@ -242,6 +248,8 @@ class Policy {
   // True for fixed_window_every_hit (see there).
   bool counts_every_hit() const { return every_hit_; }
   const ConsistencyOptions& consistency() const { return consistency_; }
+  // An adaptive concurrency policy's estimator config; nullopt for every other policy.
+  const std::optional<adaptive::AdaptiveConfig>& adaptive() const { return adaptive_; }
   bool is_bucket() const {
     return algorithm_ == Algorithm::kTokenBucket || algorithm_ == Algorithm::kLeakyBucket;
   }
@@ -258,6 +266,7 @@ class Policy {
   bool count_denied_ = false;
   bool every_hit_ = false;
   ConsistencyOptions consistency_;
+  std::optional<adaptive::AdaptiveConfig> adaptive_;
   int64_t limit_ = 0;
   Micros window_{0};
   double rate_ = 0;

@@ -62,6 +62,9 @@ struct StoreOp {
                                    // kReport: -kMaxCost ... kMaxCost
   Kind kind = Kind::kAcquire;
   LeaseId lease{};                 // kRelease / kRenew: the lease (non-empty); else ignored
+  // kRelease on an adaptive policy: the outcome / latency the client reported (validated by
+  // the caller: adaptive::validate_latency_us); ignored otherwise.
+  adaptive::ReleaseReport report{};
 };
 
 // A fresh lease id: 128 bits from the kernel's CSPRNG (getrandom), never all zero. Stores call

@@ -12,6 +12,10 @@
 // when a policy was redefined with a smaller limit (then remaining is 0 until they expire).
 // Mirrored by src/redis/lua/concurrency.lua step by step: the same order (a sorted set scored
 // by expiry), the same walk for retry_after, the same answers for every op.
+// Adaptive policies (Policy::adaptive, issue 30): the limit is the key's learned one
+// (s.adaptive, adaptive_limit.h), every lease feeds it exactly one sample — its release, or its
+// expiry (a drop, removed with it, so never counted twice); not mirrored in Lua yet (the Redis
+// store refuses adaptive policies).
 #include <algorithm>
 
 #include "ratelimit/algorithms.h"
@@ -31,16 +35,42 @@ std::vector<LeaseEntry>::iterator find_lease(std::vector<LeaseEntry>& leases, co
   return std::find_if(leases.begin(), leases.end(), [&](const LeaseEntry& e) { return e.id == id; });
 }
 
-}  // namespace
+// One lease's round trip as an adaptive sample, at `now_us` (a key's first sample starts from
+// initial_limit).
+void sample(const adaptive::AdaptiveConfig& c, ConcurrencyState& s, const LeaseEntry& e, int64_t now_us,
+            int64_t rtt_us, bool dropped) {
+  if (s.adaptive.limit_m == 0) s.adaptive = adaptive::initial_state(c);
+  const int64_t rtt = std::clamp<int64_t>(rtt_us, 0, adaptive::kMaxSampleUs);
+  adaptive::update_at(c, s.adaptive, {rtt, e.inflight, dropped}, now_us);
+  s.adaptive.last_sample_us = now_us;
+}
 
-Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64_t cost, Op op,
-                const LeaseId& lease) {
-  const int64_t limit = policy.limit();
+// Frees the leases whose time has come (a prefix: they are in expiry order); under an adaptive
+// policy each is a drop whose round trip is its whole life (granted to expired).
+void expire(const Policy& policy, ConcurrencyState& s, int64_t now_us) {
   auto& leases = s.leases;
-  // Leases whose time has come free themselves (a prefix: they are in expiry order).
   auto live = std::find_if(leases.begin(), leases.end(),
                            [&](const LeaseEntry& e) { return e.expires_us > now_us; });
+  if (const auto& c = policy.adaptive()) {
+    for (auto it = leases.begin(); it != live; ++it) sample(*c, s, *it, now_us, it->expires_us - it->granted_us, true);
+  }
   leases.erase(leases.begin(), live);
+}
+
+}  // namespace
+
+int64_t concurrency_limit(const Policy& policy, const ConcurrencyState& s) {
+  const auto& c = policy.adaptive();
+  if (!c) return policy.limit();
+  if (s.adaptive.limit_m == 0) return c->initial_limit;
+  return std::clamp(adaptive::limit(s.adaptive), c->min_limit, c->max_limit);
+}
+
+Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64_t cost, Op op,
+                const LeaseId& lease, const adaptive::ReleaseReport& report) {
+  expire(policy, s, now_us);
+  auto& leases = s.leases;
+  int64_t limit = concurrency_limit(policy, s);
   int64_t held = 0;
   for (const LeaseEntry& e : leases) held += e.weight;
 
@@ -61,6 +91,9 @@ Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64
       leases.erase(it);
       if (op == Op::kRelease) {
         held -= e.weight;
+        if (const auto& c = policy.adaptive()) {
+          sample(*c, s, e, now_us, report.latency_us >= 0 ? report.latency_us : now_us - e.granted_us, report.dropped);
+        }
       } else {
         // Never shortens a lease (a clock stepping back, a policy redefined with a shorter TTL).
         e.expires_us = std::max(e.expires_us, now_us + policy.lease_ttl().count());
@@ -82,7 +115,7 @@ Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64
         d.allowed = true;
         d.reason = DecisionReason::kWithinLimit;
         if (op == Op::kAcquire) {
-          insert_in_order(leases, {lease, now_us + policy.lease_ttl().count(), cost});
+          insert_in_order(leases, {lease, now_us + policy.lease_ttl().count(), cost, now_us, held + cost});
           held += cost;
           d.lease = lease;
         }
@@ -100,6 +133,10 @@ Decision decide(const Policy& policy, ConcurrencyState& s, int64_t now_us, int64
       }
       break;
     }
+  }
+  if (op == Op::kRelease) {
+    limit = concurrency_limit(policy, s);  // this release's sample may have moved it
+    d.limit = limit;
   }
   d.remaining = std::max<int64_t>(0, limit - held);
   d.reset_after = Micros{leases.empty() ? 0 : leases.back().expires_us - now_us};

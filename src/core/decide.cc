@@ -23,11 +23,11 @@ AlgorithmState fresh_state(const Policy& policy) {
 }
 
 Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
-                const LeaseId& lease) {
+                const LeaseId& lease, const adaptive::ReleaseReport& release) {
   if (state.index() != algorithm_index(policy.algorithm())) state = fresh_state(policy);
   if (op == Op::kReport) return report(policy, state, now_us, cost);
   if (auto* c = std::get_if<ConcurrencyState>(&state)) {
-    return decide(policy, *c, now_us, cost, op, lease);
+    return decide(policy, *c, now_us, cost, op, lease, release);
   }
   return std::visit(
       [&](auto& s) -> Decision {
@@ -95,6 +95,8 @@ int64_t idle_at_us(const Policy& policy, const AlgorithmState& state) {
     int64_t operator()(const ConcurrencyState& s) const {
       int64_t last = 0;  // leases are in expiry order, so the last one expires last
       if (!s.leases.empty()) last = s.leases.back().expires_us;
+      // An adaptive key's learned limit outlives its leases by kRetainUs after its last sample.
+      if (s.adaptive.limit_m != 0) last = std::max(last, s.adaptive.last_sample_us + adaptive::kRetainUs);
       return last;
     }
   };

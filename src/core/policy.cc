@@ -202,6 +202,18 @@ Result<Policy> Policy::concurrency(int64_t limit, Micros lease_ttl) {
               "concurrency:l" + std::to_string(limit) + ":ttl" + std::to_string(lease_ttl.count()) + "us");
 }
 
+Result<Policy> Policy::adaptive_concurrency(const adaptive::AdaptiveConfig& config, Micros lease_ttl) {
+  if (auto s = adaptive::validate(config); !s.is_ok()) return s;
+  auto p = concurrency(config.max_limit, lease_ttl);
+  if (!p.ok()) return p.status();
+  Policy out = std::move(*p);
+  out.adaptive_ = config;
+  out.set_name("concurrency:adaptive:" + std::string(adaptive::estimator_name(config.estimator)) + ":min" +
+               std::to_string(config.min_limit) + ":init" + std::to_string(config.initial_limit) + ":max" +
+               std::to_string(config.max_limit) + ":ttl" + std::to_string(lease_ttl.count()) + "us");
+  return out;
+}
+
 Result<Policy> Policy::with_name(std::string name) const {
   if (auto s = validate_policy_name(name); !s.is_ok()) return s;
   Policy p = *this;
@@ -303,6 +315,9 @@ Result<Policy> Policy::with_consistency(const ConsistencyOptions& o) const {
 }
 
 Result<Policy> Policy::with_limit(int64_t limit) const {
+  if (adaptive_) {
+    return Status::invalid_argument("an adaptive concurrency policy learns its limit: a limit of one's own is refused");
+  }
   Result<Policy> base = [&]() -> Result<Policy> {
     switch (algorithm_) {
       case Algorithm::kFixedWindow:

@@ -59,7 +59,7 @@ struct MemoryStore::Impl {
   // One op on one key; inputs already validated. `lease`: the lease a release or renew names
   // (a concurrency acquire draws its own, outside the lock).
   Result<Decision> decide_one(const Policy& policy, std::string_view key, int64_t cost, Op op,
-                              LeaseId lease = {}) {
+                              LeaseId lease = {}, const adaptive::ReleaseReport& report = {}) {
     const bool leases = policy.is_concurrency();
     if (leases && op == Op::kAcquire) lease = new_lease_id();
     const int64_t now = clock->now().count();
@@ -71,7 +71,7 @@ struct MemoryStore::Impl {
     // Acquires and reports write; a report is never refused, so what it leaves decides.
     const bool writes = op == Op::kAcquire || op == Op::kReport;
     if (i != kNil) {
-      const Decision d = leases ? shard.decide_lease(i, policy, now, cost, op, lease)
+      const Decision d = leases ? shard.decide_lease(i, policy, now, cost, op, lease, report)
                                 : shard.decide(i, policy, now, cost, op);
       // An admitted acquire holds the units it took: not idle, no need to ask.
       if (op == Op::kAcquire && d.allowed) {
@@ -89,7 +89,7 @@ struct MemoryStore::Impl {
     // redefinition under a known name).
     const uint16_t id = shard.policy_id(policy, w.name_hash, writes);
     AlgorithmState state = shard.starting_state(policy, w.name_hash, w.hash, now);
-    const Decision d = algo::decide(policy, state, now, cost, op, lease);
+    const Decision d = algo::decide(policy, state, now, cost, op, lease, report);
     if ((op == Op::kAcquire && d.allowed) || (writes && algo::idle_at_us(policy, state) > now)) {
       if (id == memory::kNoPolicy) return too_many_policies();
       shard.insert(id, key, w.hash, std::move(state), memory::standing_after(d, memory::kRoomy),
@@ -273,7 +273,7 @@ void MemoryStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atom
   }
   // Independent: one after the other. A single op (the common case) needs no buffer at all.
   auto one = [&](const StoreOp& op) {
-    return impl_->decide_one(*op.policy, op.key, op.cost, algo::op_of(op.kind), op.lease);
+    return impl_->decide_one(*op.policy, op.key, op.cost, algo::op_of(op.kind), op.lease, op.report);
   };
   if (ops.size() == 1) {
     auto d = one(ops[0]);

@@ -155,7 +155,8 @@ class alignas(64) Shard {
   }
   // algo::decide with a lease id (concurrency policies), on the slot's state moved out and back.
   Decision decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                        algo::Op op, const LeaseId& lease) RL_REQUIRES(mu);
+                        algo::Op op, const LeaseId& lease, const adaptive::ReleaseReport& report)
+      RL_REQUIRES(mu);
   // Moves the slot's state out (the slot keeps a placeholder until put_state).
   algo::AlgorithmState take_state(uint32_t i) RL_REQUIRES(mu);
   // Stores a state back into the slot.

@@ -20,7 +20,8 @@ using namespace slot_state;
 size_t Shard::log_bytes(const Slot& s) const {
   if (s.tag == kLogTag) return heap_block(log_in(s)->entries.heap_bytes());
   if (s.tag == kLeasesTag) {
-    return heap_block(leases_in(s)->leases.capacity() * sizeof(algo::LeaseEntry));
+    return heap_block(sizeof(ConcurrencyState)) +
+           heap_block(leases_in(s)->leases.capacity() * sizeof(algo::LeaseEntry));
   }
   return 0;
 }
@@ -31,15 +32,15 @@ void Shard::free_state(Slot& s) {
     log_in(s)->~SlidingWindowLogState();
   } else if (s.tag == kLeasesTag) {
     sub_bytes(log_bytes(s));
-    leases_in(s)->~ConcurrencyState();
+    box_in(s)->~LeasesBox();
   }
   s.tag = kNoState;
 }
 
 Decision Shard::decide_lease(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
-                             algo::Op op, const LeaseId& lease) {
+                             algo::Op op, const LeaseId& lease, const adaptive::ReleaseReport& report) {
   AlgorithmState state = take_state(i);
-  const Decision d = algo::decide(policy, state, now_us, cost, op, lease);
+  const Decision d = algo::decide(policy, state, now_us, cost, op, lease, report);
   put_state(i, std::move(state));
   return d;
 }
@@ -71,7 +72,9 @@ AlgorithmState Shard::take_state(uint32_t i) {
     }
     case kLeasesTag: {
       sub_bytes(log_bytes(s));
-      return std::move(*leases_in(s));  // leaves an empty vector behind (no block)
+      ConcurrencyState out = std::move(*leases_in(s));  // leaves an empty vector behind (no block)
+      add_bytes(log_bytes(s));                           // the box stays
+      return out;
     }
     case Shard::tag_of(Algorithm::kSlidingWindowCounter):
       return unpack_inline<algo::StateOfT<Algorithm::kSlidingWindowCounter>>(s);
@@ -91,7 +94,8 @@ void Shard::put_heap_state(Slot& s, uint8_t tag, T&& state) {
     else *leases_in(s) = std::move(state);
   } else {
     free_state(s);
-    new (s.state) T(std::move(state));
+    if constexpr (std::is_same_v<T, SlidingWindowLogState>) new (s.state) T(std::move(state));
+    else new (s.state) LeasesBox(std::make_unique<ConcurrencyState>(std::move(state)));
   }
   s.tag = tag;
   add_bytes(log_bytes(s));

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <variant>
@@ -47,8 +48,12 @@ static_assert(sizeof(SlidingWindowLogState) <= sizeof(Slot::state) &&
               "the sliding log's state lives in the slot");
 static_assert(std::is_same_v<std::variant_alternative_t<kLeasesTag, AlgorithmState>,
                              ConcurrencyState>);
-static_assert(sizeof(ConcurrencyState) <= sizeof(Slot::state) && alignof(ConcurrencyState) <= 8,
-              "the leases' state lives in the slot");
+// The leases' state (a vector and an adaptive policy's learned limit) is larger than a slot's
+// 24 bytes: the slot holds it boxed, and the box lives as long as the slot holds leases (taking
+// the state out moves the contents and leaves the empty box, so a decision allocates nothing).
+using LeasesBox = std::unique_ptr<ConcurrencyState>;
+static_assert(sizeof(LeasesBox) <= sizeof(Slot::state) && alignof(LeasesBox) <= 8,
+              "the leases' box lives in the slot");
 
 inline SlidingWindowLogState* log_in(Slot& s) {
   return std::launder(reinterpret_cast<SlidingWindowLogState*>(s.state));
@@ -56,12 +61,12 @@ inline SlidingWindowLogState* log_in(Slot& s) {
 inline const SlidingWindowLogState* log_in(const Slot& s) {
   return std::launder(reinterpret_cast<const SlidingWindowLogState*>(s.state));
 }
-inline ConcurrencyState* leases_in(Slot& s) {
-  return std::launder(reinterpret_cast<ConcurrencyState*>(s.state));
+inline LeasesBox* box_in(Slot& s) { return std::launder(reinterpret_cast<LeasesBox*>(s.state)); }
+inline const LeasesBox* box_in(const Slot& s) {
+  return std::launder(reinterpret_cast<const LeasesBox*>(s.state));
 }
-inline const ConcurrencyState* leases_in(const Slot& s) {
-  return std::launder(reinterpret_cast<const ConcurrencyState*>(s.state));
-}
+inline ConcurrencyState* leases_in(Slot& s) { return box_in(s)->get(); }
+inline const ConcurrencyState* leases_in(const Slot& s) { return box_in(s)->get(); }
 inline bool owns_heap(uint8_t tag) { return tag == kLogTag || tag == kLeasesTag; }
 
 template <typename T>

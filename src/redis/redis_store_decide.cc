@@ -21,6 +21,11 @@ using namespace redis_detail;
 void RedisStore::Impl::decide(const Policy& policy, std::string_view key, int64_t cost,
                               algo::Op op, DecisionCallback done, LeaseId lease) {
   if (Status s = validate_key(key); !s.is_ok()) return done(s);
+  if (policy.adaptive()) {
+    // The estimators have no Lua mirror yet (issue 30): refused rather than decided as fixed.
+    return done(Status::invalid_argument("policy '" + policy.name() + "' has an adaptive limit, which only the memory "
+                                         "store keeps for now (no Redis mirror yet)"));
+  }
   if (op == algo::Op::kReport) {
     if (Status s = validate_report_cost(policy, cost); !s.is_ok()) return done(s);
     if (envoy_layout(policy)) return done(envoy_report_refused(policy));

@@ -59,7 +59,7 @@ bool DecisionService::decide(const Snapshot& snapshot, std::span<const Item> ite
   const bool group = atomicity == Atomicity::kAllOrNothing && enforced >= 2;
   auto add = [&](size_t i) {
     const Item& it = items[i];
-    p.ops_.push_back({it.policy != nullptr ? it.policy : &it.rule->policy, it.key, it.cost, it.kind, it.lease});
+    p.ops_.push_back({it.policy != nullptr ? it.policy : &it.rule->policy, it.key, it.cost, it.kind, it.lease, it.report});
     p.items_.push_back(static_cast<uint32_t>(i));
   };
   if (group) {

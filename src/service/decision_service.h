@@ -62,6 +62,7 @@ struct Item {
   // so the same counter); must outlive the decision (the store reads it until completion).
   const Policy* policy = nullptr;
   LeaseId lease{};  // kRelease / kRenew
+  adaptive::ReleaseReport report{};  // kRelease: the outcome / latency the client reported
 };
 
 // Where the service reports what it measures (the daemon's Metrics).

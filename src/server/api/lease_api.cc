@@ -30,6 +30,7 @@ class LeaseState final : public ExchangeState, public service::Pending {
   Micros ttl{0};
   http::PolicyInfo info;
   std::optional<Policy> own_limit;  // an acquire's own "limit" (own_limit_policy); read by the store
+  adaptive::ReleaseReport report;   // a release's outcome / latency (parse_release_body)
   std::vector<service::Item> items;
   http::RenderOptions render;
 
@@ -171,6 +172,11 @@ bool LeaseHandler::handle(Exchange& x) {
       return true;
     }
     st.token = std::move(*token);
+    st.report = {};
+    if (!renew && !parse_release_body(x.request.body, st.report, st.error)) {
+      http::render_error(st.error.status, st.error.error, st.error.message, x.response);
+      return true;
+    }
     st.op = renew ? LeaseOp::kRenew : LeaseOp::kRelease;
     kind = renew ? StoreOp::Kind::kRenew : StoreOp::Kind::kRelease;
   }
@@ -199,7 +205,7 @@ bool LeaseHandler::handle(Exchange& x) {
     st.info = http::PolicyInfo::of(*st.own_limit);
   }
   st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind,
-                      st.own_limit ? &*st.own_limit : nullptr, st.token.id});
+                      st.own_limit ? &*st.own_limit : nullptr, st.token.id, st.report});
   // An acquire may wait for a lease to free (the waiting service; releases and renews never wait).
   if (!api_.waiting.decide(*snap.rules, st.items, Atomicity::kIndependent, wait_budget(st.request.max_wait_ms), st)) {
     return false;

@@ -2,7 +2,7 @@
 // subtree /v1/leases:
 //   POST   /v1/leases              {"key", "policy", "cost"}  -> 200 the lease, or 429
 //   POST   /v1/leases/{id}/renew                              -> 200 renewed, or 404 not held
-//   DELETE /v1/leases/{id}                                    -> 200 {"released": true|false}
+//   DELETE /v1/leases/{id} [{"outcome", "latency_ms"}]        -> 200 {"released": true|false}
 // {id} is the lease token (lease_token.h): the store's random 128-bit lease id with the policy
 // and key, so any ratelimitd on the same store answers it and no body is needed. Every answer
 // carries RateLimit-Policy with qu="concurrent-requests". The contract: docs/http-api.md and

@@ -34,6 +34,22 @@ bool check_policy_name(std::string_view name, RequestError& err) {
   return fail(err, "unknown_policy", "policy names are made of [A-Za-z0-9_.:-]");
 }
 
+// A JSON object parsed into `mr` (depth at most `depth`), or false with `err` filled.
+bool parse_object(std::string_view body, json::monotonic_resource& mr, int depth, json::value& v, RequestError& err) {
+  json::parse_options opts;
+  opts.max_depth = depth;
+  boost::system::error_code ec;
+  v = json::parse(body, ec, &mr, opts);
+  if (ec) {
+    if (body.empty()) return fail(err, "invalid_json", "the request body is empty; expected a JSON object");
+    return fail(err, "invalid_json", "the body is not valid JSON: " + ec.message());
+  }
+  if (!v.is_object()) {
+    return fail(err, "invalid_request", "the body must be a JSON object, got " + std::string(json_kind_name(v.kind())));
+  }
+  return true;
+}
+
 }  // namespace
 
 bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err) {
@@ -57,17 +73,8 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
 
   alignas(std::max_align_t) unsigned char arena[2048];
   json::monotonic_resource mr(arena, sizeof arena);
-  json::parse_options opts;
-  opts.max_depth = 4;
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec, &mr, opts);
-  if (ec) {
-    if (body.empty()) return fail(err, "invalid_json", "the request body is empty; expected a JSON object");
-    return fail(err, "invalid_json", "the body is not valid JSON: " + ec.message());
-  }
-  if (!v.is_object()) {
-    return fail(err, "invalid_request", "the body must be a JSON object, got " + std::string(json_kind_name(v.kind())));
-  }
+  json::value v(&mr);  // the arena's: parse_object moves into it without a copy
+  if (!parse_object(body, mr, 4, v, err)) return false;
   const json::object& obj = v.get_object();
   const json::value* key = nullptr;
   const json::value* policy = nullptr;
@@ -185,6 +192,43 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     out.max_wait_ms = max_wait->get_int64();
   }
   out.key.assign(ks.data(), ks.size());
+  return true;
+}
+
+bool parse_release_body(std::string_view body, adaptive::ReleaseReport& out, RequestError& err) {
+  out = {};
+  if (body.empty()) return true;
+  alignas(std::max_align_t) unsigned char arena[512];
+  json::monotonic_resource mr(arena, sizeof arena);
+  json::value v(&mr);  // the arena's: parse_object moves into it without a copy
+  if (!parse_object(body, mr, 2, v, err)) return false;
+  for (const auto& kv : v.get_object()) {
+    const std::string_view k = kv.key();
+    const json::value& x = kv.value();
+    if (k == "outcome") {
+      const std::string_view o = x.is_string() ? std::string_view(x.get_string().data(), x.get_string().size()) : "";
+      if (o != "ok" && o != "dropped" && o != "timeout") {
+        return fail(err, "invalid_outcome", "'outcome' must be \"ok\", \"dropped\" or \"timeout\"");
+      }
+      out.dropped = o != "ok";
+    } else if (k == "latency_ms") {
+      // Whole or fractional milliseconds, kept to the microsecond; a NaN cannot be JSON, an
+      // infinity or 1e400 fails the bound.
+      const double ms = x.is_int64() ? static_cast<double>(x.get_int64())
+                        : x.is_uint64() ? static_cast<double>(x.get_uint64())
+                        : x.is_double() ? x.get_double()
+                                        : -1;
+      const double us = std::round(ms * 1000);
+      if (!x.is_number() || !std::isfinite(us) || us < 0 || us > static_cast<double>(adaptive::kMaxSampleUs)) {
+        return fail(err, "invalid_latency", "'latency_ms' must be a number of milliseconds, 0 or more and under 3600000 (an hour)");
+      }
+      out.latency_us = static_cast<int64_t>(us);
+    } else {
+      std::string m = "unknown field ";
+      m += k.size() <= 64 ? "'" + std::string(k) + "'" : std::string("(a long name)");
+      return fail(err, "invalid_request", m + " (allowed: outcome, latency_ms)");
+    }
+  }
   return true;
 }
 

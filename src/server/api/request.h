@@ -69,6 +69,14 @@ enum class BodyKind : uint8_t {
 // left untouched; cost is 1.
 [[nodiscard]] bool parse_forward_auth_query(std::string_view query, DecisionRequest& out, RequestError& err);
 
+// Parses a lease release's body (DELETE /v1/leases/{id}): empty (nothing reported), or
+// {"outcome": "ok" | "dropped" | "timeout", "latency_ms": number} with both fields optional.
+// dropped and timeout mean the work failed for want of capacity (a drop to an adaptive limit's
+// estimator); latency_ms (finite, 0 <= ms < 3,600,000, microsecond precision) replaces the
+// measured grant-to-release round trip. Anything else — another outcome, a negative, NaN-like
+// or hour-long latency, an unknown field — is refused with 400, so it never reaches the store.
+[[nodiscard]] bool parse_release_body(std::string_view body, adaptive::ReleaseReport& out, RequestError& err);
+
 // Checks a key against the bounds (1 ... max_key_length bytes).
 bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err);
 

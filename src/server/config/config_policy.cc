@@ -4,6 +4,8 @@
 // Invariants: every policy is built by the validating Policy factories (Policy::fixed_window ...,
 // with_consistency, with_limit), whose refusal is reported with the policy's line; a key that
 // does not apply to the algorithm is refused by name, never ignored.
+#include <algorithm>
+
 #include "config_sections.h"
 #include "consistency_keys.h"
 
@@ -75,6 +77,68 @@ Status parse_waiting(const Parser& p, const YAML::Node& n, const std::string& wh
   return {};
 }
 
+constexpr const char* kAdaptiveKeys[] = {"estimator", "min_limit", "initial_limit", "max_limit", "sample_window"};
+
+// The estimator's settings of `limit: adaptive` (docs/throttling.md "Fixed or adaptive").
+Result<adaptive::AdaptiveConfig> parse_adaptive(const Parser& p, const YAML::Node& n, const std::string& what) {
+  adaptive::AdaptiveConfig c;
+  if (!n["max_limit"]) return p.error(n, what + ": limit: adaptive needs 'max_limit' (the most units it may learn to admit)");
+  if (n["estimator"]) {
+    std::string e;
+    RL_TRY_ASSIGN(e, p.string(n["estimator"], what + ".estimator"));
+    auto est = adaptive::estimator_from_name(e);
+    if (!est) return p.error(n["estimator"], what + ".estimator: unknown estimator '" + e + "' (gradient2, aimd, vegas)");
+    c.estimator = *est;
+  }
+  RL_TRY_ASSIGN(c.max_limit, p.integer(n["max_limit"], what + ".max_limit", 1, adaptive::kMaxAdaptiveLimit));
+  if (n["min_limit"]) RL_TRY_ASSIGN(c.min_limit, p.integer(n["min_limit"], what + ".min_limit", 1, adaptive::kMaxAdaptiveLimit));
+  // Netflix's initial limit (20), within the bounds given.
+  c.initial_limit = std::clamp<int64_t>(20, c.min_limit, c.max_limit);
+  if (n["initial_limit"]) {
+    RL_TRY_ASSIGN(c.initial_limit, p.integer(n["initial_limit"], what + ".initial_limit", 1, adaptive::kMaxAdaptiveLimit));
+  }
+  if (n["sample_window"]) {
+    if (n["sample_window"].IsScalar() && n["sample_window"].Scalar() == "0") {
+      c.window_us = 0;  // one update per sample
+    } else {
+      Micros w{0};
+      RL_TRY_ASSIGN(w, p.duration(n["sample_window"], what + ".sample_window"));
+      c.window_us = w.count();
+    }
+  }
+  if (Status s = adaptive::validate(c); !s.is_ok()) return p.error(n, what + ": " + s.message());
+  return c;
+}
+
+// concurrency: a fixed `limit` or `limit: adaptive`, and lease_ttl.
+Result<Policy> parse_concurrency(const Parser& p, const YAML::Node& n, const std::string& what) {
+  // lease_ttl is the leases' lifetime here; the consistency keys do not apply (a concurrency
+  // policy is always decided exactly).
+  for (const char* k : {"window", "rate", "burst", "mode", "count_denied", "consistency", "sync_interval",
+                        "lease_max"}) {
+    if (n[k]) return p.error(n[k], what + ": '" + k + "' does not apply to concurrency (it takes limit and lease_ttl)");
+  }
+  if (!n["limit"] || !n["lease_ttl"]) return p.error(n, what + ": concurrency needs 'limit' (units held at once, or adaptive) and 'lease_ttl'");
+  Micros ttl{0};
+  RL_TRY_ASSIGN(ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
+  const bool adaptive = n["limit"].IsScalar() && n["limit"].Scalar() == "adaptive";
+  if (!adaptive) {
+    for (const char* k : kAdaptiveKeys) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' applies with limit: adaptive (this limit is fixed)");
+    }
+    int64_t limit = 0;
+    RL_TRY_ASSIGN(limit, p.integer(n["limit"], what + ".limit", 1, kMaxConcurrencyLimit));
+    auto fixed = Policy::concurrency(limit, ttl);
+    if (!fixed) return p.error(n, what + ": " + fixed.status().message());
+    return fixed;
+  }
+  adaptive::AdaptiveConfig c;
+  RL_TRY_ASSIGN(c, parse_adaptive(p, n, what));
+  auto learned = Policy::adaptive_concurrency(c, ttl);
+  if (!learned) return p.error(n, what + ": " + learned.status().message());
+  return learned;
+}
+
 }  // namespace
 
 Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, const YAML::Node& key,
@@ -84,7 +148,8 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   RL_TRY(p.check_map(n, what, {"algorithm", "limit", "window", "rate", "burst", "mode", "shadow",
                                "count_denied", "consistency", "sync_interval", "lease_max",
                                "lease_ttl", "request_limit", "max_wait", "max_queue", "hold_delay",
-                               "scope"}));
+                               "scope", "estimator", "min_limit", "initial_limit", "max_limit",
+                               "sample_window"}));
   if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
   std::string algo_name;
   RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
@@ -97,19 +162,13 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   }
   Result<Policy> policy = Status::internal("unset");
   const bool bucket = *algo == Algorithm::kTokenBucket || *algo == Algorithm::kLeakyBucket;
-  if (*algo == Algorithm::kConcurrency) {
-    // lease_ttl is the leases' lifetime here; the consistency keys do not apply (a concurrency
-    // policy is always decided exactly).
-    for (const char* k : {"window", "rate", "burst", "mode", "count_denied", "consistency", "sync_interval",
-                          "lease_max"}) {
-      if (n[k]) return p.error(n[k], what + ": '" + k + "' does not apply to concurrency (it takes limit and lease_ttl)");
+  if (*algo != Algorithm::kConcurrency) {
+    for (const char* k : kAdaptiveKeys) {
+      if (n[k]) return p.error(n[k], what + ": '" + k + "' applies to concurrency with limit: adaptive");
     }
-    if (!n["limit"] || !n["lease_ttl"]) return p.error(n, what + ": concurrency needs 'limit' (units held at once) and 'lease_ttl'");
-    int64_t limit = 0;
-    Micros ttl{0};
-    RL_TRY_ASSIGN(limit, p.integer(n["limit"], what + ".limit", 1, kMaxConcurrencyLimit));
-    RL_TRY_ASSIGN(ttl, p.duration(n["lease_ttl"], what + ".lease_ttl"));
-    policy = Policy::concurrency(limit, ttl);
+  }
+  if (*algo == Algorithm::kConcurrency) {
+    RL_TRY_ASSIGN(policy, parse_concurrency(p, n, what));
   } else if (bucket) {
     for (const char* k : {"limit", "window"}) {
       if (n[k]) return p.error(n[k], what + ": '" + k + "' is for window algorithms; a bucket takes rate and burst");
