@@ -86,6 +86,9 @@ Status validate(const RlqsScenario& s, const RlqsOptions& o) {
     if (i < 1 || i > 3600) return Status::invalid_argument("rlqs: report intervals must be 1 ... 3600 s");
   }
   if (!(o.tolerance > 0) || o.tolerance >= 1) return Status::invalid_argument("rlqs: tolerance must be in (0, 1)");
+  if (o.server_interval_s < 0 || o.server_interval_s > 86'400) {
+    return Status::invalid_argument("rlqs: the server's reporting interval must be 0 (each run's) ... 86400 s");
+  }
   return {};
 }
 
@@ -181,7 +184,8 @@ class Fleet {
   void report(size_t i, int64_t t) {
     ClientState& c = clients_[i];
     const int64_t elapsed = c.last_report_us < 0 ? 0 : t - c.last_report_us;
-    auto a = bucket_.report(i, c.allowed, c.denied, elapsed, capacity_mrps_, t);
+    const int64_t assumed = o_.server_interval_s > 0 ? o_.server_interval_s : interval_us_ / kUs;
+    auto a = bucket_.report(i, c.allowed, c.denied, elapsed, capacity_mrps_, t, assumed);
     ++reports_;
     c.allowed = c.denied = 0;
     c.last_report_us = t;

@@ -61,6 +61,9 @@ struct RlqsOptions {
   std::vector<int64_t> intervals_s = {1, 2, 5, 10};  // report intervals to compare
   bool no_assignment_allows = true;                  // ALLOW_ALL (true) or DENY_ALL
   double tolerance = 0.10;                           // "converged": every share within ±10 %
+  // The server's rlqs.reporting_interval (s): the interval it assumes for a client whose
+  // reports have not shown one yet. 0: each run's own interval (configured to match Envoy's).
+  int64_t server_interval_s = 1;
 };
 
 struct RlqsPhase {

@@ -69,6 +69,26 @@ TEST(Rlqs, LongerIntervalsConvergeLaterInProportion) {
   EXPECT_LT(*runs[0].phases[1].converged_s, *runs[2].phases[1].converged_s);
 }
 
+// With the server's reporting_interval set to the Envoys' (rlqs.reporting_interval), a first
+// assignment outlives the wait for the second report at every interval: no fallback to
+// ALLOW_ALL, so the worst second is the bucket refills' alone — as at 1 s. Left at 1 s, the
+// 5 s and 10 s runs let the 1,000-rps client through whole between its first two reports.
+TEST(Rlqs, AConfiguredReportingIntervalKeepsTheFirstAssignmentUntilTheSecondReport) {
+  RlqsOptions o;
+  o.intervals_s = {1, 5, 10};
+  o.server_interval_s = 0;  // each run's own
+  const auto matched = run(o);
+  ASSERT_EQ(matched.size(), 3u);
+  for (const RlqsRun& r : matched) EXPECT_EQ(r.worst_second_over, matched[0].worst_second_over) << r.interval_s;
+  o.server_interval_s = 1;
+  const auto unset = run(o);
+  ASSERT_EQ(unset.size(), 3u);
+  EXPECT_GT(unset[1].worst_second_over, matched[1].worst_second_over + 300);
+  EXPECT_GT(unset[2].worst_second_over, matched[2].worst_second_over + 300);
+  o.server_interval_s = -1;
+  EXPECT_FALSE(run_rlqs(rlqs_three_clients(), o).ok());
+}
+
 TEST(Rlqs, SameScenarioSameTable) {
   RlqsOptions o;
   auto a = run_rlqs(rlqs_three_clients(), o);

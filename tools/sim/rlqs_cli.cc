@@ -29,6 +29,10 @@ int rlqs_main(int argc, char** argv) {
   app.add_option("--capacity", s.capacity_rps, "The bucket's global limit, rps")->capture_default_str();
   app.add_option("--no-assignment", unassigned, "What Envoy does without an assignment: allow or deny")
       ->capture_default_str();
+  std::string server_interval = "1";
+  app.add_option("--reporting-interval", server_interval,
+                 "The server's rlqs.reporting_interval in seconds, or 'match' (each run's interval)")
+      ->capture_default_str();
   app.add_option("--tolerance", o.tolerance, "Converged: every assignment within this share of its target")
       ->capture_default_str();
   try {
@@ -44,6 +48,19 @@ int rlqs_main(int argc, char** argv) {
     return kExitUsage;
   }
   o.no_assignment_allows = unassigned == "allow";
+  if (server_interval == "match") {
+    o.server_interval_s = 0;
+  } else {
+    try {
+      size_t used = 0;
+      o.server_interval_s = std::stoll(server_interval, &used);
+      if (used != server_interval.size() || o.server_interval_s < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      std::cerr << "ratelimit-sim rlqs: --reporting-interval: expected whole seconds >= 1 or match, got '"
+                << server_interval << "'\n";
+      return kExitUsage;
+    }
+  }
   auto runs = run_rlqs(s, o);
   if (!runs) {
     std::cerr << "ratelimit-sim rlqs: " << runs.status().message() << "\n";
