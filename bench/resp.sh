@@ -17,9 +17,9 @@
 #
 # The quiet lock: the run holds `flock -x` on QUIET_LOCK, so it measures only while no other
 # holder of that lock (a build, test or measurement that takes it) runs, and leaves QUIET_WANT
-# (/tmp/ratelimit-quiet.want) while it waits and runs, asking builders to pause — as
-# /work/helpers/quiet-run did. QUIET_LOCK= (empty) runs without either: a correctness check,
-# never figures.
+# (/tmp/ratelimit-quiet.want) while it waits and runs, asking builders to pause: it re-runs
+# itself through scripts/quiet-run. QUIET_LOCK= (empty) runs without either: a correctness
+# check, never figures.
 #
 # usage: bench/resp.sh > results.jsonl            (the summary on stderr)
 # env:   RUNS (3) MEASURE_SECONDS (10) INFLIGHT (100) RESP_PIPELINE (10) CLIENT_CPU (0)
@@ -33,13 +33,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${QUIET_WAIT:=3600}"
 : "${QUIET_WANT=/tmp/ratelimit-quiet.want}"
 if [ -n "$QUIET_LOCK" ] && [ -z "${RATELIMIT_QUIET_HELD:-}" ]; then
-  made_want=0
-  if [ -n "$QUIET_WANT" ] && [ ! -e "$QUIET_WANT" ]; then echo "bench/resp.sh $$" > "$QUIET_WANT" && made_want=1; fi
-  echo "[$(date -u +%H:%M:%S)] waiting for the exclusive quiet lock $QUIET_LOCK (at most $QUIET_WAIT s)" >&2
-  status=0
-  RATELIMIT_QUIET_HELD=1 flock -x -w "$QUIET_WAIT" "$QUIET_LOCK" "$0" "$@" || status=$?
-  [ "$made_want" = 1 ] && rm -f "$QUIET_WANT"
-  exit "$status"
+  QUIET_LOCK=$QUIET_LOCK QUIET_WANT=$QUIET_WANT QUIET_WAIT=$QUIET_WAIT exec "$ROOT/scripts/quiet-run" "$0" "$@"
 fi
 export NGINX=${NGINX:-0} GRPCGO=${GRPCGO:-0} BENCH_CLIENT=${BENCH_CLIENT:-0} RESP=1 REDISFN=1
 echo "[$(date -u +%H:%M:%S)] ratelimitd $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'); load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
