@@ -179,6 +179,8 @@ inline constexpr Family kStoreFamilies[] = {
      "Leases granted by this process that lapsed (lease_ttl passed without a release or renew through any process), by policy."},
     {"ratelimitd_leases_held", "gauge",
      "Leases granted by this process, not released (through any process), lease_ttl not passed, by policy."},
+    {"ratelimitd_adaptive_limit", "gauge",
+     "An adaptive concurrency policy's learned limit as this process's last lease answer under it gave it (any key), by policy."},
     {"ratelimitd_region_reachable", "gauge",
      "1 while the last read of that region's store succeeded recently, else 0 (label region)."},
     {"ratelimitd_region_view_age_seconds", "gauge",

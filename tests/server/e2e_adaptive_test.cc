@@ -122,6 +122,9 @@ TEST(E2EAdaptive, AbsurdReleasesAreRefusedAndChangeNothing) {
   const Reply ok = c.request("DELETE", path, R"({"outcome":"timeout","latency_ms":12.5})");
   ASSERT_EQ(ok.status, 200u) << ok.body;
   EXPECT_TRUE(ok.json().at("released").as_bool());
+  // The learned limit per policy: still 5 (one sample of a 1 s window, which needs 10).
+  const Reply page = c.get("/metrics");
+  EXPECT_NE(page.body.find("ratelimitd_adaptive_limit{policy=\"shape\"} 5\n"), std::string::npos) << page.body;
 }
 
 TEST(E2EAdaptive, ConfigurationErrorsNameTheKey) {

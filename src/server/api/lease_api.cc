@@ -31,6 +31,7 @@ class LeaseState final : public ExchangeState, public service::Pending {
   http::PolicyInfo info;
   std::optional<Policy> own_limit;  // an acquire's own "limit" (own_limit_policy); read by the store
   adaptive::ReleaseReport report;   // a release's outcome / latency (parse_release_body)
+  bool adaptive = false;            // the policy's limit is learned (the metrics' gauge)
   std::vector<service::Item> items;
   http::RenderOptions render;
 
@@ -75,6 +76,7 @@ void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
     return;
   }
   const Decision& d = st.decisions.front();
+  if (st.adaptive && d.limit > 0) metrics.learned(st.policy, d.limit);
   switch (st.op) {
     case LeaseOp::kAcquire: {
       if (d.reason == DecisionReason::kOverLimit) metrics.denied(st.policy);
@@ -194,6 +196,7 @@ bool LeaseHandler::handle(Exchange& x) {
     return true;
   }
   st.policy = rule->policy.name();
+  st.adaptive = rule->policy.adaptive().has_value();
   st.ttl = rule->policy.lease_ttl();
   st.info = http::PolicyInfo::of(rule->policy);
   st.render = cfg.render;
@@ -256,6 +259,11 @@ void LeaseMetrics::released(const std::string& policy, const LeaseId& id, bool h
   --tracked_;
 }
 
+void LeaseMetrics::learned(const std::string& policy, int64_t limit) {
+  MutexLock lock(mu_);
+  policies_[policy].learned_limit = limit;
+}
+
 void LeaseMetrics::released_elsewhere(std::string_view policy, const LeaseId& id) {
   MutexLock lock(mu_);
   auto pit = policies_.find(policy);
@@ -300,6 +308,12 @@ void LeaseMetrics::render(std::string& out) {
       out += metric_name(f.metric);
       out += "{policy=\"" + name + "\"} " + std::to_string(f.field != nullptr ? p.*f.field : p.live.size()) + '\n';
     }
+  }
+  append_metric_header(out, StoreMetric::kAdaptiveLimit);
+  for (const auto& [name, p] : policies_) {
+    if (p.learned_limit < 0) continue;
+    out += metric_name(StoreMetric::kAdaptiveLimit);
+    out += "{policy=\"" + name + "\"} " + std::to_string(p.learned_limit) + '\n';
   }
 }
 

@@ -44,6 +44,8 @@ class LeaseMetrics {
   void acquired(const std::string& policy, const LeaseId& id, Micros ttl);
   void denied(const std::string& policy);
   void released(const std::string& policy, const LeaseId& id, bool held);
+  // The learned limit a lease answer of an adaptive policy gave (the gauge keeps the last).
+  void learned(const std::string& policy, int64_t limit);
   void renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held);
   // A release of `id` through any process (the Redis release feed; this process's own come
   // again there and are no longer tracked): a lease granted here stops being held, uncounted.
@@ -54,6 +56,7 @@ class LeaseMetrics {
  private:
   struct PerPolicy {
     uint64_t acquired = 0, denied = 0, released = 0, renewed = 0, expired = 0;
+    int64_t learned_limit = -1;  // adaptive policies: the last answered limit; -1 none
     std::unordered_map<std::string, Clock::time_point> live;  // hex id -> local expiry
   };
   static constexpr size_t kMaxTracked = 1'000'000;  // per process; beyond, not tracked

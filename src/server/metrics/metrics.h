@@ -117,6 +117,7 @@ enum class StoreMetric : uint8_t {
   kLeasesRenewedTotal,
   kLeasesExpiredTotal,
   kLeasesHeld,
+  kAdaptiveLimit,
   // Policies counted across regions (RegionStore, distributed_metrics.cc); labelled by region.
   kRegionReachable,
   kRegionViewAgeSeconds,
@@ -128,7 +129,7 @@ enum class StoreMetric : uint8_t {
   kRegionUntrackedTotal,
   kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 72;
+inline constexpr size_t kStoreMetricCount = 73;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);
