@@ -133,6 +133,8 @@ class BucketShares {
   size_t clients() const { return clients_.size(); }
   // Σ of the clients' known demands, mrps (unknown ones count 0).
   int64_t known_demand() const;
+  // Σ of the rates of the clients' last assignments, mrps (DENY_ALL counts 0).
+  int64_t assigned() const;
   // The latest time any client's assignment is still valid (0 when none): idle after it.
   int64_t busy_until_us() const;
 

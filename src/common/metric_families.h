@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ratelimit::metrics {
 
@@ -222,6 +223,15 @@ inline constexpr Family kRlqsReports{"ratelimitd_rlqs_reports_total", "counter",
                                      "RLQS bucket usage reports answered with an assignment."};
 inline constexpr Family kRlqsIgnored{"ratelimitd_rlqs_reports_ignored_total", "counter",
                                      "RLQS bucket usage reports ignored: empty or oversized bucket_id, absurd counts."};
+// Per bucket (the 100 most recently reported; labels domain and bucket "k=v,k=v" sorted).
+inline constexpr Family kRlqsBucketClients{"ratelimitd_rlqs_bucket_clients", "gauge",
+                                           "Envoys (streams) taking part in an RLQS bucket's division now."};
+inline constexpr Family kRlqsBucketDemand{"ratelimitd_rlqs_bucket_demand_rps", "gauge",
+                                          "Sum of the Envoys' last reported demands ((allowed + denied) / time_elapsed)."};
+inline constexpr Family kRlqsBucketAssigned{"ratelimitd_rlqs_bucket_assigned_rps", "gauge",
+                                            "Sum of the rates of the assignments in force (token buckets; 0 for DENY_ALL)."};
+inline constexpr Family kRlqsBucketLimit{"ratelimitd_rlqs_bucket_limit_rps", "gauge",
+                                         "The bucket's global limit per second (its rule's, at the last report)."};
 inline constexpr Family kRlqsForgotten{"ratelimitd_rlqs_buckets_forgotten_total", "counter",
                                        "RLQS buckets forgotten: every client's assignment expired, or beyond rlqs.max_buckets."};
 
@@ -245,6 +255,16 @@ inline constexpr Family kRlsRequestKeysMax{"ratelimitd_rls_stats_request_keys_ma
 inline constexpr Family kRlsOverflowHits{"ratelimitd_rls_stats_overflow_hits_total", "counter",
                                          "Hits counted under the rule's own key because the request-key cap was "
                                          "reached."};
+
+// Prometheus label-value escaping (backslash, double quote, newline).
+inline void append_label_value(std::string& out, std::string_view value) {
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+}
 
 // "# HELP name help\n# TYPE name type\n": a family's header in the text format.
 inline void append_family_header(std::string& out, const Family& f) {

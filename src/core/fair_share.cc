@@ -161,6 +161,16 @@ int64_t BucketShares::known_demand() const {
   return sum;
 }
 
+int64_t BucketShares::assigned() const {
+  int64_t sum = 0;
+  for (const Client& c : clients_) {
+    if (c.last && c.last->kind == Assignment::Kind::kTokenBucket && c.last->fill_interval_s > 0) {
+      sum += c.last->tokens_per_fill * kMrpsPerRps / c.last->fill_interval_s;
+    }
+  }
+  return sum;
+}
+
 int64_t BucketShares::busy_until_us() const {
   int64_t until = 0;
   for (const Client& c : clients_) until = std::max(until, c.expires_at_us);

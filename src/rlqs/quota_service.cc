@@ -4,7 +4,10 @@
 #include "quota_service.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
+
+#include "metric_families.h"
 
 namespace ratelimit::rlqs {
 namespace {
@@ -148,9 +151,53 @@ std::vector<BucketView> QuotaService::buckets(size_t max) const {
   for (const std::string& key : recency_) {
     if (out.size() >= max) break;
     const Entry& e = buckets_.at(key);
-    out.push_back({e.domain, e.id, e.shares.clients(), e.shares.known_demand(), e.capacity_mrps});
+    out.push_back({e.domain, e.id, e.shares.clients(), e.shares.known_demand(), e.shares.assigned(), e.capacity_mrps});
   }
   return out;
+}
+
+namespace {
+
+// `{domain="...",bucket="k=v,k=v"}`.
+std::string labels_of(const BucketView& b) {
+  std::string l = "{domain=\"";
+  metrics::append_label_value(l, b.domain);
+  l += "\",bucket=\"";
+  for (size_t i = 0; i < b.id.size(); ++i) {
+    if (i > 0) l += ',';
+    metrics::append_label_value(l, b.id[i].first);
+    l += '=';
+    metrics::append_label_value(l, b.id[i].second);
+  }
+  return l + "\"}";
+}
+
+std::string rps(int64_t mrps) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(mrps / 1000), static_cast<long long>(mrps % 1000));
+  return buf;
+}
+
+}  // namespace
+
+void QuotaService::render_metrics(std::string& out, size_t max_buckets) const {
+  const QuotaStats s = stats();
+  metrics::append_family(out, metrics::kRlqsBuckets, s.buckets);
+  metrics::append_family(out, metrics::kRlqsReports, s.reports);
+  metrics::append_family(out, metrics::kRlqsIgnored, s.ignored);
+  metrics::append_family(out, metrics::kRlqsForgotten, s.forgotten);
+  const std::vector<BucketView> views = buckets(max_buckets);
+  std::vector<std::string> labels;
+  labels.reserve(views.size());
+  for (const BucketView& b : views) labels.push_back(labels_of(b));
+  const auto family = [&](const metrics::Family& f, auto value) {
+    metrics::append_family_header(out, f);
+    for (size_t i = 0; i < views.size(); ++i) out += std::string(f.name) + labels[i] + ' ' + value(views[i]) + '\n';
+  };
+  family(metrics::kRlqsBucketClients, [](const BucketView& b) { return std::to_string(b.clients); });
+  family(metrics::kRlqsBucketDemand, [](const BucketView& b) { return rps(b.demand_mrps); });
+  family(metrics::kRlqsBucketAssigned, [](const BucketView& b) { return rps(b.assigned_mrps); });
+  family(metrics::kRlqsBucketLimit, [](const BucketView& b) { return rps(b.capacity_mrps); });
 }
 
 }  // namespace ratelimit::rlqs

@@ -70,6 +70,7 @@ struct BucketView {
   BucketKey id;
   size_t clients = 0;
   int64_t demand_mrps = 0;    // Σ known demands
+  int64_t assigned_mrps = 0;  // Σ of the assignments in force
   int64_t capacity_mrps = 0;  // the rule's, at the last report
 };
 
@@ -89,6 +90,9 @@ class QuotaService {
   QuotaStats stats() const;
   // Up to `max` buckets, most recently reported first.
   std::vector<BucketView> buckets(size_t max) const;
+  // The totals and the `max_buckets` most recently reported buckets as Prometheus text
+  // (metric_families.h: ratelimitd_rlqs_*).
+  void render_metrics(std::string& out, size_t max_buckets = 100) const;
 
   // Whether a bucket_id is within the bounds above (sorted or not).
   static bool valid_bucket(const BucketKey& id);

@@ -51,14 +51,6 @@ size_t RuleStats::request_keys() const {
   return request_keys_;
 }
 
-void append_label_value(std::string& out, std::string_view value) {
-  for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-}
 
 namespace {
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 
+#include "metric_families.h"
 #include "mutex.h"
 #include "rule_set.h"
 
@@ -75,7 +76,7 @@ class RuleStats {
   std::atomic<uint64_t> overflow_hits_{0};
 };
 
-// Prometheus label-value escaping (backslash, double quote, newline).
-void append_label_value(std::string& out, std::string_view value);
+// Prometheus label-value escaping (backslash, double quote, newline): metric_families.h's.
+using metrics::append_label_value;
 
 }  // namespace ratelimit::rls

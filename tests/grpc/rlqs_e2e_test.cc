@@ -168,6 +168,13 @@ TEST(RlqsE2e, FairShareFollowsDemand) {
   int took = rounds_until({&c1, &c2, &c3}, {10, 100, 190}, 5, next);
   EXPECT_LE(took, 5) << "shares did not reach 10/100/190";
   std::cout << "10/100/190 after " << took << " reports\n";
+  // The bucket on /metrics: three clients, demand 1110/s, assigned 300/s of a 300/s limit.
+  const std::string page = e2e::http_get(server.daemon.port(), "/metrics").body;
+  const std::string labels = "{domain=\"envoy\",bucket=\"name=api\"}";
+  EXPECT_EQ(e2e::metric_in(page, "ratelimitd_rlqs_bucket_clients" + labels), 3) << page;
+  EXPECT_EQ(e2e::metric_in(page, "ratelimitd_rlqs_bucket_demand_rps" + labels), 1110);
+  EXPECT_EQ(e2e::metric_in(page, "ratelimitd_rlqs_bucket_assigned_rps" + labels), 300);
+  EXPECT_EQ(e2e::metric_in(page, "ratelimitd_rlqs_bucket_limit_rps" + labels), 300);
   // Demand shift: 1000 -> 20, 100 -> 1000: 10/270/20.
   c3.demand = 20;
   c2.demand = 1000;

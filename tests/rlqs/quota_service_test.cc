@@ -1,7 +1,8 @@
 // quota_service_test.cc — rlqs::QuotaService on a ManualClock: a bucket's rule decides its
 // answer (limit divided, allow, deny, unmatched), clients of one bucket share it whatever the
 // order of their bucket_id pairs, bad reports are ignored and counted while the rest of the
-// message is answered, idle buckets and buckets beyond max_buckets are forgotten.
+// message is answered, idle buckets and buckets beyond max_buckets are forgotten, and the
+// metrics show each bucket (labels escaped).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -107,6 +108,27 @@ TEST(QuotaService, IdleAndExcessBucketsAreForgotten) {
   q.report(c, "envoy", std::vector<BucketReport>{report({{"name", "api"}, {"user", "new"}})}, out);
   EXPECT_EQ(q.stats().buckets, 1U);
   EXPECT_EQ(q.stats().forgotten, 5U);
+}
+
+TEST(QuotaService, MetricsShowEachBucket) {
+  ManualClock clock;
+  QuotaService q(rules(), {100, &clock});
+  std::vector<BucketAnswer> out;
+  const uint64_t a = q.new_client(), b = q.new_client();
+  const BucketKey id = {{"name", "api"}, {"user", "q\"x"}};
+  q.report(a, "envoy", std::vector<BucketReport>{report(id)}, out);
+  clock.advance(Micros{1'000'000});
+  q.report(a, "envoy", std::vector<BucketReport>{report(id, 300, 700, 1'000'000)}, out);  // 1000 rps: 300
+  q.report(b, "envoy", std::vector<BucketReport>{report(id, 0, 25, 2'000'000)}, out);     // 12.5 rps
+  std::string page;
+  q.render_metrics(page);
+  const std::string labels = "{domain=\"envoy\",bucket=\"name=api,user=q\\\"x\"}";
+  EXPECT_NE(page.find("ratelimitd_rlqs_bucket_clients" + labels + " 2\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("ratelimitd_rlqs_bucket_demand_rps" + labels + " 1012.500\n"), std::string::npos) << page;
+  // a still holds 300 (its assignment before b came), b got its demand: 12.5 -> 12 tokens.
+  EXPECT_NE(page.find("ratelimitd_rlqs_bucket_assigned_rps" + labels + " 312.000\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("ratelimitd_rlqs_bucket_limit_rps" + labels + " 300.000\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("ratelimitd_rlqs_buckets 1\n"), std::string::npos) << page;
 }
 
 TEST(QuotaService, ReloadedRulesApplyAtTheNextReport) {

@@ -8,7 +8,6 @@
 #include "answers.h"
 #include "envoy_http.h"
 #include "log.h"
-#include "metric_families.h"
 #include "native_api.h"
 
 namespace ratelimit::server {
@@ -166,13 +165,7 @@ int App::open() {
   if (grpc_ && config.rlqs) {
     quota_ = std::make_unique<rlqs::QuotaService>(config.rlqs->rules, rlqs::QuotaOptions{config.rlqs->max_buckets});
     grpc_->set_quota(quota_.get());
-    metrics_.add_extra([this](std::string& out) {
-      const rlqs::QuotaStats s = quota_->stats();
-      metrics::append_family(out, metrics::kRlqsBuckets, s.buckets);
-      metrics::append_family(out, metrics::kRlqsReports, s.reports);
-      metrics::append_family(out, metrics::kRlqsIgnored, s.ignored);
-      metrics::append_family(out, metrics::kRlqsForgotten, s.forgotten);
-    });
+    metrics_.add_extra([this](std::string& out) { quota_->render_metrics(out); });
   }
   h2c_ = std::make_unique<H2cTakeover>(grpc_.get());
   metrics_.add_extra([this](std::string& out) { h2c_->render_metrics(out); });
