@@ -86,8 +86,10 @@ def cluster_from_url(url: str, timeout: float, asyncio: bool = False):
 
 
 def is_cluster(client) -> bool:
-    """True for a redis-py RedisCluster (blocking or asyncio)."""
-    return type(client).__name__ == "RedisCluster"
+    """True for a redis-py RedisCluster (blocking or asyncio), subclasses included."""
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    from redis.cluster import RedisCluster
+    return isinstance(client, (RedisCluster, AsyncRedisCluster))
 
 
 def cut_by_slot(items, slot, n: int):
