@@ -73,7 +73,13 @@ export function clusterFromUrl(url: string, timeoutMs: number): Cluster {
 /** Connects `cluster` if it has not been, then makes sure every master has `lib`. */
 export async function ensureLibraryOnMasters(cluster: Cluster, lib: FunctionLibrary, owned: boolean): Promise<void> {
   if (owned && cluster.status === 'wait') await cluster.connect();
-  const masters: Redis[] = cluster.nodes('master');
+  let masters: Redis[] = cluster.nodes('master');
+  if (masters.length === 0) {
+    // An app's own Cluster, used before it is ready: a keyless command waits for the slot map
+    // (its offline queue), after which the masters are known.
+    await cluster.ping();
+    masters = cluster.nodes('master');
+  }
   if (masters.length === 0) throw new RateLimitError('unavailable', 'Redis Cluster: no master known yet');
   await Promise.all(masters.map((m) => ensureLibrary((cmd, ...args) => m.call(cmd, ...args), lib)));
 }

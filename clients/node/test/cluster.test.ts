@@ -6,7 +6,7 @@
 // MOVED) keeps an exact count — 350 of 600 per policy, no decision answered by the failure policy.
 import { test, before, after } from 'node:test';
 import * as assert from 'node:assert/strict';
-import Redis from 'ioredis';
+import Redis, { Cluster } from 'ioredis';
 import { RedisLimiter } from '../src';
 import { slotOf } from '../src/cluster';
 import { RUN_ID, StartedCluster, awaitWindowRoom, inFlight, startCluster } from './support';
@@ -57,6 +57,19 @@ test('exactly 10 of 200 on each of 30 keys over every master at once', async () 
     assert.equal(mine.filter((d) => d.allowed).length, 10, k);
   }
   assert.equal(l.failures, 0);
+});
+
+test("an app's own ioredis Cluster, used the moment it is made", async () => {
+  const own = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })));
+  try {
+    const l = new RedisLimiter({ redis: own, keyPrefix: `rl-own-${RUN_ID}:`, onFailure: 'closed', commandTimeoutMs: 30_000,
+      policies: { api: { algorithm: 'token_bucket', rate: 1e-6, burst: 3 } } });
+    const ds = await Promise.all(Array.from({ length: 5 }, () => l.acquire('api', 'k')));
+    assert.equal(ds.filter((d) => d.allowed).length, 3);
+    assert.equal(l.failures, 0);
+  } finally {
+    own.disconnect();
+  }
 });
 
 test('a slot migrated under load keeps an exact count (ASK, then MOVED)', async () => {
