@@ -16,7 +16,6 @@
 namespace ratelimit::sim {
 namespace {
 
-constexpr int64_t kUs = 1'000'000;
 
 int64_t us(double s) { return static_cast<int64_t>(std::llround(s * 1e6)); }
 
