@@ -62,6 +62,12 @@ double percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
+MeasuredWindow measured_window(std::chrono::steady_clock::time_point start, double warmup_s, double seconds) {
+  using d = std::chrono::steady_clock::duration;
+  const auto from = start + std::chrono::duration_cast<d>(std::chrono::duration<double>(warmup_s));
+  return {from, from + std::chrono::duration_cast<d>(std::chrono::duration<double>(seconds))};
+}
+
 int run_evalsha_args(const EvalshaArgsOptions& o) {
   auto base = allow_policy(o.algorithm);
   if (!base.ok()) {

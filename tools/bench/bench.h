@@ -16,6 +16,7 @@
 // none throws.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,6 +67,21 @@ struct RlsOptions {
 };
 int run_rls(const RlsOptions& o);
 
+struct RlqsOptions {
+  std::string target = "127.0.0.1:8081";  // ratelimitd's grpc_listen (with an `rlqs:` section)
+  std::string domain = "envoy";
+  int streams = 100;            // Envoy clients, one stream each
+  int channels = 0;             // HTTP/2 connections (0: one per stream, as each Envoy has its own)
+  int64_t buckets = 1;          // buckets per report message
+  int64_t bucket_space = 0;     // distinct buckets (0: = buckets, every stream reports the same ones)
+  double interval = 1;          // seconds between a stream's reports (0: as fast as answered)
+  double seconds = 10;
+  double warmup_seconds = 3;
+  std::string json_peer;        // non-empty: also print one JSON line with this peer name
+  std::string workload = "rlqs";
+};
+int run_rlqs(const RlqsOptions& o);
+
 struct EvalshaArgsOptions {
   std::string store;
   std::string algorithm = "token_bucket";
@@ -75,5 +91,11 @@ int run_evalsha_args(const EvalshaArgsOptions& o);
 
 // The p-quantile (0 ... 1) of `v` (reordered); 0 when empty.
 double percentile(std::vector<double>& v, double p);
+
+// A load generator's measured window: it starts `warmup_s` after `start` and lasts `seconds`.
+struct MeasuredWindow {
+  std::chrono::steady_clock::time_point from, to;
+};
+MeasuredWindow measured_window(std::chrono::steady_clock::time_point start, double warmup_s, double seconds);
 
 }  // namespace ratelimit::bench

@@ -84,6 +84,26 @@ int main(int argc, char** argv) {
               "compression filters); by default they are off, so the client costs less per call "
               "than the server it measures");
 
+  RlqsOptions rq;
+  auto* q = app.add_subcommand(
+      "rlqs", "a fleet of Envoy quota clients on ratelimitd's RLQS (StreamRateLimitQuotas): reports/s, "
+              "p50/p99 of report -> answer");
+  q->add_option("--target", rq.target, "host:port of ratelimitd's gRPC listener");
+  q->add_option("--domain", rq.domain, "the streams' domain");
+  q->add_option("--streams", rq.streams, "Envoy clients, one stream each")->check(CLI::Range(1, 100'000));
+  q->add_option("--channels", rq.channels, "HTTP/2 connections shared by the streams (0: one per stream)")
+      ->check(CLI::Range(0, 100'000));
+  q->add_option("--buckets", rq.buckets, "buckets per report")->check(CLI::Range(int64_t{1}, int64_t{10'000}));
+  q->add_option("--bucket-space", rq.bucket_space,
+                "distinct buckets over all streams (0: every stream reports the same --buckets)")
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
+  q->add_option("--interval", rq.interval, "seconds between a stream's reports (0: as fast as answered)")
+      ->check(CLI::Range(0.0, 60.0));
+  q->add_option("--seconds", rq.seconds, "measured duration")->check(CLI::Range(0.1, 3600.0));
+  q->add_option("--warmup", rq.warmup_seconds, "warm-up before measuring")->check(CLI::Range(0.0, 600.0));
+  q->add_option("--json-peer", rq.json_peer, "also print a JSON line with this peer name");
+  q->add_option("--workload", rq.workload, "the JSON line's workload name");
+
   EvalshaArgsOptions ea;
   auto* e = app.add_subcommand(
       "evalsha-args", "load the scripts into Redis and print the EVALSHA arguments of one "
@@ -104,5 +124,6 @@ int main(int argc, char** argv) {
   if (r->parsed()) return run_race(race);
   if (t->parsed()) return run_throughput(tp);
   if (g->parsed()) return run_rls(rl);
+  if (q->parsed()) return run_rlqs(rq);
   return run_evalsha_args(ea);
 }

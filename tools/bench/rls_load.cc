@@ -83,11 +83,7 @@ int run_rls(const RlsOptions& o) {
   };
   for (Slot& s : slots) issue(s);
 
-  const auto t_start = steady::now();
-  const auto t_measure = t_start + std::chrono::duration_cast<steady::duration>(
-                                       std::chrono::duration<double>(o.warmup_seconds));
-  const auto t_end = t_measure + std::chrono::duration_cast<steady::duration>(
-                                     std::chrono::duration<double>(o.seconds));
+  const auto [t_measure, t_end] = measured_window(steady::now(), o.warmup_seconds, o.seconds);
   std::vector<double> lat_us;
   lat_us.reserve(1 << 20);
   uint64_t done = 0, ok = 0, over = 0, errors = 0;
