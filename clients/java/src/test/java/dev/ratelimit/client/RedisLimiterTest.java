@@ -8,6 +8,8 @@
 // client's own RespClient and an app's client alike) or is gone, reserve/reconcile, the
 // filter on this back-end in Jetty 9 (200 concurrent requests at 10 per minute: exactly 10), and
 // rediss:// with a password and a database on a TLS-only redis-server (openssl's private CA).
+// Its parts: the conformance runner in RedisConformance.java, outages and TLS in RedisFailures.java,
+// the rest (behaviour, one count with ratelimitd, the filter) here; main runs them all.
 // A plain main, like RateLimitFilterTest (whose process and check helpers it uses); exit 1 on
 // any failed check. Environment: RATELIMIT_BIN_DIR, RATELIMIT_REDIS_LIBRARY,
 // RATELIMIT_VECTORS_DIR, RATELIMIT_CONFORMANCE_DIR (ctest sets them all).
@@ -51,87 +53,8 @@ public final class RedisLimiterTest {
     return Path.of(v);
   }
 
-  /** The case's policy, named `name`, through the public constructors (their validation and
-   *  argument encoding are what is tested). */
-  static Policy policyOf(String name, String algorithm, Map<String, Object> policy, Map<String, Object> c) {
-    List<Policy.Option> o = new ArrayList<>();
-    if (Boolean.TRUE.equals(c.get("count_denied"))) o.add(Policy.Option.COUNT_DENIED);
-    if (Boolean.TRUE.equals(c.get("every_hit"))) o.add(Policy.Option.EVERY_HIT);
-    if ("shape".equals(policy.get("mode"))) o.add(Policy.Option.SHAPE);
-    Policy.Option[] opts = o.toArray(new Policy.Option[0]);
-    if (policy.containsKey("rate")) {
-      return Policy.bucket(name, algorithm, (Double) policy.get("rate"), num(policy, "burst", 0), opts);
-    }
-    return Policy.window(name, algorithm, num(policy, "limit", 0), Duration.of(num(policy, "window_us", 0), ChronoUnit.MICROS), opts);
-  }
-
   static RedisLimiter.Builder builder(String url, String prefix) {
     return RedisLimiter.builder(url).keyPrefix(prefix).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofSeconds(30));
-  }
-
-  /** One step: its decision through `lim` (op acquire, peek or report, test time), compared
-   *  field for field; a reset step resets. */
-  static void step(RedisLimiter lim, String policy, String where, Map<String, Object> st, long capacity, List<String> failures) {
-    String key = st.containsKey("key") ? (String) st.get("key") : "k";
-    String op = st.containsKey("op") ? (String) st.get("op") : "acquire";
-    if (op.equals("reset")) {
-      lim.reset(policy, key);
-      return;
-    }
-    int code = switch (op) {
-      case "peek" -> RedisLimiter.PEEK;
-      case "report" -> RedisLimiter.REPORT;
-      default -> RedisLimiter.ACQUIRE;
-    };
-    Decision d = lim.decideAt(policy, key, num(st, "cost", 1), code, num(st, "t_us", -1));
-    Map<String, Object> e = obj(st.get("expect"));
-    boolean same = d.allowed() == Boolean.TRUE.equals(e.get("allowed")) && d.reason().equals(e.get("reason"))
-        && d.remaining() == num(e, "remaining", -1) && d.resetAfterUs() == num(e, "reset_after_us", -1)
-        && d.retryAfterUs() == num(e, "retry_after_us", -1) && d.delayUs() == num(e, "delay_us", -1) && d.limit() == capacity;
-    if (!same) failures.add(where + ": expected " + e + " limit " + capacity + ", got " + d);
-  }
-
-  static long capacity(Map<String, Object> policy) {
-    return num(policy, policy.containsKey("burst") ? "burst" : "limit", -1);
-  }
-
-  /** Every case of every vector file through `runCase`; the number of cases run. */
-  interface CaseRunner { void run(String algorithm, int index, Map<String, Object> c) throws Exception; }
-
-  static int eachCase(List<Map<String, Object>> files, CaseRunner r) throws Exception {
-    int n = 0;
-    for (Map<String, Object> f : files) {
-      List<Object> cases = list(f.get("cases"));
-      for (int i = 0; i < cases.size(); i++, n++) r.run((String) f.get("algorithm"), i, obj(cases.get(i)));
-    }
-    return n;
-  }
-
-  /** Runs one case's steps on `lim` under `policy`; a step with its own policy (a reload that
-   *  redefined it) runs on a limiter of that definition over the same keys. */
-  static void runCase(String url, String prefix, RedisLimiter lim, String policy, String algorithm, int index,
-                      Map<String, Object> c, List<String> failures) {
-    List<Object> steps = list(c.get("steps"));
-    for (int i = 0; i < steps.size(); i++) {
-      Map<String, Object> st = obj(steps.get(i));
-      String where = algorithm + "/" + c.get("name") + " step " + i;
-      if (st.containsKey("policy")) {
-        Map<String, Object> p = obj(st.get("policy"));
-        try (RedisLimiter other = builder(url, prefix).policy(policyOf(policy, algorithm, p, c)).build()) {
-          step(other, policy, where, st, capacity(p), failures);
-          check(other.failures() == 0, where + ": failures " + other.failures());
-        }
-      } else {
-        step(lim, policy, where, st, capacity(obj(c.get("policy"))), failures);
-      }
-    }
-  }
-
-  /** The fixed window's year-long race windows are epoch-aligned: start 60 s clear of a boundary. */
-  static void roomForRace(Map<String, Object> policy) throws InterruptedException {
-    if (!policy.containsKey("window_us")) return;
-    long w = num(policy, "window_us", 0) / 1000, into = System.currentTimeMillis() % w;
-    if (w - into < 60_000) Thread.sleep(w - into + 1000);
   }
 
   static <T> List<T> inFlight(int requests, int concurrency, Callable<T> task) throws Exception {
@@ -178,15 +101,15 @@ public final class RedisLimiterTest {
       int rp = RateLimitFilterTest.freePort();
       redis = RateLimitFilterTest.startRedis(dir, rp);
       String url = "redis://127.0.0.1:" + rp + "/0";
-      conformance(url);
+      RedisConformance.conformance(url);
       behaviour(url, dir);
       int dp = RateLimitFilterTest.freePort();
       daemon = RateLimitFilterTest.startDaemon(dir, dp, url, "closed");
       withRatelimitd(url, "http://127.0.0.1:" + dp);
-      tls = tls(dir);
+      tls = RedisFailures.tls(dir);
       int hp = RateLimitFilterTest.freePort();
       hung = RateLimitFilterTest.startRedis(dir, hp);
-      outages(hung, "redis://127.0.0.1:" + hp + "/0");
+      RedisFailures.outages(hung, "redis://127.0.0.1:" + hp + "/0");
     } finally {
       if (hung != null && hung.isAlive()) signal(hung, "CONT");
       RateLimitFilterTest.stop(hung);
@@ -198,77 +121,6 @@ public final class RedisLimiterTest {
     System.out.println(failed == 0 ? "RedisLimiterTest: all checks passed" : "RedisLimiterTest: " + failed + " checks failed");
     System.exit(failed == 0 ? 0 : 1);
   }
-
-  /** The runner contract (clients/conformance/README.md). */
-  static void conformance(String url) throws Exception {
-    Path vectors = env("RATELIMIT_VECTORS_DIR"), conf = env("RATELIMIT_CONFORMANCE_DIR");
-    List<String> table = new ArrayList<>(), notPorted = new ArrayList<>();
-    for (Object a : list(obj(Json.parse(Files.readString(conf.resolve("algorithms.json")))).get("algorithms"))) {
-      (obj(a).get("kind").equals("rate") ? table : notPorted).add((String) obj(a).get("name"));
-    }
-    // Same order: an algorithm's index is its argument to the library.
-    check(Policy.ALGORITHMS.equals(table), "the client's algorithms " + Policy.ALGORITHMS + " are the library's rate rows " + table);
-    check(notPorted.equals(List.of("concurrency")), "algorithms this client does not port: " + notPorted);
-    List<Map<String, Object>> files = new ArrayList<>();
-    int fileCases = 0;
-    for (String a : table) {
-      files.add(obj(Json.parse(Files.readString(vectors.resolve(a + ".json")))));
-      fileCases += list(files.get(files.size() - 1).get("cases")).size();
-    }
-
-    // Step by step: a limiter per case, steps in order.
-    List<String> failures = new ArrayList<>();
-    int ran = eachCase(files, (alg, i, c) -> {
-      String prefix = "conf:" + RUN + ":java-seq:" + alg + ":" + i + ":";
-      try (RedisLimiter lim = builder(url, prefix).policy(policyOf("p", alg, obj(c.get("policy")), c)).build()) {
-        runCase(url, prefix, lim, "p", alg, i, c, failures);
-        check(lim.failures() == 0, alg + "/" + i + ": failures " + lim.failures());
-      }
-    });
-    check(ran == fileCases && ran >= 40, "cases run step by step: " + ran + " of " + fileCases);
-    check(failures.isEmpty(), "vectors step by step:\n  " + String.join("\n  ", failures));
-
-    // All at once: one limiter, a policy per case, every case on its own thread, so decisions
-    // of different cases share calls (counted).
-    String prefix = "conf:" + RUN + ":java-par:";
-    RespClient resp = new RespClient(url, Duration.ofSeconds(30));
-    Counting counting = new Counting(resp);
-    RedisLimiter.Builder b = RedisLimiter.builder(counting).keyPrefix(prefix).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofSeconds(30));
-    eachCase(files, (alg, i, c) -> b.policy(policyOf("c_" + alg + "_" + i, alg, obj(c.get("policy")), c)));
-    List<String> parFailures = Collections.synchronizedList(new ArrayList<>());
-    AtomicInteger decisions = new AtomicInteger();
-    try (RedisLimiter all = b.build()) {
-      List<Callable<Void>> tasks = new ArrayList<>();
-      eachCase(files, (alg, i, c) -> tasks.add(() -> {
-        decisions.addAndGet(list(c.get("steps")).size());
-        runCase(url, prefix, all, "c_" + alg + "_" + i, alg, i, c, parFailures);
-        return null;
-      }));
-      AtomicInteger next = new AtomicInteger();
-      inFlight(tasks.size(), tasks.size(), () -> tasks.get(next.getAndIncrement()).call());
-      check(all.failures() == 0, "all at once: failures " + all.failures());
-    }
-    resp.close();
-    check(parFailures.isEmpty(), "vectors all at once:\n  " + String.join("\n  ", parFailures));
-    System.out.println("all cases at once: " + decisions.get() + " steps in " + counting.calls.get() + " FCALLs (of the shared limiter)");
-
-    // The race: 200 acquires, 50 in flight, Redis' clock, the normal path (batching included).
-    Map<String, Object> race = obj(Json.parse(Files.readString(conf.resolve("race.json"))));
-    for (Object o : list(race.get("cases"))) {
-      Map<String, Object> rc = obj(o);
-      String alg = (String) rc.get("algorithm");
-      try (RedisLimiter lim = RedisLimiter.builder(url).keyPrefix("conf:" + RUN + ":java-race:").timeout(Duration.ofSeconds(30))
-          .policy(policyOf("p", alg, obj(rc.get("policy")), rc)).build()) {
-        roomForRace(obj(rc.get("policy")));
-        List<Decision> ds = inFlight((int) num(race, "requests", 0), (int) num(race, "concurrency", 0), () -> lim.acquire("p", alg, 1));
-        long admitted = ds.stream().filter(Decision::allowed).count();
-        check(admitted == num(rc, "expect_admitted", -1) && lim.failures() == 0
-            && ds.stream().allMatch(d -> d.allowed() || d.reason().equals("over_limit")),
-            "race " + alg + ": " + admitted + " admitted, failures " + lim.failures());
-      }
-    }
-  }
-
 
   static void expectCode(String code, Runnable r, String what) {
     try {
@@ -407,120 +259,4 @@ public final class RedisLimiterTest {
     }
   }
 
-  static long timed(Runnable r) {
-    long t0 = System.nanoTime();
-    r.run();
-    return (System.nanoTime() - t0) / 1_000_000;
-  }
-
-  /** Redis hanging (SIGSTOP), then gone: the failure policy answers within the timeout, on the
-   *  limiter's own RespClient and on an app's client whose own timeout is a minute (issue 31
-   *  defect 2); the library is not re-sent through the outage (defect 3). */
-  static void outages(Process redis, String url) throws Exception {
-    List<Exception> errors = Collections.synchronizedList(new ArrayList<>());
-    Counting own = new Counting(new RespClient(url, Duration.ofMillis(250)));
-    RespClient slow = new RespClient(url, Duration.ofSeconds(60));
-    Policy api = Policy.window("api", "fixed_window", 10, Duration.ofMinutes(1));
-    try (RedisLimiter closed = RedisLimiter.builder(own).policy(api).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofMillis(250))
-             .onError(errors::add).build();
-         RedisLimiter open = RedisLimiter.builder(url).policy(api).onFailure(FailurePolicy.OPEN).timeout(Duration.ofMillis(250)).build();
-         RedisLimiter appClient = RedisLimiter.builder(slow).policy(api).onFailure(FailurePolicy.CLOSED).timeout(Duration.ofMillis(250)).build()) {
-      // Up before the outage (retried: on a loaded machine a first call, the library's load
-      // included, may exceed 250 ms); what follows counts from here.
-      for (RedisLimiter l : List.of(closed, open, appClient)) {
-        check(RateLimitFilterTest.eventually(() -> l.acquire("api", "o", 1).reason().equals("within_limit")), "before the outage");
-      }
-      long f0 = closed.failures();
-      int e0 = errors.size(), l0 = own.loads.get();
-      signal(redis, "STOP");
-      for (int i = 0; i < 3; i++) {
-        Decision[] d = new Decision[1];
-        long ms = timed(() -> d[0] = closed.acquire("api", "o", 1));
-        System.out.println("Redis stopped: closed answered " + d[0].reason() + " in " + ms + " ms (timeout 250 ms)");
-        // A hang guard, not a claim on speed: far below anything but the 250 ms bound answering.
-        check(!d[0].allowed() && d[0].reason().equals("failed_closed") && d[0].retryAfterUs() == 1_000_000 && ms < 10_000,
-            "Redis stopped, closed: " + d[0] + " in " + ms + " ms");
-      }
-      check(closed.failures() - f0 == 3 && errors.size() - e0 == 3, "failures counted and told: " + (closed.failures() - f0) + ", " + (errors.size() - e0));
-      check(own.loads.get() == l0, "the library was sent " + (own.loads.get() - l0) + " times through the outage, want 0");
-      Decision[] o = new Decision[1];
-      long ms = timed(() -> o[0] = open.acquire("api", "o", 1));
-      check(o[0].allowed() && o[0].reason().equals("failed_open") && ms < 10_000, "Redis stopped, open: " + o[0] + " in " + ms + " ms");
-      Decision[] a = new Decision[1];
-      ms = timed(() -> a[0] = appClient.acquire("api", "o", 1));
-      System.out.println("Redis stopped: an app's client with a 60 s timeout answered " + a[0].reason() + " in " + ms + " ms");
-      check(a[0].reason().equals("failed_closed") && ms < 10_000, "the app's client's call hangs, the limiter answers: " + a[0] + " in " + ms + " ms");
-      signal(redis, "CONT");
-      check(RateLimitFilterTest.eventually(() -> closed.acquire("api", "o", 1).allowed()), "Redis back: admitted again");
-      RateLimitFilterTest.stop(redis);
-      Decision gone = closed.acquire("api", "o", 1);
-      check(gone.reason().equals("failed_closed"), "Redis gone, closed: " + gone);
-      check(open.acquire("api", "o", 1).reason().equals("failed_open"), "Redis gone, open");
-    } finally {
-      slow.close();
-    }
-  }
-
-  static void run(Path dir, String... cmd) throws Exception {
-    Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true)
-        .redirectOutput(dir.resolve("openssl.log").toFile()).start();
-    if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) throw new IllegalStateException(String.join(" ", cmd) + " failed");
-  }
-
-  /** rediss:// with a password and a database: a redis-server on TLS only (a private CA, a server
-   *  certificate for 127.0.0.1) and requirepass; the Process, to stop. */
-  static Process tls(Path dir) throws Exception {
-    Path d = Files.createDirectories(dir.resolve("tls"));
-    run(d, "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
-        "-out", "ca.crt", "-days", "2", "-subj", "/CN=ratelimit java test CA");
-    run(d, "openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key",
-        "-out", "server.csr", "-subj", "/CN=localhost");
-    Files.writeString(d.resolve("server.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
-    run(d, "openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "server.crt", "-days", "2", "-extfile", "server.ext");
-    int port = RateLimitFilterTest.freePort();
-    Process redis = RateLimitFilterTest.start(new ProcessBuilder("redis-server", "--bind", "127.0.0.1", "--port", "0",
-        "--tls-port", "" + port, "--tls-cert-file", d.resolve("server.crt").toString(), "--tls-key-file", d.resolve("server.key").toString(),
-        "--tls-ca-cert-file", d.resolve("ca.crt").toString(), "--tls-auth-clients", "no", "--requirepass", "s3cret",
-        "--save", "", "--appendonly", "no", "--dir", d.toString()).redirectErrorStream(true).redirectOutput(d.resolve("redis.log").toFile()));
-    RateLimitFilterTest.waitPort(port, redis, "redis-server (TLS)");
-
-    java.security.KeyStore trust = java.security.KeyStore.getInstance("PKCS12");
-    trust.load(null, null);
-    try (var in = Files.newInputStream(d.resolve("ca.crt"))) {
-      trust.setCertificateEntry("ca", java.security.cert.CertificateFactory.getInstance("X.509").generateCertificate(in));
-    }
-    var tmf = javax.net.ssl.TrustManagerFactory.getInstance(javax.net.ssl.TrustManagerFactory.getDefaultAlgorithm());
-    tmf.init(trust);
-    javax.net.ssl.SSLContext ctx = javax.net.ssl.SSLContext.getInstance("TLS");
-    ctx.init(null, tmf.getTrustManagers(), null);
-
-    String url = "rediss://:s3cret@127.0.0.1:" + port + "/2";
-    Policy two = Policy.window("api", "sliding_window_log", 2, Duration.ofMinutes(1));
-    try (RedisLimiter lim = RedisLimiter.builder(url).tls(ctx).timeout(Duration.ofSeconds(30)).onFailure(FailurePolicy.CLOSED)
-        .policy(two).build()) {
-      String got = "";
-      for (int i = 0; i < 3; i++) got += lim.acquire("api", "tls", 1).reason() + " ";
-      check(got.equals("within_limit within_limit over_limit ") && lim.failures() == 0, "rediss:// with a password: " + got);
-      try (RespClient db2 = new RespClient(url, Duration.ofSeconds(30), ctx);
-           RespClient db0 = new RespClient("rediss://:s3cret@127.0.0.1:" + port + "/0", Duration.ofSeconds(30), ctx)) {
-        check(Long.valueOf(1).equals(db2.execute("EXISTS", "rl:{tls}:api")) && Long.valueOf(0).equals(db0.execute("EXISTS", "rl:{tls}:api")),
-            "the state is in database 2");
-      }
-    }
-    // Refused: a wrong password, and a CA the JVM does not trust: the failure policy, counted.
-    List<RedisLimiter.Builder> refusing = List.of(RedisLimiter.builder("rediss://:wrong@127.0.0.1:" + port + "/2").tls(ctx),
-        RedisLimiter.builder(url));
-    List<String> why = List.of("WRONGPASS", "PKIX");
-    for (int i = 0; i < 2; i++) {
-      RedisLimiter.Builder b = refusing.get(i);
-      List<Exception> errs = Collections.synchronizedList(new ArrayList<>());
-      try (RedisLimiter lim = b.timeout(Duration.ofSeconds(30)).onFailure(FailurePolicy.CLOSED).onError(errs::add).policy(two).build()) {
-        Decision refused = lim.acquire("api", "tls", 1);
-        check(refused.reason().equals("failed_closed") && lim.failures() == 1 && errs.size() == 1
-            && String.valueOf(errs.get(0)).contains(why.get(i)), "refused TLS or AUTH: " + refused + ", failures " + lim.failures() + ", errors " + errs);
-      }
-    }
-    return redis;
-  }
 }
