@@ -30,16 +30,22 @@
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "rlqs_client.h"
 #include "rls_daemon.h"
 
 namespace ratelimit {
 namespace {
 
-namespace rlqs_pb = ::envoy::service::rate_limit_quota::v3;
+namespace rlqs_pb = rlqs_test::rlqs_pb;
+using rlqs_test::applied_rate;
+using rlqs_test::Envoy;
+using rlqs_test::near;
+using rlqs_test::Pairs;
+using rlqs_test::QuotaStream;
+using rlqs_test::set_bucket;
 using rlqs_pb::RateLimitQuotaResponse;
 using rlqs_pb::RateLimitQuotaService;
 using rlqs_pb::RateLimitQuotaUsageReports;
-using Pairs = std::vector<std::pair<std::string, std::string>>;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kConfig = R"(grpc_listen: 127.0.0.1:0
@@ -54,86 +60,6 @@ rlqs:
       action: deny
   unmatched: allow
 )";
-
-// What Envoy's quota filter applies of an action (the issue's list, from Envoy's source): a
-// token bucket with tokens_per_fill set, whole-second fill_interval >= 1 s, or a blanket rule;
-// a TTL of whole seconds >= 1 s. Returns the rate it enforces (rps), -1 for ALLOW_ALL.
-double applied_rate(const RateLimitQuotaResponse::BucketAction& a) {
-  EXPECT_TRUE(a.has_quota_assignment_action()) << a.DebugString();
-  const auto& q = a.quota_assignment_action();
-  EXPECT_TRUE(q.has_assignment_time_to_live());
-  EXPECT_GE(q.assignment_time_to_live().seconds(), 1);
-  EXPECT_EQ(q.assignment_time_to_live().nanos(), 0);
-  const auto& s = q.rate_limit_strategy();
-  if (s.has_blanket_rule()) return s.blanket_rule() == ::envoy::type::v3::RateLimitStrategy::ALLOW_ALL ? -1 : 0;
-  EXPECT_TRUE(s.has_token_bucket()) << "Envoy applies only token_bucket or a blanket rule: " << a.DebugString();
-  const auto& tb = s.token_bucket();
-  EXPECT_TRUE(tb.has_tokens_per_fill());
-  EXPECT_GT(tb.tokens_per_fill().value(), 0U);
-  EXPECT_GT(tb.max_tokens(), 0U);
-  EXPECT_GE(tb.fill_interval().seconds(), 1);
-  EXPECT_EQ(tb.fill_interval().nanos(), 0);
-  if (tb.fill_interval().seconds() < 1) return 0;
-  return static_cast<double>(tb.tokens_per_fill().value()) / static_cast<double>(tb.fill_interval().seconds());
-}
-
-void set_bucket(rlqs_pb::BucketId* id, const Pairs& pairs) {
-  for (const auto& [k, v] : pairs) (*id->mutable_bucket())[k] = v;
-}
-
-// One StreamRateLimitQuotas call, bounded by a deadline.
-struct QuotaStream {
-  std::unique_ptr<RateLimitQuotaService::Stub> stub;
-  ::grpc::ClientContext ctx;
-  std::unique_ptr<::grpc::ClientReaderWriter<RateLimitQuotaUsageReports, RateLimitQuotaResponse>> stream;
-
-  explicit QuotaStream(const std::shared_ptr<::grpc::Channel>& channel, int deadline_s = 120) {
-    stub = RateLimitQuotaService::NewStub(channel);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
-    stream = stub->StreamRateLimitQuotas(&ctx);
-  }
-  // Ends the call from our side; the server's status.
-  ::grpc::Status close() {
-    stream->WritesDone();
-    return stream->Finish();
-  }
-};
-
-// One Envoy: one stream, one bucket, a demand in rps; it lets through what its assignment allows
-// in each one-second interval and reports allowed + denied.
-struct Envoy : QuotaStream {
-  Pairs bucket;
-  double demand = 0;
-  double rate = -1;  // the rate assigned (-1: none yet)
-  bool first = true;
-
-  Envoy(const std::shared_ptr<::grpc::Channel>& channel, Pairs b, double d)
-      : QuotaStream(channel), bucket(std::move(b)), demand(d) {}
-
-  // Sends the report of the last interval and reads the answer; false when the stream failed.
-  bool report() {
-    RateLimitQuotaUsageReports r;
-    if (first) r.set_domain("envoy");
-    auto& usage = (*r.mutable_bucket_quota_usages())[1];
-    set_bucket(usage.mutable_bucket_id(), bucket);
-    if (!first) {
-      const double allowed = rate < 0 ? demand : std::min(demand, rate);
-      usage.set_num_requests_allowed(static_cast<uint64_t>(std::llround(allowed)));
-      usage.set_num_requests_denied(static_cast<uint64_t>(std::llround(demand - allowed)));
-      usage.mutable_time_elapsed()->set_seconds(1);
-    }
-    first = false;
-    RateLimitQuotaResponse resp;
-    if (!stream->Write(r) || !stream->Read(&resp)) return false;
-    EXPECT_EQ(resp.bucket_action_size(), 1);
-    if (resp.bucket_action_size() != 1) return false;
-    EXPECT_EQ(resp.bucket_action(0).bucket_id().bucket_size(), static_cast<int>(bucket.size()));
-    rate = applied_rate(resp.bucket_action(0));
-    return true;
-  }
-};
-
-bool near(double got, double want) { return std::abs(got - want) <= 0.1 * want; }
 
 // Rounds of one report per client, one round per second of the real clock (the interval Envoy
 // reports at), until every client's rate is within ±10 % of `want` or `max_rounds` passed.
