@@ -6,6 +6,9 @@
 // whose every stream is stalled is closed (GOAWAY), and the bytes held meanwhile are counted at
 // /metrics — on the HTTP port (h2c) and on the gRPC port alike. A client that does read is served
 // on. The held-bytes cap itself is tested in memory (tests/h2/session_test.cc).
+// The same for a long-lived RLQS stream (StreamRateLimitQuotas, issue 29's "streams that never
+// read"): an Envoy that keeps reporting but never reads its answers gets its stream reset, while
+// another Envoy's stream is answered all along.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 
 #include "daemon.h"
 #include "h2_client.h"
+#include "rlqs_client.h"
 #include "rls_client.h"
 #include "rls_daemon.h"
 
@@ -33,6 +37,11 @@ domains:
     descriptors:
       - key: user
         rate_limit: { unit: minute, requests_per_unit: 1000, name: per_user }
+rlqs:
+  buckets:
+    - match: {name: api}
+      limit: 300
+      unit: second
 )";
 
 // The client announces a stream window of 0 before its first request: no DATA can reach it.
@@ -133,6 +142,55 @@ TEST(H2Stall, StalledCallsOnTheGrpcPortAreResetAndTheConnectionClosed) {
   ::grpc::ClientContext ctx;
   RateLimitResponse r;
   EXPECT_TRUE(s.stub->ShouldRateLimit(&ctx, make_request("edge", {{{"user", "u"}}}), &r).ok());
+}
+
+// One RLQS report as a gRPC message on the wire (uncompressed, length-prefixed).
+std::string rlqs_report_frame(bool first) {
+  rlqs_test::RateLimitQuotaUsageReports r;
+  if (first) r.set_domain("envoy");
+  auto& usage = (*r.mutable_bucket_quota_usages())[1];
+  rlqs_test::set_bucket(usage.mutable_bucket_id(), {{"name", "api"}});
+  if (!first) {
+    usage.set_num_requests_allowed(100);
+    usage.mutable_time_elapsed()->set_seconds(1);
+  }
+  const std::string m = r.SerializeAsString();
+  std::string framed(5, '\0');
+  framed[3] = static_cast<char>(m.size() >> 8);
+  framed[4] = static_cast<char>(m.size() & 0xff);
+  return framed + m;
+}
+
+TEST(H2Stall, AnRlqsStreamThatNeverReadsIsResetWhileOthersAreAnswered) {
+  Server s;
+  ASSERT_TRUE(s.start(kYaml));
+  SocketClient c(s.grpc_port);
+  close_the_windows(c);
+  const std::vector<std::pair<std::string, std::string>> grpc = {{"content-type", "application/grpc"}, {"te", "trailers"}};
+  const int32_t id = c.client.request("/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas",
+                                      grpc, rlqs_report_frame(true), /*keep_open=*/true);
+  c.flush();
+  rlqs_test::Envoy reader(s.channel, {{"name", "api"}}, 50);
+  ASSERT_TRUE(reader.report());
+  // The silent Envoy keeps reporting (its reports reach the server: only answers are held) while
+  // the other reports and reads; every answer of the other arrives.
+  for (int i = 0; i < 20 && !c.client.responses[id].closed; ++i) {
+    c.client.send_more(id, rlqs_report_frame(false));
+    c.flush();
+    c.until([] { return false; }, std::chrono::milliseconds(100));
+    ASSERT_TRUE(reader.report()) << "report " << i << " of the reading Envoy";
+  }
+  ASSERT_TRUE(c.until([&] { return c.client.responses[id].closed; }, std::chrono::seconds(10)))
+      << "a stream whose answers wait on a window that never opens is never reset";
+  EXPECT_TRUE(c.client.responses[id].reset);
+  EXPECT_EQ(c.client.responses[id].reset_code, static_cast<uint32_t>(NGHTTP2_CANCEL));
+  EXPECT_TRUE(c.client.responses[id].body.empty()) << "no DATA through a closed window";
+  const std::string after = e2e::http_get(s.daemon.port(), "/metrics").body;
+  EXPECT_EQ(sample(after, "ratelimitd_h2_held_bytes"), 0) << "released with the stream";
+  EXPECT_GE(sample(after, "ratelimitd_h2_stalled_streams_reset_total"), 1);
+  // Served on: the reading Envoy's stream is still answered, with a share of the bucket.
+  ASSERT_TRUE(reader.report());
+  EXPECT_GT(reader.rate, 0);
 }
 
 }  // namespace
