@@ -10,3 +10,5 @@ export { expressRateLimit } from './express';
 export { fastifyRateLimit } from './fastify';
 export { FunctionLibrary, findLibrary } from './library';
 export { Reporter, Reservation, recordedBy, reserve } from './usage';
+export { Lease, LeaseOptions, Outcome, ReleaseOptions } from './leases';
+export { ConcurrencyOptions, LeaseLimiter, expressConcurrencyLimit, fastifyConcurrencyLimit } from './concurrency';

@@ -15,6 +15,7 @@ import { RateLimitError } from './errors';
 import { Reservation, reserve } from './usage';
 import { PolicyInfo } from './headers';
 import { parseDuration } from './policy';
+import { Lease, LeaseOptions, LeaseTransport, ReleaseOptions, acquireLease, releaseLease, renewLease } from './leases';
 
 export interface RatelimitdLimiterOptions {
   /** e.g. "http://127.0.0.1:8080". */
@@ -71,6 +72,27 @@ export class RatelimitdLimiter {
     const res = await fetch(`${this.base}/v1/reset`, { method: 'POST', headers, body: JSON.stringify({ key, policy }), signal: AbortSignal.timeout(this.timeoutMs) });
     const body = await res.text();
     if (res.status !== 200) throw errorOf(res.status, body);
+  }
+
+  /** A lease of a concurrency policy (leases.ts): granted, refused, or the failure policy's. */
+  acquireLease(policy: string, key: string, options: LeaseOptions = {}): Promise<Lease> {
+    return acquireLease(this.leaseTransport(), policy, key, options);
+  }
+
+  /** Gives a lease back with the work's outcome; never throws for an unreachable ratelimitd. */
+  releaseLease(lease: Lease, options: ReleaseOptions = {}): Promise<boolean> {
+    return releaseLease(this.leaseTransport(), lease, options);
+  }
+
+  renewLease(lease: Lease): Promise<boolean> {
+    return renewLease(this.leaseTransport(), lease);
+  }
+
+  private leaseTransport(): LeaseTransport {
+    return {
+      base: this.base, timeoutMs: this.timeoutMs, onFailure: this.onFailure,
+      failed: (e) => { this.failures++; this.options.onError?.(e); },
+    };
   }
 
   /** The quota and window of `policy`, known once ratelimitd has answered for it. */
