@@ -3,10 +3,14 @@ ratelimitd renders them (src/http/render.cc, `headers: ietf`): 200 / 429 / 400 (
 capacity); RateLimit-Policy `"name";q=<quota>;w=<s>` and RateLimit `"name";r=<remaining>;t=<s>`
 per policy; on 429 Retry-After = max(1, ceil(retry_after s)) of the most restrictive decision
 and Cache-Control: no-store; the JSON body of the most restrictive decision (ms rounded up).
-Invariant: Retry-After equals the t of the denying item with the longest wait."""
+Header sets (ratelimitd's `headers:`): "ietf" as above; "draft6" RateLimit-Limit, -Remaining,
+-Reset of the most restrictive decision; "x-ratelimit" the same values as X-RateLimit-*; "none"
+no rate-limit fields (Retry-After and Cache-Control stay on a 429). problem_json (ratelimitd's
+`problem_json: true`): a 429's body is an RFC 9457 problem (application/problem+json).
+Invariant: Retry-After equals the t of the denying item with the longest wait (and -Reset)."""
 import json
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .decision import Decision
 
@@ -23,6 +27,14 @@ class Answer:
     status: int
     headers: List[Tuple[str, str]]
     body: str
+    content_type: str = "application/json"  # "application/problem+json" for a problem
+
+
+HEADER_SETS = ("ietf", "draft6", "x-ratelimit", "none")
+_TRIPLES = {"draft6": ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"),
+            "x-ratelimit": ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")}
+_QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+_REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 
 
 def _ceil(us: int, unit: int) -> int:
@@ -73,19 +85,36 @@ def _json(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def render_decisions(decisions: Sequence[Decision], policies: Sequence[PolicyInfo]) -> Answer:
+def render_decisions(decisions: Sequence[Decision], policies: Sequence[PolicyInfo], header_set: str = "ietf",
+                     problem_json: bool = False) -> Answer:
+    """The answer for one or several policies' decisions (same order in both sequences)."""
     k = _most_restrictive(decisions)
     d, p = decisions[k], policies[k]
+    triple: Optional[Tuple[str, str, str]] = _TRIPLES.get(header_set)
     policy_field = ", ".join(f"{sf_string(pi.name)};q={pi.quota};w={ceil_seconds(pi.window_us)}" for pi in policies)
     if d.reason == "exceeds_capacity":
         msg = f"the request's cost exceeds the capacity ({d.limit}) of policy '{p.name}': it can never be admitted"
-        return Answer(400, [("RateLimit-Policy", policy_field), ("Cache-Control", "no-store")],
+        headers = [("RateLimit-Policy", policy_field)] if header_set == "ietf" else []
+        if triple:
+            headers.append((triple[0], str(d.limit)))
+        return Answer(400, headers + [("Cache-Control", "no-store")],
                       _json({"error": "cost_exceeds_capacity", "message": msg, "policy": p.name, "limit": d.limit}))
-    headers = [("RateLimit-Policy", policy_field),
-               ("RateLimit", ", ".join(f"{sf_string(pi.name)};r={di.remaining};t={_reset_s(di)}" for pi, di in zip(policies, decisions)))]
+    headers = []
+    if header_set == "ietf":
+        headers = [("RateLimit-Policy", policy_field),
+                   ("RateLimit", ", ".join(f"{sf_string(pi.name)};r={di.remaining};t={_reset_s(di)}" for pi, di in zip(policies, decisions)))]
+    elif triple:
+        headers = [(triple[0], str(d.limit)), (triple[1], str(d.remaining)), (triple[2], str(_reset_s(d)))]
     if not d.allowed:
         headers += [("Retry-After", str(_retry_after_s(d))), ("Cache-Control", "no-store")]
-    body = _json({"allowed": d.allowed, "policy": p.name, "limit": d.limit, "remaining": d.remaining,
-                  "reset_ms": ceil_millis(d.reset_after_us), "retry_after_ms": 0 if d.allowed else ceil_millis(d.retry_after_us),
-                  "delay_ms": ceil_millis(d.delay_us)})
-    return Answer(200 if d.allowed else 429, headers, body)
+    members = {"allowed": d.allowed, "policy": p.name, "limit": d.limit, "remaining": d.remaining,
+               "reset_ms": ceil_millis(d.reset_after_us), "retry_after_ms": 0 if d.allowed else ceil_millis(d.retry_after_us),
+               "delay_ms": ceil_millis(d.delay_us)}
+    if not d.allowed and problem_json:
+        store = d.reason == "failed_closed"
+        problem = {"type": _REDUCED_CAPACITY if store else _QUOTA_EXCEEDED,
+                   "title": "Request cannot be satisfied due to temporary server capacity constraints" if store
+                   else "Request cannot be satisfied as assigned quota has been exceeded",
+                   "violated-policies": [pi.name for pi, di in zip(policies, decisions) if not di.allowed], **members}
+        return Answer(429, headers, _json(problem), "application/problem+json")
+    return Answer(200 if d.allowed else 429, headers, _json(members))

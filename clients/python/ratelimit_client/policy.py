@@ -107,8 +107,29 @@ def make_policy(name: str, algorithm: str, *, limit=None, window=None, rate=None
     return Policy(name, algorithm, limit, window_us, every_hit, (index, str(limit), str(window_us), "0", "0", counting))
 
 
-def policy_from_dict(name: str, spec: dict) -> Policy:
-    """make_policy from a dict as in ratelimitd's YAML: {algorithm, limit, window} or {algorithm, rate, burst, mode}."""
+_RATE = re.compile(r"^([1-9][0-9]{0,15})/(?:(second|minute|hour|day)|([1-9][0-9]{0,8})(s|m|h|d))$")
+_RATE_UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(text: str) -> dict:
+    """"10/minute" (second, hour, day too) or "100/30s" (a count per a whole number of s, m, h or
+    d) -> a sliding_window_counter policy's dict: the window algorithm whose memory does not grow
+    with the limit and whose boundary burst is bounded (a fixed window's is not). Strict, as the
+    Node client's parseRate: no spaces, plurals or "per"; anything else raises invalid_policy
+    naming the accepted forms, so a typo fails when the limiter is made."""
+    m = _RATE.match(text) if isinstance(text, str) else None
+    if not m:
+        raise RateLimitError("invalid_policy", f"bad rate {text!r}: expected \"<count>/<second|minute|hour|day>\" or "
+                             "\"<count>/<n><s|m|h|d>\", e.g. \"10/minute\" or \"100/30s\"")
+    seconds = _RATE_UNIT_S[m.group(2)] if m.group(2) else int(m.group(3)) * _RATE_UNIT_S[m.group(4)]
+    return {"algorithm": "sliding_window_counter", "limit": int(m.group(1)), "window": f"{seconds}s"}
+
+
+def policy_from_dict(name: str, spec: Union[dict, str]) -> Policy:
+    """make_policy from a dict as in ratelimitd's YAML: {algorithm, limit, window} or {algorithm,
+    rate, burst, mode}; or from the "10/minute" shorthand (parse_rate)."""
+    if isinstance(spec, str):
+        spec = parse_rate(spec)
     if not isinstance(spec, dict) or "algorithm" not in spec:
         raise RateLimitError("invalid_policy", f"policy {name!r}: expected a dict with an 'algorithm'")
     spec = dict(spec)

@@ -68,9 +68,10 @@ def get(port, path, client):
 class UvicornThread:
     """A FastAPI app served by uvicorn on a free port, in a thread, stopped by should_exit."""
 
-    def __init__(self, app):
+    def __init__(self, app, **config):
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off",
+                                                    **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         wait_port(self.port, None, "uvicorn")
@@ -320,13 +321,13 @@ class Frameworks(unittest.TestCase):
     def test_options_that_would_fail_every_request_are_refused_at_construction(self):
         """Issue 31 defect 7: a misspelt policy answered 500 on every request; now the Flask
         decorator and the Starlette middleware refuse it, and a key that is not a function, when
-        they are made."""
+        they are made (no key at all is the default key: the client address)."""
         def key(req):
             return "k"
 
         for make in (lambda **o: rate_limit(**o), lambda **o: RateLimitMiddleware(None, **o)):
             for options, code in (({"policy": "apii", "key": key}, "unknown_policy"),
-                                  ({"policy": "api", "key": None}, "invalid_policy"),
+                                  ({"policy": "api", "key": "k"}, "invalid_policy"),
                                   ({"policy": "", "key": key}, "invalid_policy")):
                 with self.assertRaises(RateLimitError) as e:
                     make(limiter=self.sync_redis, **options)
