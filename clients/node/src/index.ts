@@ -3,9 +3,10 @@ export { RedisLimiter, RedisLimiterOptions, DecideOptions, ReportOptions, escape
 export { RatelimitdLimiter, RatelimitdLimiterOptions } from './ratelimitd';
 export { Decision, Reason, FailurePolicy } from './decision';
 export { RateLimitError } from './errors';
-export { Policy, PolicySpec, Algorithm, makePolicy, parseDuration } from './policy';
-export { PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
-export { Limiter, MiddlewareOptions, UsageOptions, checkOptions, decideRequest, reportUsage } from './middleware';
+export { Policy, PolicySpec, Algorithm, RateShorthand, makePolicy, parseDuration, parseRate } from './policy';
+export { HeaderSet, PolicyInfo, RenderOptions, RenderedAnswer, renderDecisions } from './headers';
+export { TrustedProxies, clientAddress, parseAddress } from './client_ip';
+export { Limiter, MiddlewareOptions, RateLimitInfo, UsageOptions, afterResponse, checkOptions, decideRequest, defaultKey, refusal, reportUsage } from './middleware';
 export { expressRateLimit } from './express';
 export { fastifyRateLimit } from './fastify';
 export { FunctionLibrary, findLibrary } from './library';

@@ -26,6 +26,10 @@ export type PolicySpec =
   | { algorithm: 'token_bucket' | 'leaky_bucket'; rate: number; burst: number;
       mode?: 'police' | 'shape'; countDenied?: boolean };
 
+/** A policy as its shorthand: "10/minute" (also second, hour, day) or "10/30s" (a count per a
+ *  whole number of s, m, h or d), a sliding_window_counter policy (see parseRate). */
+export type RateShorthand = string;
+
 export const MAX_LIMIT: number = BOUNDS.max_limit;
 export const MAX_EVERY_HIT_LIMIT: number = BOUNDS.max_every_hit_limit;
 export const MAX_COST: number = BOUNDS.max_cost;
@@ -92,8 +96,26 @@ function checkWindow(us: number): void {
   }
 }
 
-/** Validates `spec` as ratelimitd validates a policy of its config file; throws RateLimitError. */
-export function makePolicy(name: string, spec: PolicySpec): Policy {
+const RATE_RE = /^([1-9][0-9]{0,15})\/(?:(second|minute|hour|day)|([1-9][0-9]{0,8})(s|m|h|d))$/;
+const RATE_UNIT_S: Record<string, number> = { second: 1, minute: 60, hour: 3600, day: 86400, s: 1, m: 60, h: 3600, d: 86400 };
+
+/** "10/minute" → a sliding_window_counter of limit 10 over 60 s (the window algorithm whose
+ *  memory does not grow with the limit, and whose boundary burst is bounded, unlike a fixed
+ *  window's). Strict: no spaces, no plural, no "per"; anything else throws RateLimitError
+ *  invalid_policy naming the accepted forms, so a typo fails when the limiter is made. */
+export function parseRate(text: RateShorthand): PolicySpec {
+  const m = typeof text === 'string' ? RATE_RE.exec(text) : null;
+  if (!m) {
+    throw new RateLimitError('invalid_policy', `bad rate ${JSON.stringify(text)}: expected "<count>/<second|minute|hour|day>" or "<count>/<n><s|m|h|d>", e.g. "10/minute" or "100/30s"`);
+  }
+  const seconds = m[2] !== undefined ? RATE_UNIT_S[m[2]] : Number(m[3]) * RATE_UNIT_S[m[4]];
+  return { algorithm: 'sliding_window_counter', limit: Number(m[1]), window: `${seconds}s` };
+}
+
+/** Validates `spec` as ratelimitd validates a policy of its config file; throws RateLimitError.
+ *  A string is the "10/minute" shorthand (parseRate). */
+export function makePolicy(name: string, given: PolicySpec | RateShorthand): Policy {
+  const spec = typeof given === 'string' ? parseRate(given) : given;
   if (typeof name !== 'string' || !NAME_RE.test(name)) {
     throw new RateLimitError('invalid_policy', `policy name must be 1-64 characters of [A-Za-z0-9_.:-], got '${name}'`);
   }

@@ -33,14 +33,14 @@ import { RateLimitError } from './errors';
 import { Reservation, reserve } from './usage';
 import { PolicyInfo } from './headers';
 import { FunctionLibrary, ensureLibrary, findLibrary } from './library';
-import { Policy, PolicySpec, makePolicy, validateReport, validateRequest } from './policy';
+import { Policy, PolicySpec, RateShorthand, makePolicy, validateReport, validateRequest } from './policy';
 
 export interface RedisLimiterOptions {
   /** A redis:// URL, a redis-cluster://host:port,host:port URL, or an ioredis client (Redis or
    *  Cluster) the caller owns. */
   redis: string | Redis | Cluster;
   /** Policies by name, as in ratelimitd's config (same name, prefix and Redis = shared counts). */
-  policies: Record<string, PolicySpec>;
+  policies: Record<string, PolicySpec | RateShorthand>;
   /** Prepended to every key; ratelimitd's default is "rl:". */
   keyPrefix?: string;
   /** What a decision answers when Redis cannot: 'open' (default) admits, 'closed' denies. */
