@@ -47,8 +47,8 @@ export interface RenderedAnswer {
   /** In the order to send them. */
   headers: [string, string][];
   body: string;
-  /** 'application/json', or 'application/problem+json' for a problem. */
-  contentType: string;
+  /** 'application/problem+json' for a problem; absent or 'application/json' otherwise. */
+  contentType?: string;
 }
 
 const ceilDiv = (us: number, unit: number) => (us <= 0 ? 0 : Math.floor((us - 1) / unit) + 1);

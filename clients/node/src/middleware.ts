@@ -189,10 +189,11 @@ export function reportUsage<Req, Res>(opts: UsageOptions<Req, Res>, reservation:
 /** What a refusal (a 429) sends: ratelimitd's answer, or the status and body the options give.
  *  null when `handler` answers it instead. */
 export function refusal<Req, Res>(opts: UsageOptions<Req, Res>, req: Req, answer: DecidedRequest): { status: number; contentType: string; body: string } | null {
-  if (answer.status !== 429 || answer.info === undefined) return { status: answer.status, contentType: answer.contentType, body: answer.body };
+  const contentType = answer.contentType ?? 'application/json';
+  if (answer.status !== 429 || answer.info === undefined) return { status: answer.status, contentType, body: answer.body };
   if (opts.handler !== undefined) return null;
   const status = opts.statusCode ?? 429;
-  if (opts.message === undefined) return { status, contentType: answer.contentType, body: answer.body };
+  if (opts.message === undefined) return { status, contentType, body: answer.body };
   const m = typeof opts.message === 'function' ? opts.message(req, answer.info) : opts.message;
   return typeof m === 'string' ? { status, contentType: 'text/plain; charset=utf-8', body: m } : { status, contentType: 'application/json', body: JSON.stringify(m) };
 }
