@@ -8,6 +8,7 @@ Typed (py.typed)."""
 from .decision import Decision, failure_decision
 from .errors import RateLimitError
 from .headers import Answer, PolicyInfo, render_decisions
+from .leases import Lease
 from .library import Library, find_library
 from .client_ip import TrustedProxies, client_address
 from .middleware import RateLimitInfo
@@ -21,4 +22,4 @@ __all__ = ["Decision", "failure_decision", "RateLimitError", "Answer", "PolicyIn
            "Library", "find_library", "Policy", "make_policy", "parse_duration", "parse_rate", "RateLimitInfo",
            "TrustedProxies", "client_address", "AsyncRatelimitdLimiter",
            "RatelimitdLimiter", "AsyncRedisLimiter", "RedisLimiter", "escape_key", "AsyncReservation", "Reservation",
-           "recorded_by"]
+           "recorded_by", "Lease"]

@@ -5,7 +5,8 @@ The body's ms figures (rounded up by ratelimitd) come back as µs and render to 
 seconds; the policy's quota and window are learned from RateLimit-Policy (`headers: ietf`, the
 default; else pass windows=). 400 unknown_policy / invalid_key / invalid_cost raise
 RateLimitError with that code; cost_exceeds_capacity is a Decision; no answer within `timeout`,
-a refused connection or a 5xx decide by on_failure, counted in `failures`."""
+a refused connection or a 5xx decide by on_failure, counted in `failures`. Leases of
+concurrency policies (acquire_lease, release_lease, renew_lease): leases.py."""
 import http.client
 import json
 import re
@@ -15,6 +16,7 @@ from typing import Dict, Optional, Tuple
 from .decision import Decision, failure_decision
 from .errors import RateLimitError
 from .headers import PolicyInfo
+from .leases import AsyncLeaseMixin, LeaseMixin
 from .policy import parse_duration
 from .usage import AsyncReservation, Reservation, reserve, reserve_async
 
@@ -82,7 +84,7 @@ def _error(status: int, body: dict, text: str) -> RateLimitError:
     return RateLimitError(code, f"ratelimitd answered {status}: {msg}")
 
 
-class RatelimitdLimiter(_Common):
+class RatelimitdLimiter(LeaseMixin, _Common):
     def __init__(self, url: str, *, on_failure: str = "open", timeout: float = 0.25, windows=None,
                  admin_token: Optional[str] = None, on_error=None):
         super().__init__(url, on_failure, timeout, windows, admin_token, on_error)
@@ -131,7 +133,7 @@ class RatelimitdLimiter(_Common):
             raise _error(status, json.loads(text) if text.startswith("{") else {}, text)
 
 
-class AsyncRatelimitdLimiter(_Common):
+class AsyncRatelimitdLimiter(AsyncLeaseMixin, _Common):
     def __init__(self, url: str, *, on_failure: str = "open", timeout: float = 0.25, windows=None,
                  admin_token: Optional[str] = None, on_error=None):
         import httpx  # only the asyncio form needs it (Debian: python3-httpx)
