@@ -53,6 +53,17 @@
 //              under 1 s at once. A client that stops reporting (or whose stream closed) keeps
 //              its place in the division until its last assignment's TTL has passed — Envoy
 //              enforces that assignment until then — and then gives its share back.
+//   instances  several ratelimitd behind one Redis divide one limit: each publishes its
+//              clients' demands and expiries (local()) and takes the others' as remote clients
+//              (set_remote()): demand-only entries that take part in the division, after the
+//              local ones in its order, and get no assignment here. Each instance then assigns
+//              its own clients their shares of the division of the whole fleet, so the
+//              assignments of all instances sum to the capacity once their views agree. A
+//              remote client leaves the division at its expiry (its assignment's TTL, as the
+//              instance serving it saw it), so an instance that stops publishing (Redis down,
+//              or the instance gone) is forgotten within a TTL: local-only division again.
+//              The views disagree for at most the exchange's staleness (docs/envoy.md); while
+//              they do, an instance that underestimates the others' demand over-assigns.
 // Thread-safety: free functions are stateless; a BucketShares belongs to one caller (the
 // service serialises access to it).
 #pragma once
@@ -60,6 +71,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "ratelimit/status.h"
@@ -113,9 +125,18 @@ Assignment token_bucket_for(int64_t share_mrps, const Assignment* previous);
 // read as kDefaultIntervalS).
 int64_t assignment_ttl_s(int64_t interval_s);
 
+// A client as another instance sees it (the instances rule): its demand (nullopt: unknown,
+// taken as the equal share) and the time its assignment expires, in the receiver's clock.
+struct RemoteClient {
+  std::optional<int64_t> demand;
+  int64_t expires_at_us = 0;
+  friend bool operator==(const RemoteClient&, const RemoteClient&) = default;
+};
+
 // One bucket's clients and their demands: the state the service keeps per bucket, with every
 // rule above applied on each report. Clock-free: every call takes now_us.
-// Invariant: clients_ holds only clients whose TTL had not passed at the last call.
+// Invariant: clients_ holds only clients whose TTL had not passed at the last call; remote_
+// likewise.
 class BucketShares {
  public:
   // A report of `client` (any id stable for the client: the service uses its stream) for this
@@ -127,10 +148,17 @@ class BucketShares {
   [[nodiscard]] Result<Assignment> report(uint64_t client, int64_t allowed, int64_t denied, int64_t elapsed_us,
                                           int64_t capacity, int64_t now_us,
                                           int64_t default_interval_s = kDefaultIntervalS);
-  // Drops clients whose TTL passed; returns how many remain.
+  // Drops clients (local and remote) whose TTL passed; returns how many local ones remain.
   size_t expire(int64_t now_us);
-  // Clients taking part (after the last expire()/report()).
+  // Replaces the other instances' clients of this bucket (the instances rule): they count in
+  // every later report's division until their expiry, and get no assignment here.
+  void set_remote(std::vector<RemoteClient> remote) { remote_ = std::move(remote); }
+  // This instance's clients as the others must see them (after expire(now_us)): demand and
+  // assignment expiry, in arrival order.
+  std::vector<RemoteClient> local(int64_t now_us);
+  // Clients taking part (after the last expire()/report()): local ones, remote ones.
   size_t clients() const { return clients_.size(); }
+  size_t remote_clients() const { return remote_.size(); }
   // Σ of the clients' known demands, mrps (unknown ones count 0).
   int64_t known_demand() const;
   // Σ of the rates of the clients' last assignments, mrps (DENY_ALL counts 0).
@@ -147,6 +175,7 @@ class BucketShares {
     std::optional<Assignment> last;
   };
   std::vector<Client> clients_;  // in order of arrival (the tie-break of max_min_shares)
+  std::vector<RemoteClient> remote_;  // the other instances' clients, after the local ones
 };
 
 }  // namespace ratelimit::fair_share

@@ -47,6 +47,7 @@
 #include "ratelimit/clock.h"
 #include "ratelimit/failure_policy.h"
 #include "ratelimit/shared_counts.h"
+#include "ratelimit/shared_fields.h"
 #include "ratelimit/store.h"
 
 namespace ratelimit {
@@ -265,7 +266,7 @@ class ReleaseFeed {
 using ReleaseWatcher =
     std::function<void(std::string_view policy, std::string_view key, const LeaseId& lease)>;
 
-class RedisStore final : public Store, public SharedCounts {
+class RedisStore final : public Store, public SharedCounts, public SharedFields {
  public:
   // Validates `options` (kInvalidArgument naming the field), starts the I/O thread(s) and the
   // connections; unless options.lazy_connect, waits up to connect_timeout for the first
@@ -293,6 +294,12 @@ class RedisStore final : public Store, public SharedCounts {
                      int64_t give_back, int64_t want, SharedViewCallback done) override;
   void add_hits_async(const Policy& policy, std::string_view key, int64_t window_us,
                       int64_t hits, SharedViewCallback done) override;
+
+  // SharedFields (shared_fields.h): one EVAL (Redis' TIME stamps the field) on the hash
+  // `<prefix>{<escaped key>}:fields`, counted in commands / errors. key: validate_key's bounds;
+  // field: 1 ... 256 bytes.
+  void exchange_field_async(std::string_view key, std::string_view field, std::string_view value,
+                            int64_t ttl_ms, SharedFieldsCallback done) override;
 
   // Snapshot of the counters (each read atomically; the set is not one instant).
   RedisStoreCounters counters() const;

@@ -232,6 +232,17 @@ inline constexpr Family kRlqsBucketAssigned{"ratelimitd_rlqs_bucket_assigned_rps
                                             "Sum of the rates of the assignments in force (token buckets; 0 for DENY_ALL)."};
 inline constexpr Family kRlqsBucketLimit{"ratelimitd_rlqs_bucket_limit_rps", "gauge",
                                          "The bucket's global limit per second (its rule's, at the last report)."};
+inline constexpr Family kRlqsBucketRemoteClients{
+    "ratelimitd_rlqs_bucket_remote_clients", "gauge",
+    "Envoys of other ratelimitd instances (through the shared Redis) counted in an RLQS bucket's division now."};
+// Several instances behind one Redis (src/rlqs/quota_sync.h).
+inline constexpr Family kRlqsSyncUp{"ratelimitd_rlqs_sync_up", "gauge",
+                                    "1 while RLQS demands are exchanged through Redis; 0 after a failed exchange "
+                                    "(each instance then divides its buckets' whole limits among its own clients)."};
+inline constexpr Family kRlqsSyncExchanges{"ratelimitd_rlqs_sync_exchanges_total", "counter",
+                                           "RLQS bucket demand exchanges with Redis that succeeded."};
+inline constexpr Family kRlqsSyncFailures{"ratelimitd_rlqs_sync_failures_total", "counter",
+                                          "RLQS bucket demand exchanges with Redis that failed."};
 inline constexpr Family kRlqsForgotten{"ratelimitd_rlqs_buckets_forgotten_total", "counter",
                                        "RLQS buckets forgotten: every client's assignment expired, or beyond rlqs.max_buckets."};
 

@@ -139,8 +139,9 @@ Result<Assignment> BucketShares::report(uint64_t client, int64_t allowed, int64_
     it->interval_s = std::max<int64_t>(1, elapsed_us / kUsPerS);
   }
   std::vector<std::optional<int64_t>> demands;
-  demands.reserve(clients_.size());
+  demands.reserve(clients_.size() + remote_.size());
   for (const Client& c : clients_) demands.push_back(c.demand);
+  for (const RemoteClient& r : remote_) demands.push_back(r.demand);  // after ours: indices stay
   const std::vector<int64_t> shares = max_min_shares(capacity, demands);
   const int64_t share = shares[static_cast<size_t>(it - clients_.begin())];
   Assignment a = token_bucket_for(share, it->last ? &*it->last : nullptr);
@@ -152,7 +153,16 @@ Result<Assignment> BucketShares::report(uint64_t client, int64_t allowed, int64_
 
 size_t BucketShares::expire(int64_t now_us) {
   std::erase_if(clients_, [&](const Client& c) { return c.expires_at_us <= now_us; });
+  std::erase_if(remote_, [&](const RemoteClient& r) { return r.expires_at_us <= now_us; });
   return clients_.size();
+}
+
+std::vector<RemoteClient> BucketShares::local(int64_t now_us) {
+  expire(now_us);
+  std::vector<RemoteClient> out;
+  out.reserve(clients_.size());
+  for (const Client& c : clients_) out.push_back({c.demand, c.expires_at_us});
+  return out;
 }
 
 int64_t BucketShares::known_demand() const {

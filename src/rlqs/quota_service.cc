@@ -138,6 +138,23 @@ void QuotaService::forget_idle(int64_t now_us) {
   }
 }
 
+std::vector<BucketClients> QuotaService::local_clients() {
+  const int64_t now = now_us();
+  MutexLock lock(mu_);
+  std::vector<BucketClients> out;
+  for (auto& [key, e] : buckets_) {
+    std::vector<fair_share::RemoteClient> clients = e.shares.local(now);
+    if (!clients.empty()) out.push_back({key, std::move(clients)});
+  }
+  return out;
+}
+
+void QuotaService::set_remote(const std::string& key, std::vector<fair_share::RemoteClient> remote) {
+  MutexLock lock(mu_);
+  auto it = buckets_.find(key);
+  if (it != buckets_.end()) it->second.shares.set_remote(std::move(remote));
+}
+
 QuotaStats QuotaService::stats() const {
   MutexLock lock(mu_);
   QuotaStats s = stats_;
@@ -151,7 +168,8 @@ std::vector<BucketView> QuotaService::buckets(size_t max) const {
   for (const std::string& key : recency_) {
     if (out.size() >= max) break;
     const Entry& e = buckets_.at(key);
-    out.push_back({e.domain, e.id, e.shares.clients(), e.shares.known_demand(), e.shares.assigned(), e.capacity_mrps});
+    out.push_back({e.domain, e.id, e.shares.clients(), e.shares.known_demand(), e.shares.assigned(), e.capacity_mrps,
+                   e.shares.remote_clients()});
   }
   return out;
 }
@@ -198,6 +216,7 @@ void QuotaService::render_metrics(std::string& out, size_t max_buckets) const {
   family(metrics::kRlqsBucketDemand, [](const BucketView& b) { return rps(b.demand_mrps); });
   family(metrics::kRlqsBucketAssigned, [](const BucketView& b) { return rps(b.assigned_mrps); });
   family(metrics::kRlqsBucketLimit, [](const BucketView& b) { return rps(b.capacity_mrps); });
+  family(metrics::kRlqsBucketRemoteClients, [](const BucketView& b) { return std::to_string(b.remote_clients); });
 }
 
 }  // namespace ratelimit::rlqs

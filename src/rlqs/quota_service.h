@@ -18,7 +18,8 @@
 // the same message are answered.
 // A client's share is recomputed at each of its reports; the others' at theirs (no push): for
 // at most one report interval after a change the assignments in force may sum to more than the
-// capacity (fair_share.h says by how much).
+// capacity (fair_share.h says by how much). Several instances behind one store: each bucket's
+// division also counts the other instances' clients, as QuotaSync last set them (set_remote).
 // Thread-safety: every method may be called from any thread (one Mutex over the table).
 #pragma once
 
@@ -72,6 +73,14 @@ struct BucketView {
   int64_t demand_mrps = 0;    // Σ known demands
   int64_t assigned_mrps = 0;  // Σ of the assignments in force
   int64_t capacity_mrps = 0;  // the rule's, at the last report
+  size_t remote_clients = 0;  // other instances' clients counted in the division (quota_sync.h)
+};
+
+// A bucket's local clients as the other instances behind the same store must see them
+// (quota_sync.h): `key` names the bucket (its domain and bucket_id) the same in every instance.
+struct BucketClients {
+  std::string key;
+  std::vector<fair_share::RemoteClient> clients;
 };
 
 class QuotaService {
@@ -88,6 +97,12 @@ class QuotaService {
   void report(uint64_t client, std::string_view domain, std::span<const BucketReport> reports,
               std::vector<BucketAnswer>& out);
   QuotaStats stats() const;
+  // Several instances (quota_sync.h): every tracked bucket that has local clients now, with
+  // them (after dropping expired ones); and the other instances' clients of the bucket `key`
+  // (ignored when it is no longer tracked). Times are this service's clock's (now_us()).
+  std::vector<BucketClients> local_clients();
+  void set_remote(const std::string& key, std::vector<fair_share::RemoteClient> remote);
+  int64_t now_us() const { return clock_.now().count(); }
   // Up to `max` buckets, most recently reported first.
   std::vector<BucketView> buckets(size_t max) const;
   // The totals and the `max_buckets` most recently reported buckets as Prometheus text

@@ -129,6 +129,14 @@ TEST(FairShareVectors, Sequences) {
     int step = 0;
     for (const json& s : c["steps"]) {
       SCOPED_TRACE("step " + std::to_string(step++));
+      if (s.contains("remote")) {
+        std::vector<RemoteClient> remote;
+        for (const json& r : s["remote"]) {
+          remote.push_back({r["demand_mrps"].is_null() ? std::nullopt : std::optional<int64_t>(r["demand_mrps"]),
+                            r["expires_at_us"].get<int64_t>()});
+        }
+        bucket.set_remote(std::move(remote));
+      }
       auto a = bucket.report(s["client"], s["allowed"], s["denied"], s["elapsed_us"], c["capacity_mrps"], s["t_us"],
                              c.value("default_interval_s", kDefaultIntervalS));
       if (s["expect"].is_string()) {
@@ -140,7 +148,52 @@ TEST(FairShareVectors, Sequences) {
       if (s.contains("expect_clients")) {
         EXPECT_EQ(bucket.clients(), s["expect_clients"].get<size_t>());
       }
+      if (s.contains("expect_remote")) {
+        EXPECT_EQ(bucket.remote_clients(), s["expect_remote"].get<size_t>());
+      }
     }
+  }
+}
+
+// What an instance publishes of a bucket (the instances rule): its clients' demands (unknown
+// until a report shows one) and expiries, without the clients whose TTL passed.
+TEST(FairShareInstances, LocalIsWhatTheOthersSee) {
+  BucketShares bucket;
+  ASSERT_TRUE(bucket.report(1, 0, 0, 0, 300'000, 0).ok());
+  ASSERT_TRUE(bucket.report(2, 0, 0, 0, 300'000, 500'000).ok());
+  ASSERT_TRUE(bucket.report(1, 10, 0, 1'000'000, 300'000, 1'000'000).ok());
+  bucket.set_remote({{100'000, 10'000'000}});
+  EXPECT_EQ(bucket.local(1'000'000), (std::vector<RemoteClient>{{10'000, 3'000'000}, {std::nullopt, 2'500'000}}));
+  EXPECT_EQ(bucket.local(2'600'000), (std::vector<RemoteClient>{{10'000, 3'000'000}}));
+  EXPECT_EQ(bucket.remote_clients(), 1U);  // the remote one is still valid
+  EXPECT_TRUE(bucket.local(3'000'000).empty());
+}
+
+// Two instances dividing one capacity, each seeing the other's clients: their own clients'
+// assignments sum to at most the capacity (the shares are one division, split by instance).
+TEST(FairShareInstances, TwoViewsOfOneDivisionSumToTheCapacity) {
+  std::mt19937_64 rng(2929);
+  for (int round = 0; round < 2000; ++round) {
+    const int64_t capacity = 1'000 + static_cast<int64_t>(rng() % 1'000'000);
+    BucketShares a, b;
+    std::vector<int64_t> da, db;
+    for (size_t i = 0, n = 1 + rng() % 4; i < n; ++i) da.push_back(static_cast<int64_t>(rng() % 1'000));  // rps
+    for (size_t i = 0, n = 1 + rng() % 4; i < n; ++i) db.push_back(static_cast<int64_t>(rng() % 1'000));
+    // Everyone has reported once (t = 0, unknown) and a demand at t = 1 s on its own instance.
+    for (int t = 0; t < 2; ++t) {
+      const int64_t now = t * 1'000'000;
+      for (size_t i = 0; i < da.size(); ++i) ASSERT_TRUE(a.report(i, t ? da[i] : 0, 0, now, capacity, now).ok());
+      for (size_t i = 0; i < db.size(); ++i) ASSERT_TRUE(b.report(i, t ? db[i] : 0, 0, now, capacity, now).ok());
+    }
+    // The exchange, then every client's next report (one a second, demands unchanged).
+    a.set_remote(b.local(1'500'000));
+    b.set_remote(a.local(1'500'000));
+    int64_t sum = 0;
+    for (size_t i = 0; i < da.size(); ++i) sum += a.report(i, da[i], 0, 1'000'000, capacity, 2'000'000)->share_mrps;
+    for (size_t i = 0; i < db.size(); ++i) sum += b.report(i, db[i], 0, 1'000'000, capacity, 2'000'000)->share_mrps;
+    // One division of the capacity; the one-unit remainders may fall differently in each view.
+    EXPECT_LE(sum, capacity + static_cast<int64_t>(da.size() + db.size())) << "round " << round;
+    EXPECT_GE(sum, capacity - static_cast<int64_t>(da.size() + db.size())) << "round " << round;
   }
 }
 

@@ -118,13 +118,15 @@ TEST(NativeGrpcConfig, LoadsRlqsRules) {
                         "      action: deny\n"
                         "  unmatched: {limit: 5, unit: second}\n"
                         "  max_buckets: 10\n"
-                        "  reporting_interval: 10s\n",
+                        "  reporting_interval: 10s\n"
+                        "  sync_interval: 250ms\n",
                         "rl.yaml");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   ASSERT_TRUE(c->rlqs);
   ASSERT_TRUE(c->domains) << "rlqs alone: an empty descriptor set, so grpc_listen has its domains";
   EXPECT_EQ(c->rlqs->max_buckets, 10U);
   EXPECT_EQ(c->rlqs->rules->reporting_interval_s, 10);
+  EXPECT_EQ(c->rlqs->sync_interval, std::chrono::milliseconds(250));
   const rlqs::QuotaRules& r = *c->rlqs->rules;
   ASSERT_EQ(r.rules.size(), 2U);
   EXPECT_EQ(r.rules[0].domain, "envoy");
@@ -161,6 +163,7 @@ TEST(NativeGrpcConfig, RefusesBadRlqsRulesWithFileAndLine) {
   expect_error(g + "rlqs:\n  unmatched: maybe\n", "rl.yaml:3: ", "rlqs.unmatched must be allow or deny");
   expect_error(g + "rlqs:\n  max_buckets: 0\n", "rl.yaml:3: ", "rlqs.max_buckets");
   expect_error(g + "rlqs:\n  reporting_interval: 1500ms\n", "rl.yaml:3: ", "whole seconds from 1s to 1 day");
+  expect_error(g + "rlqs:\n  sync_interval: 5ms\n", "rl.yaml:3: ", "rlqs.sync_interval must be from 10ms to 60s");
   expect_error(g + "rlqs:\n  buckets:\n    - match: {name: a}\n      domain: \"\"\n      action: deny\n",
                "rl.yaml:5: ", "domain must not be empty");
 }

@@ -11,6 +11,7 @@
 
 #include "quota_service.h"
 #include "ratelimit/clock.h"
+#include "test_rules.h"
 
 namespace ratelimit::rlqs {
 namespace {
@@ -19,12 +20,7 @@ using fair_share::Assignment;
 
 std::shared_ptr<const QuotaRules> rules() {
   auto r = std::make_shared<QuotaRules>();
-  QuotaRule api;
-  api.match = {{"name", "api"}};
-  api.action.kind = QuotaAction::Kind::kLimit;
-  api.action.limit = 300;
-  api.action.capacity_mrps = 300'000;
-  r->rules.push_back(api);
+  r->rules.push_back(limit_rule("api", 300));
   QuotaRule blocked;
   blocked.match = {{"name", "blocked"}};
   blocked.action.kind = QuotaAction::Kind::kDeny;

@@ -40,6 +40,7 @@ App::~App() {
   rls_.reset();
   if (waiting_) waiting_->shutdown();  // every waiter answered; nothing waits from here on
   release_feed_.reset();
+  quota_sync_.reset();
   decisions_.reset();
   store_.reset();
   waiting_.reset();  // after the store: a decision still in flight completes through it
@@ -166,6 +167,27 @@ int App::open() {
     quota_ = std::make_unique<rlqs::QuotaService>(config.rlqs->rules, rlqs::QuotaOptions{config.rlqs->max_buckets});
     grpc_->set_quota(quota_.get());
     metrics_.add_extra([this](std::string& out) { quota_->render_metrics(out); });
+    if (store_->fields) {
+      // Replicas behind this Redis divide each limit together (quota_sync.h).
+      rlqs::QuotaSyncOptions o;
+      o.interval = config.rlqs->sync_interval;
+      o.on_change = [](bool up, const std::string& why) {
+        if (up) {
+          log_line("info", "rlqs: demands exchanged through Redis again: every instance divides each limit among "
+                           "the whole fleet's clients");
+        } else {
+          log_line("warn", "rlqs: exchanging demands through Redis failed (" + why +
+                               "): within one assignment TTL each instance divides each limit among its own "
+                               "clients only — up to N x the limit over N instances — until Redis answers");
+        }
+      };
+      quota_sync_ = std::make_unique<rlqs::QuotaSync>(*quota_, store_->fields, std::move(o));
+      log_line("info", "rlqs: sharing demands through Redis every " + std::to_string(config.rlqs->sync_interval.count()) +
+                           " ms as instance " + quota_sync_->instance());
+      metrics_.add_extra([this](std::string& out) {
+        if (quota_sync_) quota_sync_->render_metrics(out);
+      });
+    }
   }
   h2c_ = std::make_unique<H2cTakeover>(grpc_.get());
   metrics_.add_extra([this](std::string& out) { h2c_->render_metrics(out); });

@@ -42,6 +42,7 @@
 #include "rls_service.h"
 #include "rls_stats.h"
 #include "options.h"
+#include "quota_sync.h"
 #include "store_factory.h"
 
 namespace ratelimit::server {
@@ -159,6 +160,9 @@ class App {
   std::unique_ptr<rls::RateLimitService> rls_;
   // Envoy's RLQS (null without `rlqs:`): its rules follow reloads; outlives the gRPC streams.
   std::unique_ptr<rlqs::QuotaService> quota_;
+  // With store: redis, the RLQS demand exchange with the other instances (null otherwise);
+  // stopped before the store it calls.
+  std::unique_ptr<rlqs::QuotaSync> quota_sync_;
   std::vector<std::unique_ptr<Handler>> handlers_;
   std::unique_ptr<RespCommands> resp_;  // resp_listen's commands (null without it); as handlers_
   // gRPC on h2c (null without Envoy's API) and h2c on the HTTP ports (h2c.h): outlive the

@@ -77,6 +77,7 @@ Result<OpenedStore> open_redis_store(const StoreConfig& config, Metrics& metrics
   opened.watch_releases = [raw](ReleaseWatcher on_release, std::function<void()> on_subscribed) {
     return raw->watch_releases(std::move(on_release), std::move(on_subscribed));
   };
+  opened.fields = *store;
   return opened;
 }
 

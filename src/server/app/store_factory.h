@@ -24,6 +24,9 @@ struct OpenedStore {
   // Redis only (empty with the memory store): subscribes to the leases released through this
   // Redis by any process (RedisStore::watch_releases). The feed must not outlive the store.
   std::function<std::unique_ptr<ReleaseFeed>(ReleaseWatcher, std::function<void()>)> watch_releases;
+  // Redis only (else null): the fields every process on it shares (RLQS's demand exchange,
+  // src/rlqs/quota_sync.h).
+  std::shared_ptr<SharedFields> fields;
   // Memory only (else empty): the control loop's poll (every 500 ms); a line to log ("warn"),
   // if any (memory_upkeep.h).
   std::function<std::optional<std::string>(std::chrono::steady_clock::time_point)> tick;

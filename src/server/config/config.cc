@@ -304,6 +304,7 @@ Status check_reloadable(const Config& current, const Config& next) {
   if (current.resp_listen != next.resp_listen) what += " resp_listen";
   if (current.rlqs.has_value() != next.rlqs.has_value()) what += " rlqs (added or removed)";
   if (current.rlqs && next.rlqs && current.rlqs->max_buckets != next.rlqs->max_buckets) what += " rlqs.max_buckets";
+  if (current.rlqs && next.rlqs && current.rlqs->sync_interval != next.rlqs->sync_interval) what += " rlqs.sync_interval";
   const rls::ServiceOptions& a = current.envoy_api;
   const rls::ServiceOptions& b = next.envoy_api;
   if (a.response_headers != b.response_headers || a.ietf_headers != b.ietf_headers ||

@@ -135,6 +135,8 @@ struct LimitsConfig : ConnectionLimits {
 struct RlqsConfig {
   std::shared_ptr<const rlqs::QuotaRules> rules;  // not null
   size_t max_buckets = 100'000;
+  // With store: redis, how often the instances exchange their clients' demands (quota_sync.h).
+  std::chrono::milliseconds sync_interval{500};
 };
 
 // Heterogeneous lookup so a policy can be found by string_view without allocating.

@@ -12,6 +12,7 @@
 //     unmatched: allow             # allow (default) | deny | {limit: N, unit: U}
 //     max_buckets: 100000          # buckets tracked at once (the least recently reported go)
 //     reporting_interval: 1s       # the Envoys' reporting_interval: a first assignment's TTL
+//     sync_interval: 500ms         # store: redis — how often replicas exchange their demands
 //
 // Invariants: every limit gives a capacity fair_share accepts (capacity_mrps); match keys and
 // values are non-empty, within the bucket_id bounds, and no key is given twice (a YAML map).
@@ -87,8 +88,10 @@ Result<rlqs::QuotaRule> parse_rule(const Parser& p, const YAML::Node& n, size_t 
 }  // namespace
 
 Status parse_rlqs(const Parser& p, const YAML::Node& n, RlqsConfig& out) {
-  if (!n.IsMap()) return p.error(n, "rlqs must be a map (buckets, unmatched, max_buckets, reporting_interval)");
-  RL_TRY(p.check_map(n, "rlqs", {"buckets", "unmatched", "max_buckets", "reporting_interval"}));
+  if (!n.IsMap()) {
+    return p.error(n, "rlqs must be a map (buckets, unmatched, max_buckets, reporting_interval, sync_interval)");
+  }
+  RL_TRY(p.check_map(n, "rlqs", {"buckets", "unmatched", "max_buckets", "reporting_interval", "sync_interval"}));
   auto rules = std::make_shared<rlqs::QuotaRules>();
   if (const YAML::Node b = n["buckets"]) {
     RL_TRY(p.sequence(b, "rlqs.buckets"));
@@ -121,6 +124,12 @@ Status parse_rlqs(const Parser& p, const YAML::Node& n, RlqsConfig& out) {
       return p.error(i, "rlqs.reporting_interval must be whole seconds from 1s to 1 day");
     }
     rules->reporting_interval_s = d.count() / 1'000'000;
+  }
+  if (const YAML::Node i = n["sync_interval"]) {
+    Micros d{0};
+    RL_TRY_ASSIGN(d, p.duration(i, "rlqs.sync_interval"));
+    if (d < Micros{10'000} || d > Micros{60'000'000}) return p.error(i, "rlqs.sync_interval must be from 10ms to 60s");
+    out.sync_interval = std::chrono::duration_cast<std::chrono::milliseconds>(d);
   }
   out.rules = std::move(rules);
   return {};
