@@ -14,7 +14,7 @@ from flask import Flask, g
 
 from ratelimit_client import AsyncRedisLimiter, RateLimitError, RatelimitdLimiter, RedisLimiter
 from ratelimit_client.fastapi import RateLimitDependency, RateLimitExceeded, rate_limit_exceeded_handler
-from ratelimit_client.flask import rate_limit
+from ratelimit_client.flask import FlaskRateLimit, rate_limit
 from ratelimit_client.starlette import RateLimitMiddleware
 from support import RUN_ID, start_ratelimitd, test_redis
 from test_frameworks import FlaskThread, UvicornThread
@@ -296,6 +296,41 @@ class Features(unittest.TestCase):
             server.stop()
         with self.assertRaisesRegex(RateLimitError, "use RateLimitMiddleware"):
             RateLimitDependency(fa_limiter, "login", skip_failed_requests=True)
+
+    def test_an_app_wide_default_in_flask(self):
+        """FlaskRateLimit: every route counts against the default ("two": 2 per 1000 s) unless it
+        has its own @rate_limit (then only its own) or is exempt; init_app for app factories."""
+        ext = FlaskRateLimit(limiter=self.limiter, policy="two", key=lambda _: f"default-{RUN_ID}")
+        app = Flask(__name__)
+        ext.init_app(app)
+
+        @app.get("/a")
+        def a():
+            return {"left": g.rate_limit.remaining}
+
+        @app.get("/own")
+        @rate_limit(self.limiter, "api", key=lambda _: f"own-{RUN_ID}")
+        def own():
+            return "own"
+
+        @app.get("/free")
+        @FlaskRateLimit.exempt
+        def free():
+            return "free"
+        server = FlaskThread(app)
+        try:
+            self.assertEqual([get(server.port, "/own")[0] for _ in range(4)], [200, 200, 200, 429])  # "api": 3
+            self.assertEqual([get(server.port, "/free")[0] for _ in range(4)], [200] * 4)
+            answers = [get(server.port, "/a") for _ in range(3)]
+            self.assertEqual([(s, json.loads(b)) for s, _, b in answers[:2]], [(200, {"left": 1}), (200, {"left": 0})])
+            self.assertEqual(answers[0][1]["ratelimit-policy"], '"two";q=2;w=1000')
+            status, h, _ = answers[2]
+            self.assertEqual((status, h["ratelimit"]), (429, f'"two";r=0;t={h["retry-after"]}'))
+            self.assertEqual(self.remaining("api", f"own-{RUN_ID}"), 0)
+        finally:
+            server.stop()
+        with self.assertRaises(RateLimitError):
+            FlaskRateLimit(limiter=self.limiter, policy="nope")
 
 
 if __name__ == "__main__":
