@@ -57,14 +57,7 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 				next.ServeHTTP(w, r)
 				return
 			}
-			policy := o.Policy
-			if o.PolicyFunc != nil {
-				policy = o.PolicyFunc(r)
-			}
-			cost := int64(1)
-			if o.Cost != nil {
-				cost = o.Cost(r)
-			}
+			policy, cost := policyAndCost(r, o.Policy, o.PolicyFunc, o.Cost)
 			key := o.Key(r)
 			d, err := l.Record(r.Context(), policy, key, cost)
 			if badRequest(w, err) {
@@ -120,6 +113,18 @@ func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler 
 			}
 		})
 	}
+}
+
+// policyAndCost: what a request asks for — PolicyFunc's policy over Policy, Cost's (default 1).
+func policyAndCost(r *http.Request, policy string, policyFunc func(*http.Request) string, cost func(*http.Request) int64) (string, int64) {
+	if policyFunc != nil {
+		policy = policyFunc(r)
+	}
+	c := int64(1)
+	if cost != nil {
+		c = cost(r)
+	}
+	return policy, c
 }
 
 // badRequest answers ratelimitd's 400 for an *Error about the request's own input.
