@@ -63,6 +63,9 @@ struct Item {
   const Policy* policy = nullptr;
   LeaseId lease{};  // kRelease / kRenew
   adaptive::ReleaseReport report{};  // kRelease: the outcome / latency the client reported
+  // kAcquire on a rule with classes: the request's class (index into rule->classes, 0 highest);
+  // the waiting service serves its queues by it. Its limit is already in `policy`.
+  uint8_t priority = 0;
 };
 
 // Where the service reports what it measures (the daemon's Metrics).
@@ -88,6 +91,10 @@ class Pending {
   Status status;                     // not ok: no decisions (invalid input, or a store error)
   std::vector<Decision> decisions;   // one per item, in order, shadow mode applied
   std::vector<uint8_t> shadow_denied;  // per item: 1 when a shadow rule denied it (answered admitted)
+
+  // Set by the waiting service (waiting.h) when this request entered a queue (the front-end's
+  // waits-by-class metrics); false when it was answered without waiting.
+  bool queued = false;
 
   // Called exactly once, from a store thread, when a decision completes after decide() or
   // reset() returned false. Implementations post the rendering to their own thread.

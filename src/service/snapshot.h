@@ -23,9 +23,11 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "mutex.h"
 #include "ratelimit/policy.h"
+#include "ratelimit/priority.h"
 #include "rule_counters.h"
 
 namespace ratelimit::service {
@@ -45,6 +47,10 @@ struct Rule {
   int64_t max_queue = 0;
   // Shape-mode leaky bucket: the answer to an admitted acquire is held for its delay.
   bool hold_delay = false;
+  // Priority classes, highest first (include/ratelimit/priority.h); empty: none. An Item's
+  // `priority` indexes it; each class's own limit is class_policies[class] (Policy::with_limit).
+  std::vector<algo::PriorityClass> classes{};
+  std::vector<Policy> class_policies{};
 };
 
 // Heterogeneous lookup so a rule is found by string_view without allocating.

@@ -47,6 +47,7 @@ size_t WaitingService::shard_of(std::string_view policy, std::string_view key) {
 
 bool WaitingService::decide(const Snapshot& snapshot, std::span<const Item> items, Atomicity atomicity,
                             Micros budget, Pending& p) {
+  p.queued = false;
   const bool one = items.size() == 1 && items[0].kind == StoreOp::Kind::kAcquire;
   const Rule* rule = one ? items[0].rule : nullptr;
   const bool may_wait = one && rule->max_wait > Micros{0} && budget > Micros{0} && !rule->shadow &&

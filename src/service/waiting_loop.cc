@@ -35,6 +35,7 @@ void WaitingService::Loop::enqueue(Waiter* w, bool decided) {
     return;
   }
   q.waiters.push_back(w);
+  w->outer->queued = true;
   w->phase = Waiter::Phase::kQueued;
   svc_.queued_[w->shard].fetch_add(1);
   ++st_.waited;
@@ -143,6 +144,7 @@ void WaitingService::Loop::on_decided(Waiter* w) {
     return;
   }
   if (ok && d.allowed) {
+    charge(q, w);
     remove(q, w);
     ++st_.admitted;
     admitted(w, now);
@@ -237,11 +239,39 @@ void WaitingService::Loop::kick(Queue& q) {
     events_.erase(q.retry);
     q.has_retry = false;
   }
+  order_head(q);
   Waiter* w = q.waiters.front();
   q.deciding = true;
   w->phase = Waiter::Phase::kDeciding;
   ++st_.wakeups;
   if (svc_.decisions_.decide(*w->snapshot, {&w->item, 1}, Atomicity::kIndependent, *w)) on_decided(w);
+}
+
+// The classes' waiting mask of `q` (a waiter of a class a reloaded config no longer has counts
+// as the lowest class).
+std::array<bool, algo::kMaxClasses> WaitingService::Loop::waiting_classes(const Queue& q, size_t n) {
+  std::array<bool, algo::kMaxClasses> waiting{};
+  for (const Waiter* w : q.waiters) waiting[std::min<size_t>(w->item.priority, n - 1)] = true;
+  return waiting;
+}
+
+void WaitingService::Loop::order_head(Queue& q) {
+  const auto& classes = q.waiters.front()->item.rule->classes;
+  const size_t n = classes.size();
+  if (n < 2) return;
+  const auto waiting = waiting_classes(q, n);
+  const size_t c = algo::pick_class(classes, {q.credits.data(), n}, {waiting.data(), n});
+  auto it = std::find_if(q.waiters.begin(), q.waiters.end(),
+                         [&](const Waiter* w) { return std::min<size_t>(w->item.priority, n - 1) == c; });
+  if (it != q.waiters.end()) std::rotate(q.waiters.begin(), it, it + 1);  // the others keep their order
+}
+
+void WaitingService::Loop::charge(Queue& q, const Waiter* w) {
+  const auto& classes = w->item.rule->classes;
+  const size_t n = classes.size();
+  if (n < 2 || q.waiters.empty()) return;
+  const auto waiting = waiting_classes(q, n);
+  algo::charge_class(classes, {q.credits.data(), n}, {waiting.data(), n}, std::min<size_t>(w->item.priority, n - 1));
 }
 
 void WaitingService::Loop::post_kick(const std::string& qkey) {

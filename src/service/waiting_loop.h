@@ -7,6 +7,7 @@
 // for the lost-wake-up argument between a denial and its enqueue).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "ratelimit/priority.h"
 #include "ratelimit/waiting_rule.h"
 #include "waiting.h"
 
@@ -86,6 +88,8 @@ class WaitingService::Loop {
     Decision last{};  // the latest denial on this key, for requests that never saw one
     Clock::time_point last_at{};
     bool has_last = false;
+    // Priority classes (include/ratelimit/priority.h): each class's credits of grants.
+    std::array<int64_t, algo::kMaxClasses> credits{};
   };
 
   explicit Loop(WaitingService& svc) : svc_(svc), timer_(io_) {
@@ -142,6 +146,11 @@ class WaitingService::Loop {
   void first_decided(Waiter* w, Clock::time_point now);
 
   void kick(Queue& q);
+  // Priority classes: moves the first waiter of the class to serve next (algo::pick_class) to
+  // the head; charge() spends its class's credit when it is admitted.
+  static void order_head(Queue& q);
+  static void charge(Queue& q, const Waiter* w);
+  static std::array<bool, algo::kMaxClasses> waiting_classes(const Queue& q, size_t n);
   // Decides the head of `qkey` later on this thread (no recursion through inline stores).
   void post_kick(const std::string& qkey);
 

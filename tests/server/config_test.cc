@@ -676,5 +676,34 @@ TEST(Config, WaitingKeysAreReadAndValidated) {
                "hold_delay must be true or false");
 }
 
+TEST(Config, PriorityClassesAreReadAndValidated) {
+  const std::string head = "store: { type: memory }\npolicies:\n  db:\n    algorithm: concurrency\n    limit: 10\n"
+                           "    lease_ttl: 30s\n";
+  auto c = parse_config(head + "    classes: default\n", "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const auto& d = c->find_policy("db")->classes;
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].name, "critical");
+  EXPECT_EQ(d[2].name, "sheddable");
+  EXPECT_EQ(d[2].headroom, 0.5);
+  c = parse_config(head + "    classes:\n      - { name: gold, weight: 5 }\n      - { name: bronze, headroom: 0.3 }\n", "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->find_policy("db")->classes[0].weight, 5);
+  EXPECT_EQ(c->find_policy("db")->classes[1].weight, 1);
+  expect_error(head + "    classes:\n      - { name: a }\n      - { name: a }\n", "cfg.yaml:9:", "listed twice");
+  expect_error(head + "    classes:\n      - { name: Big }\n", "cfg.yaml:8:", "a-z, 0-9");
+  expect_error(head + "    classes:\n      - { name: a, weight: 0 }\n", "cfg.yaml:8:", "weight");
+  expect_error(head + "    classes:\n      - { name: a, headroom: 1 }\n", "cfg.yaml:8:", "[0, 1)");
+  expect_error(head + "    classes:\n      - { name: a, headroom: 0.5 }\n      - { name: b, headroom: 0.2 }\n",
+               "cfg.yaml:9:", "lowest classes first");
+  expect_error(head + "    classes:\n      - { name: a, headroom: 0.95 }\n", "cfg.yaml:8:", "no unit of limit 10");
+  expect_error(head + "    classes:\n      - { name: a, colour: red }\n", "cfg.yaml:8:", "colour");
+  expect_error(head + "    classes: []\n", "cfg.yaml:7:", "'default' or a list");
+  expect_error("store: { type: memory }\npolicies:\n  r: { algorithm: fixed_window, limit: 5, window: 1s, classes: default }\n",
+               "cfg.yaml:3:", "apply to concurrency");
+  expect_error("store: { type: memory }\npolicies:\n  a: { algorithm: concurrency, limit: adaptive, max_limit: 50, "
+               "lease_ttl: 10s, classes: default }\n", "cfg.yaml:3:", "fixed limit");
+}
+
 }  // namespace
 }  // namespace ratelimit::server

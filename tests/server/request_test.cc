@@ -83,7 +83,7 @@ TEST(RequestBody, MalformedInputIsRefusedPrecisely) {
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":1.5})"), "invalid_cost: 'cost' must be a whole number, got a number with a fraction or exponent");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":"1"})"), "invalid_cost: 'cost' must be a whole number, got a string");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","cost":null})"), "invalid_cost: 'cost' must be a whole number, got null");
-  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost, limit, max_wait_ms)");
+  EXPECT_EQ(refusal(R"({"key":"k","policy":"p","polcy":"x"})"), "invalid_request: unknown field 'polcy' (allowed: key, policy or policies, cost, limit, max_wait_ms, priority)");
   EXPECT_EQ(refusal(R"({"key":"k","policy":"p","x":[[[[[1]]]]]})").rfind("invalid_json", 0), 0u);  // too deep
 }
 

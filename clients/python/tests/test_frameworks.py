@@ -55,10 +55,10 @@ class AsyncRecording(aioredis.Redis):
         return await super().execute_command(*args, **options)
 
 
-def get(port, path, client):
+def get(port, path, client, headers=None):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        c.request("GET", path, headers={"x-client": client})
+        c.request("GET", path, headers={"x-client": client, **(headers or {})})
         r = c.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
     finally:

@@ -26,6 +26,7 @@ YAML = """store: {{ type: redis, url: "{url}", key_prefix: "rl:py-leases-{run}:"
 policies:
   db:  {{ algorithm: concurrency, limit: 2, lease_ttl: 60s }}
   api: {{ algorithm: fixed_window, limit: 5, window: 60s }}
+  cls: {{ algorithm: concurrency, limit: 2, lease_ttl: 60s, classes: [{{ name: critical }}, {{ name: sheddable, headroom: 0.5 }}] }}
 """
 AIMD = """policies:
   ad: { algorithm: concurrency, limit: adaptive, estimator: aimd, max_limit: 64, initial_limit: 16, sample_window: 0, lease_ttl: 60s }
@@ -88,6 +89,11 @@ def flask_app(limiter, gate, **options):
     @limit
     def fail():
         return "broken", 500
+
+    @app.get("/quick")
+    @limit
+    def quick():
+        return "quick"
 
     @app.get("/throw")
     @limit
@@ -203,6 +209,33 @@ class Leases(unittest.TestCase):
             self.released_after(server.port, "/throw", key, 500)
         finally:
             server.stop()
+
+    def test_priority_classes(self):
+        """`cls` (limit 2; sheddable keeps half): a lease's class sets its limit; unnamed is the lowest
+        class; the middleware's priority_header names it; ratelimitd's unknown_priority is raised."""
+        key, lim = f"cls-{RUN_ID}", self.limiter
+        crit = lim.acquire_lease("cls", key, priority="critical")
+        self.assertEqual((crit.allowed, crit.limit), (True, 2))
+        self.assertTrue(lim.release_lease(crit))
+        shed = lim.acquire_lease("cls", key)
+        self.assertEqual((shed.allowed, shed.limit, shed.remaining), (True, 1, 0))
+        with self.assertRaises(RateLimitError) as cm:
+            lim.acquire_lease("cls", key, priority="urgent")
+        self.assertEqual(cm.exception.code, "unknown_priority")
+        with self.assertRaises(RateLimitError) as cm:
+            lim.acquire_lease("db", key, priority="critical")
+        self.assertEqual(cm.exception.code, "unknown_priority", "a policy without classes takes none")
+        gate = Gate()
+        gate.event.set()
+        server = FlaskThread(flask_app(lim, gate, policy="cls", priority_header="x-priority"))
+        try:
+            # One unit held by `shed`: unlabelled (sheddable) requests are refused, critical pass.
+            self.assertEqual(get(server.port, "/quick", key)[0], 429)
+            status, _, body = get(server.port, "/quick", key, {"x-priority": "critical"})
+            self.assertEqual((status, body), (200, "quick"))
+        finally:
+            server.stop()
+            self.assertTrue(lim.release_lease(shed))
 
     def test_outcomes_reach_an_adaptive_limit(self):
         """AIMD, memory store: a 5xx and a timeout each lower the limit (16 → 14 → 12 on the first app)."""

@@ -4,6 +4,7 @@
 // both end in the same render.
 #include "lease_api.h"
 
+#include <cstdio>
 #include <vector>
 
 #include "answers.h"
@@ -32,6 +33,9 @@ class LeaseState final : public ExchangeState, public service::Pending {
   std::optional<Policy> own_limit;  // an acquire's own "limit" (own_limit_policy); read by the store
   adaptive::ReleaseReport report;   // a release's outcome / latency (parse_release_body)
   bool adaptive = false;            // the policy's limit is learned (the metrics' gauge)
+  size_t klass = SIZE_MAX;          // an acquire's priority class (priority_class); MAX: none
+  std::string klass_name;           // ... its name, for the metrics
+  LeaseMetrics::Clock::time_point started{};  // when a classed acquire arrived (its wait)
   std::vector<service::Item> items;
   http::RenderOptions render;
 
@@ -80,6 +84,10 @@ void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
   switch (st.op) {
     case LeaseOp::kAcquire: {
       if (d.reason == DecisionReason::kOverLimit) metrics.denied(st.policy);
+      if (st.klass != SIZE_MAX) {
+        const auto waited = std::chrono::duration_cast<Micros>(LeaseMetrics::Clock::now() - st.started);
+        metrics.classed(st.policy, st.klass_name, d.allowed, d.reason == DecisionReason::kOverLimit, st.queued, waited);
+      }
       if (!d.allowed) {
         http::render_decisions({&d, 1}, {&st.info, 1}, out, st.render);  // 429 / 400, Retry-After
         return;
@@ -207,10 +215,28 @@ bool LeaseHandler::handle(Exchange& x) {
     if (!st.own_limit) return true;
     st.info = http::PolicyInfo::of(*st.own_limit);
   }
+  st.klass = SIZE_MAX;
+  if (st.op == LeaseOp::kAcquire) {
+    std::string_view name = st.request.priority;
+    if (name.empty()) name = x.request.headers->first("ratelimit-priority").value_or("");
+    const auto klass = priority_class(*rule, name, st.request.limit != 0, x.response);
+    if (!klass) return true;
+    st.klass = *klass;
+  }
   st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind,
                       st.own_limit ? &*st.own_limit : nullptr, st.token.id, st.report});
+  Micros budget = wait_budget(st.request.max_wait_ms);
+  if (st.klass != SIZE_MAX) {
+    // The class's own limit on the policy's counter; a class with headroom is refused, never queued.
+    st.items.back().policy = &rule->class_policies[st.klass];
+    st.items.back().priority = static_cast<uint8_t>(st.klass);
+    st.klass_name = rule->classes[st.klass].name;
+    st.started = LeaseMetrics::Clock::now();
+    st.info = http::PolicyInfo::of(rule->class_policies[st.klass]);
+    if (rule->classes[st.klass].headroom > 0) budget = Micros{0};
+  }
   // An acquire may wait for a lease to free (the waiting service; releases and renews never wait).
-  if (!api_.waiting.decide(*snap.rules, st.items, Atomicity::kIndependent, wait_budget(st.request.max_wait_ms), st)) {
+  if (!api_.waiting.decide(*snap.rules, st.items, Atomicity::kIndependent, budget, st)) {
     return false;
   }
   render_lease(st, metrics_, x.response);
@@ -289,6 +315,47 @@ void LeaseMetrics::renewed(const std::string& policy, const LeaseId& id, Micros 
   --tracked_;
 }
 
+void LeaseMetrics::classed(const std::string& policy, const std::string& klass, bool admitted, bool refused,
+                           bool queued, Micros waited) {
+  MutexLock lock(mu_);
+  PerClass& c = classes_[{policy, klass}];
+  c.admitted += admitted ? 1 : 0;
+  c.refused += refused ? 1 : 0;
+  if (queued) {
+    ++c.waited;
+    c.wait_us += waited.count();
+  }
+}
+
+// The priority classes' families (LeaseMetrics::classed), by policy and class.
+void LeaseMetrics::render_classes(std::string& out) {
+  struct Family {
+    StoreMetric metric;
+    uint64_t PerClass::*field;  // null: the wait seconds
+  };
+  static constexpr Family kFamilies[] = {
+      {StoreMetric::kLeaseClassAdmittedTotal, &PerClass::admitted},
+      {StoreMetric::kLeaseClassRefusedTotal, &PerClass::refused},
+      {StoreMetric::kLeaseClassWaitedTotal, &PerClass::waited},
+      {StoreMetric::kLeaseClassWaitSecondsTotal, nullptr},
+  };
+  for (const Family& f : kFamilies) {
+    append_metric_header(out, f.metric);
+    for (const auto& [at, c] : classes_) {
+      out += metric_name(f.metric);
+      out += "{policy=\"" + at.first + "\",class=\"" + at.second + "\"} ";
+      if (f.field != nullptr) {
+        out += std::to_string(c.*f.field);
+      } else {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.6f", static_cast<double>(c.wait_us) / 1e6);
+        out += buf;
+      }
+      out += '\n';
+    }
+  }
+}
+
 void LeaseMetrics::render(std::string& out) {
   MutexLock lock(mu_);
   const auto now = Clock::now();
@@ -315,6 +382,7 @@ void LeaseMetrics::render(std::string& out) {
     out += metric_name(StoreMetric::kAdaptiveLimit);
     out += "{policy=\"" + name + "\"} " + std::to_string(p.learned_limit) + '\n';
   }
+  render_classes(out);
 }
 
 }  // namespace ratelimit::server

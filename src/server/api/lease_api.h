@@ -47,6 +47,10 @@ class LeaseMetrics {
   // The learned limit a lease answer of an adaptive policy gave (the gauge keeps the last).
   void learned(const std::string& policy, int64_t limit);
   void renewed(const std::string& policy, const LeaseId& id, Micros ttl, bool held);
+  // An acquire of priority class `klass` answered: admitted or refused over the limit; `waited`
+  // > 0 when it entered a queue (the time from its request to this answer).
+  void classed(const std::string& policy, const std::string& klass, bool admitted, bool refused, bool queued,
+               Micros waited);
   // A release of `id` through any process (the Redis release feed; this process's own come
   // again there and are no longer tracked): a lease granted here stops being held, uncounted.
   void released_elsewhere(std::string_view policy, const LeaseId& id);
@@ -59,8 +63,15 @@ class LeaseMetrics {
     int64_t learned_limit = -1;  // adaptive policies: the last answered limit; -1 none
     std::unordered_map<std::string, Clock::time_point> live;  // hex id -> local expiry
   };
+  struct PerClass {
+    uint64_t admitted = 0, refused = 0, waited = 0;
+    int64_t wait_us = 0;
+  };
+  // (policy, class) -> counts; bounded by the configured classes (16 per policy at most).
+  std::map<std::pair<std::string, std::string>, PerClass> classes_ RL_GUARDED_BY(mu_);
   static constexpr size_t kMaxTracked = 1'000'000;  // per process; beyond, not tracked
   void expire_locked(PerPolicy& p, Clock::time_point now) RL_REQUIRES(mu_);
+  void render_classes(std::string& out) RL_REQUIRES(mu_);
   Mutex mu_;
   std::map<std::string, PerPolicy, std::less<>> policies_ RL_GUARDED_BY(mu_);
   size_t tracked_ RL_GUARDED_BY(mu_) = 0;

@@ -102,6 +102,11 @@ bool decide(const NativeApi& api, NativeState& st, const Published& snap, Decisi
   const DecisionRequest& r = st.request;
   st.items.clear();
   st.infos.clear();
+  if (!r.priority.empty()) {  // never silently ignored: classes order the waiters of leases
+    http::render_error(400, "invalid_request", "'priority' applies to leases (POST /v1/leases) under a "
+                       "concurrency policy with classes", out);
+    return true;
+  }
   for (size_t i = 0; i < r.policy_count; ++i) {
     const service::Rule* rule = snap.rules->find(r.policies[i]);
     if (rule == nullptr) {
@@ -163,6 +168,32 @@ std::optional<Policy> own_limit_policy(const service::Rule& rule, int64_t limit,
     return std::nullopt;
   }
   return std::move(*with);
+}
+
+std::optional<size_t> priority_class(const service::Rule& rule, std::string_view name, bool own_limit,
+                                     http::Response& out) {
+  const std::string& policy = rule.policy.name();
+  const std::string shown(name.substr(0, 32));
+  if (rule.classes.empty()) {
+    if (name.empty()) return SIZE_MAX;
+    http::render_error(400, "unknown_priority", "policy '" + policy + "' has no priority classes (its "
+                       "configuration lists no classes), got priority '" + shown + "'", out);
+    return std::nullopt;
+  }
+  if (own_limit) {
+    http::render_error(400, "invalid_request", "'limit' and a priority class both set the request's limit "
+                       "on policy '" + policy + "': give one", out);
+    return std::nullopt;
+  }
+  if (name.empty()) return rule.classes.size() - 1;
+  for (size_t i = 0; i < rule.classes.size(); ++i) {
+    if (rule.classes[i].name == name) return i;
+  }
+  std::string listed;
+  for (const auto& c : rule.classes) listed += (listed.empty() ? "" : ", ") + c.name;
+  http::render_error(400, "unknown_priority", "unknown priority '" + shown + "' for policy '" + policy +
+                     "' (its classes, highest first: " + listed + ")", out);
+  return std::nullopt;
 }
 
 bool token_matches(std::string_view presented, std::string_view expected) {

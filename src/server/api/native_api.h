@@ -87,6 +87,14 @@ class ResetHandler final : public Handler {
 // limit_not_allowed (no request_limit) or invalid_limit (out of bounds) in `out`.
 std::optional<Policy> own_limit_policy(const service::Rule& rule, int64_t limit, http::Response& out);
 
+// An acquire's priority class (docs/throttling.md "Priority classes") named `name` (empty: none
+// named, the policy's lowest class) on `rule`: its index into rule.classes; SIZE_MAX when the
+// policy has no classes and none was named. nullopt: refused, `out` holds the 400 (a class the
+// policy does not list, a class on a policy without classes, or a class with an own "limit":
+// both would set the request's limit).
+std::optional<size_t> priority_class(const service::Rule& rule, std::string_view name, bool own_limit,
+                                     http::Response& out);
+
 // Constant-time comparison of a presented bearer credential with the configured token.
 bool token_matches(std::string_view presented, std::string_view expected);
 

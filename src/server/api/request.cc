@@ -69,6 +69,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   out.cost = 1;
   out.limit = 0;
   out.max_wait_ms = -1;
+  out.priority.clear();
   out.key.clear();
 
   alignas(std::max_align_t) unsigned char arena[2048];
@@ -82,6 +83,7 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   const json::value* cost = nullptr;
   const json::value* limit = nullptr;
   const json::value* max_wait = nullptr;
+  const json::value* priority = nullptr;
   for (const auto& kv : obj) {
     const std::string_view k = kv.key();
     const json::value** slot = nullptr;
@@ -91,10 +93,11 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
     else if (k == "cost" && kind != BodyKind::kReset) slot = &cost;
     else if (k == "limit" && kind != BodyKind::kReset) slot = &limit;
     else if (k == "max_wait_ms" && kind == BodyKind::kDecision) slot = &max_wait;
+    else if (k == "priority" && kind == BodyKind::kDecision) slot = &priority;
     if (slot == nullptr) {
       std::string m = "unknown field ";
       m += k.size() <= 64 ? "'" + std::string(k) + "'" : std::string("(a long name)");
-      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit, max_wait_ms)"
+      m += kind == BodyKind::kDecision ? " (allowed: key, policy or policies, cost, limit, max_wait_ms, priority)"
            : kind == BodyKind::kReport ? " (allowed: key, policy or policies, cost, limit)"
                                        : " (allowed: key, policy)";
       return fail(err, "invalid_request", std::move(m));
@@ -190,6 +193,12 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
                                                std::to_string(kMaxWaitMs));
     }
     out.max_wait_ms = max_wait->get_int64();
+  }
+  if (priority != nullptr) {
+    if (!priority->is_string() || priority->get_string().empty() || priority->get_string().size() > 32) {
+      return fail(err, "invalid_priority", "'priority' must be a class name of 1 to 32 characters (a string)");
+    }
+    out.priority.assign(priority->get_string().data(), priority->get_string().size());
   }
   out.key.assign(ks.data(), ks.size());
   return true;

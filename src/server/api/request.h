@@ -30,7 +30,7 @@ struct RequestError {
   std::string message;
 };
 
-// {"key", "policy" | "policies", "cost", "limit", "max_wait_ms"} (acquire, peek), {"key",
+// {"key", "policy" | "policies", "cost", "limit", "max_wait_ms", "priority"} (acquire, peek), {"key",
 // "policy" | "policies", "cost", "limit"} (report) or {"key", "policy"} (reset).
 // Reusable: parse functions overwrite every field, keeping string capacity.
 struct DecisionRequest {
@@ -47,6 +47,9 @@ struct DecisionRequest {
   // in its policy's queue, 0 ... kMaxWaitMs; -1 = not given (the policy's max_wait). The
   // policy's max_wait caps it: a request may ask for less wait, never more.
   int64_t max_wait_ms = -1;
+  // "priority" (POST /v1/leases): the request's priority class by name (the policy's classes,
+  // include/ratelimit/priority.h; resolved by the caller); empty = not given.
+  std::string priority;
 };
 
 // The largest max_wait_ms a request may name (one hour; the policy's max_wait caps it anyway).

@@ -25,6 +25,7 @@
 #include "ratelimit/http.h"
 #include "ratelimit/memory_store.h"
 #include "ratelimit/policy.h"
+#include "ratelimit/priority.h"
 #include "ratelimit/redis_store.h"
 #include "ratelimit/status.h"
 #include "quota_rules.h"
@@ -117,6 +118,8 @@ struct PolicyConfig {
   int64_t max_queue = 0;
   // Leaky bucket in shape mode: hold each admitted request for its delay before answering.
   bool hold_delay = false;
+  // Priority classes (concurrency, fixed limit), highest first; empty: none (requests name none).
+  std::vector<algo::PriorityClass> classes{};
 };
 
 // Bounds of the waiting keys.

@@ -1,6 +1,6 @@
 // config_policy.cc — one entry of `policies:` (PolicyConfig): the algorithm and its parameters,
 // shadow, count_denied, the consistency keys, request_limit and waiting (max_wait, max_queue,
-// hold_delay). The policy's `scope` is config_regions.cc's.
+// hold_delay), priority classes. The policy's `scope` is config_regions.cc's.
 // Invariants: every policy is built by the validating Policy factories (Policy::fixed_window ...,
 // with_consistency, with_limit), whose refusal is reported with the policy's line; a key that
 // does not apply to the algorithm is refused by name, never ignored.
@@ -110,6 +110,50 @@ Result<adaptive::AdaptiveConfig> parse_adaptive(const Parser& p, const YAML::Nod
   return c;
 }
 
+// `classes: default` or a list, highest first, of `{name, weight, headroom}` (priority classes,
+// include/ratelimit/priority.h; docs/throttling.md "Priority classes"). A fixed limit only: each
+// class must be admitted at least once (class_limit >= 1), and headroom may not fall going down
+// the list (refusals take the lowest classes first).
+Result<std::vector<algo::PriorityClass>> parse_classes(const Parser& p, const YAML::Node& n, const std::string& what,
+                                                       const Policy& policy) {
+  const std::string cw = what + ".classes";
+  if (!policy.is_concurrency()) return p.error(n, cw + ": priority classes apply to concurrency policies");
+  if (policy.adaptive()) return p.error(n, cw + ": priority classes need a fixed limit (this one is adaptive)");
+  if (n.IsScalar() && n.Scalar() == "default") return algo::default_classes();
+  if (!n.IsSequence() || n.size() == 0 || n.size() > algo::kMaxClasses) {
+    return p.error(n, cw + " must be 'default' or a list of 1 to " + std::to_string(algo::kMaxClasses) +
+                          " classes ({name, weight, headroom}), highest first");
+  }
+  std::vector<algo::PriorityClass> out;
+  for (const YAML::Node& c : n) {
+    RL_TRY(p.check_map(c, cw + " entry", {"name", "weight", "headroom"}));
+    if (!c["name"]) return p.error(c, cw + ": every class needs a 'name'");
+    algo::PriorityClass k;
+    RL_TRY_ASSIGN(k.name, p.string(c["name"], cw + ".name"));
+    const std::string at = cw + " '" + k.name + "'";
+    const bool plain = !k.name.empty() && k.name.size() <= 32 &&
+                       std::all_of(k.name.begin(), k.name.end(), [](char ch) {
+                         return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+                       });
+    if (!plain) return p.error(c["name"], at + ": a class name is 1 to 32 of a-z, 0-9, '_', '-'");
+    for (const auto& e : out) {
+      if (e.name == k.name) return p.error(c["name"], at + " is listed twice");
+    }
+    if (c["weight"]) RL_TRY_ASSIGN(k.weight, p.integer(c["weight"], at + ".weight", 1, algo::kMaxClassWeight));
+    if (c["headroom"]) RL_TRY_ASSIGN(k.headroom, p.number(c["headroom"], at + ".headroom"));
+    if (k.headroom < 0 || k.headroom >= 1) return p.error(c["headroom"], at + ".headroom must be in [0, 1), got " + c["headroom"].Scalar());
+    if (!out.empty() && k.headroom < out.back().headroom) {
+      return p.error(c["headroom"], at + ".headroom must be at least the class above's (" + out.back().name +
+                                        "): refusals take the lowest classes first");
+    }
+    if (algo::class_limit(policy.limit(), k.headroom) < 1) {
+      return p.error(c["headroom"], at + ": headroom leaves it no unit of limit " + std::to_string(policy.limit()));
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 // concurrency: a fixed `limit` or `limit: adaptive`, and lease_ttl.
 Result<Policy> parse_concurrency(const Parser& p, const YAML::Node& n, const std::string& what) {
   // lease_ttl is the leases' lifetime here; the consistency keys do not apply (a concurrency
@@ -149,7 +193,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
                                "count_denied", "consistency", "sync_interval", "lease_max",
                                "lease_ttl", "request_limit", "max_wait", "max_queue", "hold_delay",
                                "scope", "estimator", "min_limit", "initial_limit", "max_limit",
-                               "sample_window"}));
+                               "sample_window", "classes"}));
   if (!n["algorithm"]) return p.error(n, what + ": 'algorithm' is required");
   std::string algo_name;
   RL_TRY_ASSIGN(algo_name, p.string(n["algorithm"], what + ".algorithm"));
@@ -215,6 +259,7 @@ Result<PolicyConfig> parse_policy(const Parser& p, const std::string& name, cons
   if (!pc.policy.is_concurrency()) RL_TRY(parse_consistency_fields(p, n, what, pc.policy));  // its lease_ttl is its own
   if (n["request_limit"]) RL_TRY(parse_request_limit(p, n["request_limit"], what, pc));
   RL_TRY(parse_waiting(p, n, what, pc));
+  if (n["classes"]) RL_TRY_ASSIGN(pc.classes, parse_classes(p, n["classes"], what, pc.policy));
   return pc;
 }
 

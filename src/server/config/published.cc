@@ -6,9 +6,14 @@ namespace ratelimit::server {
 std::shared_ptr<const service::Snapshot> build_rules(const Config& config, Metrics& metrics) {
   auto rules = std::make_shared<service::Snapshot>();
   for (const auto& [name, pc] : config.policies) {
-    rules->rules.emplace(name, service::Rule{pc.policy, pc.shadow, metrics.policy(name),
-                                             pc.request_limit_min, pc.request_limit_max,
-                                             pc.max_wait, pc.max_queue, pc.hold_delay});
+    auto it = rules->rules.emplace(name, service::Rule{pc.policy, pc.shadow, metrics.policy(name),
+                                                 pc.request_limit_min, pc.request_limit_max,
+                                                 pc.max_wait, pc.max_queue, pc.hold_delay}).first;
+    it->second.classes = pc.classes;
+    for (const auto& c : pc.classes) {
+      // Valid: the config checked class_limit >= 1 against this fixed limit.
+      it->second.class_policies.push_back(*pc.policy.with_limit(algo::class_limit(pc.policy.limit(), c.headroom)));
+    }
   }
   return rules;
 }

@@ -118,6 +118,11 @@ enum class StoreMetric : uint8_t {
   kLeasesExpiredTotal,
   kLeasesHeld,
   kAdaptiveLimit,
+  // Priority classes of /v1/leases acquires (LeaseMetrics); by policy and class.
+  kLeaseClassAdmittedTotal,
+  kLeaseClassRefusedTotal,
+  kLeaseClassWaitedTotal,
+  kLeaseClassWaitSecondsTotal,
   // Policies counted across regions (RegionStore, distributed_metrics.cc); labelled by region.
   kRegionReachable,
   kRegionViewAgeSeconds,
@@ -129,7 +134,7 @@ enum class StoreMetric : uint8_t {
   kRegionUntrackedTotal,
   kRegionKeys,
 };
-inline constexpr size_t kStoreMetricCount = 73;
+inline constexpr size_t kStoreMetricCount = 77;
 
 // Appends one unlabelled family (HELP, TYPE, sample) in the text format.
 void append_metric(std::string& out, StoreMetric m, uint64_t value);
