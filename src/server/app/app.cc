@@ -125,6 +125,52 @@ const Served& App::serve(const ListenerPlan& l) {
   return *served_.back();
 }
 
+// Leases released through another instance (the Redis release feed): lease metrics stop
+// tracking them and local waiters on their key are woken.
+void App::watch_releases() {
+  service::WaitingService* w = waiting_.get();
+  release_feed_ = store_->watch_releases(
+      [this, w](std::string_view policy, std::string_view key, const LeaseId& lease) {
+        lease_metrics_.released_elsewhere(policy, lease);
+        w->released_elsewhere(policy, key, lease);
+      },
+      [this, w] {
+        feed_subscriptions_.fetch_add(1, std::memory_order_relaxed);
+        w->resubscribed();
+      });
+  metrics_.add_extra([this](std::string& out) {
+    append_metric(out, StoreMetric::kWaitReleaseFeedSubscriptionsTotal, feed_subscriptions_.load(std::memory_order_relaxed));
+  });
+}
+
+// Envoy's RLQS on the gRPC streams; with Redis, the demand exchange with the other instances.
+void App::open_rlqs(const RlqsConfig& rc) {
+  quota_ = std::make_unique<rlqs::QuotaService>(rc.rules, rlqs::QuotaOptions{rc.max_buckets});
+  grpc_->set_quota(quota_.get());
+  metrics_.add_extra([this](std::string& out) { quota_->render_metrics(out); });
+  if (store_->fields) {
+    // Replicas behind this Redis divide each limit together (quota_sync.h).
+    rlqs::QuotaSyncOptions o;
+    o.interval = rc.sync_interval;
+    o.on_change = [](bool up, const std::string& why) {
+      if (up) {
+        log_line("info", "rlqs: demands exchanged through Redis again: every instance divides each limit among "
+                         "the whole fleet's clients");
+      } else {
+        log_line("warn", "rlqs: exchanging demands through Redis failed (" + why +
+                             "): within one assignment TTL each instance divides each limit among its own "
+                             "clients only — up to N x the limit over N instances — until Redis answers");
+      }
+    };
+    quota_sync_ = std::make_unique<rlqs::QuotaSync>(*quota_, store_->fields, std::move(o));
+    log_line("info", "rlqs: sharing demands through Redis every " + std::to_string(rc.sync_interval.count()) +
+                         " ms as instance " + quota_sync_->instance());
+    metrics_.add_extra([this](std::string& out) {
+      if (quota_sync_) quota_sync_->render_metrics(out);
+    });
+  }
+}
+
 int App::open() {
   const Config& config = *plan_.config;
   auto opened = open_store(config.store, metrics_, config.regions);
@@ -138,21 +184,7 @@ int App::open() {
   waiting_ = std::make_unique<service::WaitingService>(*decisions_);
   metrics_.add_extra([this](std::string& out) { lease_metrics_.render(out); });
   metrics_.add_extra([this](std::string& out) { render_wait_stats(waiting_->stats(), out); });
-  if (store_->watch_releases) {
-    service::WaitingService* w = waiting_.get();
-    release_feed_ = store_->watch_releases(
-        [this, w](std::string_view policy, std::string_view key, const LeaseId& lease) {
-          lease_metrics_.released_elsewhere(policy, lease);
-          w->released_elsewhere(policy, key, lease);
-        },
-        [this, w] {
-          feed_subscriptions_.fetch_add(1, std::memory_order_relaxed);
-          w->resubscribed();
-        });
-    metrics_.add_extra([this](std::string& out) {
-      append_metric(out, StoreMetric::kWaitReleaseFeedSubscriptionsTotal, feed_subscriptions_.load(std::memory_order_relaxed));
-    });
-  }
+  if (store_->watch_releases) watch_releases();
 
   // Envoy's rate-limit API: one RateLimitService for gRPC and /json, its per-rule statistics on
   // /metrics, every rule's outcomes under policy="envoy".
@@ -163,32 +195,7 @@ int App::open() {
   }
 
   if (rls_) grpc_ = std::make_unique<GrpcStreams>(*rls_);
-  if (grpc_ && config.rlqs) {
-    quota_ = std::make_unique<rlqs::QuotaService>(config.rlqs->rules, rlqs::QuotaOptions{config.rlqs->max_buckets});
-    grpc_->set_quota(quota_.get());
-    metrics_.add_extra([this](std::string& out) { quota_->render_metrics(out); });
-    if (store_->fields) {
-      // Replicas behind this Redis divide each limit together (quota_sync.h).
-      rlqs::QuotaSyncOptions o;
-      o.interval = config.rlqs->sync_interval;
-      o.on_change = [](bool up, const std::string& why) {
-        if (up) {
-          log_line("info", "rlqs: demands exchanged through Redis again: every instance divides each limit among "
-                           "the whole fleet's clients");
-        } else {
-          log_line("warn", "rlqs: exchanging demands through Redis failed (" + why +
-                               "): within one assignment TTL each instance divides each limit among its own "
-                               "clients only — up to N x the limit over N instances — until Redis answers");
-        }
-      };
-      quota_sync_ = std::make_unique<rlqs::QuotaSync>(*quota_, store_->fields, std::move(o));
-      log_line("info", "rlqs: sharing demands through Redis every " + std::to_string(config.rlqs->sync_interval.count()) +
-                           " ms as instance " + quota_sync_->instance());
-      metrics_.add_extra([this](std::string& out) {
-        if (quota_sync_) quota_sync_->render_metrics(out);
-      });
-    }
-  }
+  if (grpc_ && config.rlqs) open_rlqs(*config.rlqs);
   h2c_ = std::make_unique<H2cTakeover>(grpc_.get());
   metrics_.add_extra([this](std::string& out) { h2c_->render_metrics(out); });
 

@@ -131,6 +131,10 @@ class App {
 
  private:
   const Served& serve(const ListenerPlan& l);
+  // Parts of open(): the Redis release feed (store_->watch_releases set), and Envoy's RLQS
+  // (grpc_ and `rlqs:` set) with its demand exchange when the store shares fields.
+  void watch_releases();
+  void open_rlqs(const RlqsConfig& rc);
   // Envoy's descriptor rules `rules` (RuleSource generation `generation`) ready to publish; every
   // rule's outcomes count under policy="envoy".
   std::shared_ptr<const rls::RateLimitService::Snapshot> envoy_snapshot(std::shared_ptr<const rls::RuleSet> rules,
