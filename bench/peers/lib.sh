@@ -174,6 +174,16 @@ measure() {
     -v sv="$MEAS_SERVER_CPU" 'BEGIN {o = b / hz / w - c - sv; printf "%.3f", o < 0 ? 0 : o}')
 }
 
+# with_measure_fields: the JSON object on stdin, printed with measure()'s figures added
+# (client_cpu, server_cpu, steal_s, other_cpu).
+with_measure_fields() {
+  "$PY" -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+d.update(zip(("client_cpu", "server_cpu", "steal_s", "other_cpu"), map(float, sys.argv[1:])))
+print(json.dumps(d), flush=True)' "$MEAS_CLIENT_CPU" "$MEAS_SERVER_CPU" "$MEAS_STEAL_S" "$MEAS_OTHER_CPU"
+}
+
 # wrk_json PEER WORKLOAD KIND URL [SCRIPT_ENV...]: one wrk run (-t WRK_THREADS -c WRK_CONNS
 # -d WRK_DURATION, pinned to CLIENT_CPU) with bench/peers/wrk/workload.lua; prints one JSON line:
 # requests_per_s (KIND=allow) or denials_per_s (KIND=deny), latency, errors, CPU of both sides

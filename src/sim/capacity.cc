@@ -5,6 +5,7 @@
 #include "capacity.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -58,12 +59,25 @@ Status validate(const CapacityScenario& s) {
     if (!(p.load >= 0) || p.load > 100) return Status::invalid_argument("capacity: load must be 0 ... 100");
     if (p.workers < 0 || p.workers > 100'000) return Status::invalid_argument("capacity: workers must be 0 ... 100000");
   }
+  if (s.classes.size() > algo::kMaxClasses || s.shares.size() != s.classes.size()) {
+    return Status::invalid_argument("capacity: one share per class, at most 16 classes");
+  }
+  double total = 0;
+  for (double share : s.shares) total += share >= 0 ? share : 2;
+  if (!s.classes.empty() && std::abs(total - 1) > 1e-9) return Status::invalid_argument("capacity: class shares must sum to 1");
+  if (s.max_wait < Micros{0}) return Status::invalid_argument("capacity: max_wait must be >= 0");
   return {};
 }
 
 struct Waiting {
   int64_t admitted_us;
   int64_t inflight;  // in flight when admitted, itself included (a lease's sample)
+};
+
+// A request of a class without headroom waiting at the limit (the daemon's waiting queue).
+struct LimitWaiter {
+  int64_t arrived_us;
+  int64_t deadline_us;
 };
 
 struct Answer {
@@ -82,7 +96,8 @@ int64_t quantile(std::vector<int64_t>& v, double q) {
 
 class Model {
  public:
-  Model(const CapacityScenario& s, LimitSource& source) : s_(s), source_(source), rng_(s.seed), workers_(s.workers) {}
+  Model(const CapacityScenario& s, LimitSource& source)
+      : s_(s), source_(source), rng_(s.seed), workers_(s.workers), waiters_(s.classes.size()) {}
 
   CapacityRun run() {
     CapacityRun r;
@@ -100,6 +115,8 @@ class Model {
       out.workers = workers_;
       out.capacity_rps = static_cast<double>(workers_) * 1e6 / static_cast<double>(s_.service.count());
       out.limit_min = out.limit_max = source_.limit();
+      out.classes.assign(s_.classes.size(), {});
+      waits_.assign(s_.classes.size(), {});
       phase_ = &out;
       rtts_.clear();
       good_ = 0;
@@ -112,6 +129,10 @@ class Model {
       out.goodput_rps = static_cast<double>(good_) / p.duration_s;
       out.p50_us = quantile(rtts_, 0.50);
       out.p99_us = quantile(rtts_, 0.99);
+      for (size_t c = 0; c < s_.classes.size(); ++c) {
+        out.classes[c].wait_p99_us = quantile(waits_[c], 0.99);
+        for (int64_t w : waits_[c]) out.classes[c].wait_max_us = std::max(out.classes[c].wait_max_us, w);
+      }
       r.phases.push_back(out);
       start = end;
     }
@@ -131,6 +152,7 @@ class Model {
       if (!dropped) ++good_;
       source_.sample(a.done_us, rtt, a.inflight, dropped);
       note_limit();
+      admit_waiters(a.done_us);
       start_queued(a.done_us);
     }
   }
@@ -150,16 +172,80 @@ class Model {
 
   void arrive(int64_t t) {
     answer_until(t);
+    expire_waiters(t);
     start_queued(t);  // workers added at a phase boundary take the queue first
     ++phase_->offered;
-    if (in_flight_ >= source_.limit()) {
-      ++phase_->refused;
+    if (s_.classes.empty()) {
+      if (in_flight_ >= source_.limit()) {
+        ++phase_->refused;
+        return;
+      }
+      admit(t);
       return;
     }
+    const size_t c = draw_class();
+    ++phase_->classes[c].offered;
+    const bool any_waiting = std::any_of(waiters_.begin(), waiters_.end(), [](const auto& q) { return !q.empty(); });
+    if (!any_waiting && in_flight_ < algo::class_limit(source_.limit(), s_.classes[c].headroom)) {
+      ++phase_->classes[c].admitted;
+      waits_[c].push_back(0);
+      admit(t);
+      return;
+    }
+    if (s_.classes[c].headroom == 0 && s_.max_wait > Micros{0}) {  // joins the tail, as in the daemon
+      ++phase_->classes[c].waited;
+      waiters_[c].push_back({t, t + s_.max_wait.count()});
+      return;
+    }
+    ++phase_->refused;
+    ++phase_->classes[c].refused;
+  }
+
+  void admit(int64_t t) {
     ++phase_->admitted;
     ++in_flight_;
     queue_.push_back({t, in_flight_});
     start_queued(t);
+  }
+
+  size_t draw_class() {
+    double u = rng_.random();
+    for (size_t c = 0; c + 1 < s_.shares.size(); ++c) {
+      if (u < s_.shares[c]) return c;
+      u -= s_.shares[c];
+    }
+    return s_.shares.size() - 1;
+  }
+
+  // Waiters whose max_wait passed by `t` are refused (at their deadline).
+  void expire_waiters(int64_t t) {
+    for (size_t c = 0; c < waiters_.size(); ++c) {
+      auto& q = waiters_[c];
+      while (!q.empty() && q.front().deadline_us <= t) {
+        q.pop_front();
+        ++phase_->refused;
+        ++phase_->classes[c].refused;
+      }
+    }
+  }
+
+  // A unit freed at `t`: waiters, by class weight (src/core's pick_class / charge_class), take it.
+  void admit_waiters(int64_t t) {
+    if (s_.classes.empty()) return;
+    expire_waiters(t);
+    const size_t n = s_.classes.size();
+    while (in_flight_ < source_.limit()) {
+      std::array<bool, algo::kMaxClasses> waiting{};
+      for (size_t c = 0; c < n; ++c) waiting[c] = !waiters_[c].empty();
+      const size_t c = algo::pick_class(s_.classes, {credits_.data(), n}, {waiting.data(), n});
+      if (c == n) return;
+      algo::charge_class(s_.classes, {credits_.data(), n}, {waiting.data(), n}, c);
+      const LimitWaiter w = waiters_[c].front();
+      waiters_[c].pop_front();
+      ++phase_->classes[c].admitted;
+      waits_[c].push_back(t - w.arrived_us);
+      admit(t);
+    }
   }
 
   void note_limit() {
@@ -177,6 +263,9 @@ class Model {
   CapacityPhaseResult* phase_ = nullptr;
   std::vector<int64_t> rtts_;
   int64_t good_ = 0;
+  std::vector<std::deque<LimitWaiter>> waiters_;  // per class
+  std::array<int64_t, algo::kMaxClasses> credits_{};
+  std::vector<std::vector<int64_t>> waits_;  // per class: the phase's admitted requests' waits
 };
 
 std::string fmt(const char* f, double v) {
@@ -197,6 +286,15 @@ Result<std::unique_ptr<LimitSource>> adaptive_limit(const adaptive::AdaptiveConf
 CapacityScenario capacity_load_steps() {
   CapacityScenario s;
   s.phases = {{10, 0.5, 0}, {10, 0.9, 0}, {10, 2.0, 0}, {10, 1.0, 0}};
+  return s;
+}
+
+CapacityScenario capacity_classes_at_2x() {
+  CapacityScenario s;
+  s.phases = {{20, 2.0, 0}};
+  s.classes = {{"critical", 1, 0}, {"sheddable", 1, 0.5}};
+  s.shares = {0.5, 0.5};
+  s.max_wait = Micros{1'000'000};
   return s;
 }
 
@@ -233,6 +331,26 @@ std::string render_capacity(const CapacityScenario& s, const std::vector<Capacit
                     fmt("%.1f ms", static_cast<double>(p.p99_us) / 1e3).c_str(), static_cast<long long>(p.limit_min),
                     static_cast<long long>(p.limit_max));
       out += line;
+    }
+  }
+  if (s.classes.empty()) return out;
+  std::snprintf(line, sizeof line, "%-12s %-9s %-10s %-9s %-9s %-9s %-8s %-10s %s\n", "limit", "phase", "class", "offered",
+                "admitted", "refused", "waited", "wait p99", "wait max");
+  out += line;
+  for (const CapacityRun& r : runs) {
+    for (size_t k = 0; k < r.phases.size(); ++k) {
+      const CapacityPhaseResult& p = r.phases[k];
+      for (size_t c = 0; c < p.classes.size(); ++c) {
+        const auto& x = p.classes[c];
+        const std::string phase = fmt("%g", p.from_s) + "-" + fmt("%gs", p.to_s);
+        std::snprintf(line, sizeof line, "%-12s %-9s %-10s %-9lld %-9lld %-9lld %-8lld %-10s %s\n",
+                      k == 0 && c == 0 ? r.limiter.c_str() : "", c == 0 ? phase.c_str() : "", s.classes[c].name.c_str(),
+                      static_cast<long long>(x.offered), static_cast<long long>(x.admitted),
+                      static_cast<long long>(x.refused), static_cast<long long>(x.waited),
+                      fmt("%.1f ms", static_cast<double>(x.wait_p99_us) / 1e3).c_str(),
+                      fmt("%.1f ms", static_cast<double>(x.wait_max_us) / 1e3).c_str());
+        out += line;
+      }
     }
   }
   return out;

@@ -25,6 +25,7 @@
 
 #include "ratelimit/adaptive_limit.h"
 #include "ratelimit/policy.h"
+#include "ratelimit/priority.h"
 #include "ratelimit/status.h"
 
 namespace ratelimit::sim {
@@ -42,12 +43,22 @@ struct CapacityScenario {
   Micros timeout{1'000'000};       // a client waits this long; a later answer is not goodput
   std::vector<CapacityPhase> phases;
   uint64_t seed = 42;
+  // Priority classes (include/ratelimit/priority.h; empty: none), each arrival's class drawn by
+  // `shares` (one per class, summing to 1). As the daemon does: a class is admitted below its
+  // class_limit; at the limit a class without headroom waits up to `max_wait` (then refused),
+  // its waiters served by weight (pick_class / charge_class); a class with headroom is refused.
+  std::vector<algo::PriorityClass> classes;
+  std::vector<double> shares;
+  Micros max_wait{0};
 };
 
 // The issue's scenarios: 50 -> 90 -> 200 -> 100 % of capacity (10 s each), then 3x capacity
 // with the capacity halved halfway (20 workers, then 10).
 CapacityScenario capacity_load_steps();
 CapacityScenario capacity_halved_at_3x();
+// Issue 30's classes: critical and sheddable (headroom 0.5) at 50 % each, 2x capacity for 20 s,
+// critical waiting up to 1 s at the limit.
+CapacityScenario capacity_classes_at_2x();
 
 // Where the limit comes from. sample() is told of each answered request: its round trip
 // (admission to answer), the requests in flight when it was admitted (itself included) and
@@ -73,6 +84,11 @@ struct CapacityPhaseResult {
   double capacity_rps = 0;             // workers / service
   int64_t p50_us = 0, p99_us = 0;      // round trips of the phase's answers
   int64_t limit_min = 0, limit_max = 0;
+  struct PerClass {
+    int64_t offered = 0, admitted = 0, refused = 0, waited = 0;  // waited: entered the queue
+    int64_t wait_p99_us = 0, wait_max_us = 0;  // of the class's admitted requests, 0 when none waited
+  };
+  std::vector<PerClass> classes;  // one per scenario class, in its order
 };
 
 struct CapacityRun {

@@ -4,7 +4,8 @@
 // service) while a limit below them caps goodput at limit / service; halving the workers doubles
 // a fixed limit's queueing; the requests in flight never exceed the limit; deterministic; bad
 // scenarios refused; Gradient2 at 3x capacity keeps p99 within 2x the unloaded p99 with 85 % of
-// the capacity as goodput (issue 30's bound, in the model).
+// the capacity as goodput (issue 30's bound, in the model); with priority classes at 2x, every
+// refusal falls on the lower class.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,6 +114,38 @@ TEST(Capacity, BadScenariosAreRefused) {
   EXPECT_FALSE(run_capacity(s, *source).ok());
   auto zero = fixed_limit(0);
   EXPECT_FALSE(run_capacity(capacity_load_steps(), *zero).ok());
+  s = capacity_classes_at_2x();
+  s.shares = {0.5, 0.6};
+  EXPECT_FALSE(run_capacity(s, *source).ok()) << "shares must sum to 1";
+  s.shares = {1.0};
+  EXPECT_FALSE(run_capacity(s, *source).ok()) << "one share per class";
+}
+
+// Issue 30's classes in the model: critical and sheddable at 50 % each, 2x capacity, limit 20 =
+// the workers. Critical is never refused and waits at most max_wait (its p99 wait far below);
+// sheddable takes every refusal; without classes the refusals fall on both alike. The limit
+// holds either way, and goodput stays at the capacity.
+TEST(Capacity, ClassesPutEveryRefusalOnTheLowerClass) {
+  const CapacityScenario s = capacity_classes_at_2x();
+  const CapacityRun r = run(s, 20);
+  ASSERT_EQ(r.phases.size(), 1u);
+  const CapacityPhaseResult& p = r.phases[0];
+  ASSERT_EQ(p.classes.size(), 2u);
+  const auto& critical = p.classes[0];
+  const auto& sheddable = p.classes[1];
+  EXPECT_NEAR(static_cast<double>(critical.offered), 20'000, 600);  // 1,000/s for 20 s
+  EXPECT_EQ(critical.refused, 0);
+  EXPECT_GT(critical.waited, 0) << "at 2x, critical requests do find the limit reached";
+  EXPECT_LT(critical.wait_max_us, 1'000'000);
+  EXPECT_EQ(sheddable.refused, p.refused) << "every refusal is sheddable's";
+  EXPECT_EQ(sheddable.waited, 0) << "a class with headroom never waits";
+  EXPECT_NEAR(p.goodput_rps, 1'000, 50);
+  CapacityScenario plain = s;
+  plain.classes.clear();
+  plain.shares.clear();
+  const CapacityPhaseResult q = run(plain, 20).phases[0];
+  EXPECT_NEAR(static_cast<double>(q.refused), static_cast<double>(p.refused), 0.1 * static_cast<double>(p.refused))
+      << "the same load refused, only spread over both classes";
 }
 
 }  // namespace

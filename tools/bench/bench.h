@@ -82,6 +82,22 @@ struct RlqsOptions {
 };
 int run_rlqs(const RlqsOptions& o);
 
+// `ratelimit-bench adaptive` (adaptive_load.cc): a backend of `workers` x `service_ms` behind
+// ratelimitd's leases on `policy`/`key` at --target, driven open loop through three phases.
+struct AdaptiveOptions {
+  std::string target = "127.0.0.1:8080";  // ratelimitd's HTTP listener
+  std::string policy = "db", key = "backend";
+  int workers = 20;
+  double service_ms = 20, jitter = 0.1, timeout_ms = 1000;
+  double unloaded = 0.3, load = 3;  // multiples of the capacity
+  double unloaded_seconds = 5, loaded_seconds = 20, halved_seconds = 20;  // halved 0: no halving
+  int clients = 400;  // client threads, each with one connection (enough for max_limit in flight)
+  uint64_t seed = 30;
+  double critical_share = -1;  // >= 0: arrivals name a class, critical with this probability
+  bool json = false;
+};
+int run_adaptive(const AdaptiveOptions& o);
+
 struct EvalshaArgsOptions {
   std::string store;
   std::string algorithm = "token_bucket";

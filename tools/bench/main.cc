@@ -104,6 +104,36 @@ int main(int argc, char** argv) {
   q->add_option("--json-peer", rq.json_peer, "also print a JSON line with this peer name");
   q->add_option("--workload", rq.workload, "the JSON line's workload name");
 
+  AdaptiveOptions ad;
+  auto* d = app.add_subcommand(
+      "adaptive", "a backend of N workers behind ratelimitd's leases, driven open loop (unloaded, loaded, "
+                  "loaded with half the workers): goodput, p50/p99, the learned limit");
+  d->add_option("--target", ad.target, "host:port of ratelimitd's HTTP listener")->capture_default_str();
+  d->add_option("--policy", ad.policy, "the concurrency policy")->capture_default_str();
+  d->add_option("--key", ad.key, "the lease key")->capture_default_str();
+  d->add_option("--workers", ad.workers, "the backend's workers")->check(CLI::Range(2, 1000))->capture_default_str();
+  d->add_option("--service-ms", ad.service_ms, "each request's service time")->check(CLI::Range(0.1, 10'000.0))
+      ->capture_default_str();
+  d->add_option("--jitter", ad.jitter, "service times vary uniformly by this share")->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  d->add_option("--timeout-ms", ad.timeout_ms, "an answer later than this is not goodput (released as timeout)")
+      ->check(CLI::Range(1.0, 600'000.0))->capture_default_str();
+  d->add_option("--unloaded", ad.unloaded, "the first phase's load (x capacity)")->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  d->add_option("--load", ad.load, "the loaded phases' load (x capacity)")->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  d->add_option("--unloaded-seconds", ad.unloaded_seconds)->check(CLI::Range(1.0, 3600.0))->capture_default_str();
+  d->add_option("--loaded-seconds", ad.loaded_seconds)->check(CLI::Range(1.0, 3600.0))->capture_default_str();
+  d->add_option("--halved-seconds", ad.halved_seconds, "0: no phase with half the workers")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  d->add_option("--clients", ad.clients, "client threads (one connection each)")->check(CLI::Range(1, 10'000))
+      ->capture_default_str();
+  d->add_option("--seed", ad.seed, "the arrivals' random seed")->capture_default_str();
+  d->add_option("--critical-share", ad.critical_share,
+                "arrivals name a priority class: critical with this probability, else sheddable")
+      ->check(CLI::Range(0.0, 1.0));
+  d->add_flag("--json", ad.json, "also print one JSON line with every figure and the limit per second");
+
   EvalshaArgsOptions ea;
   auto* e = app.add_subcommand(
       "evalsha-args", "load the scripts into Redis and print the EVALSHA arguments of one "
@@ -125,5 +155,6 @@ int main(int argc, char** argv) {
   if (t->parsed()) return run_throughput(tp);
   if (g->parsed()) return run_rls(rl);
   if (q->parsed()) return run_rlqs(rq);
+  if (d->parsed()) return run_adaptive(ad);
   return run_evalsha_args(ea);
 }

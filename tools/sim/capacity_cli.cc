@@ -34,7 +34,9 @@ int capacity_main(int argc, char** argv) {
   double jitter = 0.1;
   uint64_t seed = 42;
   app.add_option("--scenario", scenario,
-                 "steps: 50, 90, 200, 100 % of capacity, 10 s each; halved: 3x capacity, workers 20 -> 10 at 10 s")
+                 "steps: 50, 90, 200, 100 % of capacity, 10 s each; halved: 3x capacity, workers 20 -> 10 at 10 s; "
+                 "classes: critical and sheddable (headroom 0.5) at 50 % each, 2x capacity, critical waits up to 1 s "
+                 "(fixed limits only: each run without and with the classes)")
       ->capture_default_str();
   app.add_option("--limits", limits, "Fixed limits on the requests in flight to compare")->delimiter(',')
       ->capture_default_str();
@@ -58,7 +60,8 @@ int capacity_main(int argc, char** argv) {
   CapacityScenario s;
   if (scenario == "steps") s = capacity_load_steps();
   else if (scenario == "halved") s = capacity_halved_at_3x();
-  else return capacity_fail("--scenario: expected steps or halved, got '" + scenario + "'");
+  else if (scenario == "classes") s = capacity_classes_at_2x();
+  else return capacity_fail("--scenario: expected steps, halved or classes, got '" + scenario + "'");
   auto sv = parse_duration(service);
   if (!sv) return capacity_fail("--service: " + sv.status().message());
   auto to = parse_duration(timeout);
@@ -71,13 +74,26 @@ int capacity_main(int argc, char** argv) {
   if (scenario == "halved") s.phases.back().workers = std::max<int64_t>(1, workers / 2);
   std::vector<CapacityRun> runs;
   for (int64_t n : limits) {
+    if (!s.classes.empty()) {  // the same arrivals without classes: everyone refused alike at the limit
+      CapacityScenario plain = s;
+      plain.classes.clear();
+      plain.shares.clear();
+      auto source = fixed_limit(n);
+      auto r = run_capacity(plain, *source);
+      if (!r) return capacity_fail(r.status().message());
+      runs.push_back(std::move(*r));
+    }
     auto source = fixed_limit(n);
     auto r = run_capacity(s, *source);
     if (!r) return capacity_fail(r.status().message());
+    if (!s.classes.empty()) r->limiter += " cls";
     runs.push_back(std::move(*r));
   }
+  if (!s.classes.empty() && estimators != std::vector<std::string>{"none"} && app.count("--estimators") > 0) {
+    return capacity_fail("--scenario classes: priority classes need a fixed limit (--estimators none)");
+  }
   for (const std::string& e : estimators) {
-    if (e == "none") continue;
+    if (e == "none" || !s.classes.empty()) continue;
     auto est = adaptive::estimator_from_name(e);
     if (!est) return capacity_fail("--estimators: expected gradient2, aimd, vegas or none, got '" + e + "'");
     ac.estimator = *est;
