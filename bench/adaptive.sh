@@ -46,8 +46,9 @@ for ((round = 1; round <= RUNS; round++)); do
     # Priority classes: critical and sheddable at 50 % each, 2x capacity, no halving.
     [ "$policy" = classes20 ] && args+=(--load 2 --halved-seconds 0 --critical-share 0.5)
     # shellcheck disable=SC2086
-    SRV_PIDS=$SRV_PID measure "$TMP/out" "$BENCH" adaptive --target "127.0.0.1:$PORT" "${args[@]}" \
-      --key "run$round" --seed "$round" --json ${BENCH_ARGS:-} || die "ratelimit-bench adaptive failed: $(cat "$TMP/out")"
+    # BENCH_ARGS first: classes20's --load / --halved-seconds win (the last of a flag given twice).
+    SRV_PIDS=$SRV_PID measure "$TMP/out" "$BENCH" adaptive --target "127.0.0.1:$PORT" ${BENCH_ARGS:-} "${args[@]}" \
+      --key "run$round" --seed "$round" --json || die "ratelimit-bench adaptive failed: $(cat "$TMP/out")"
     grep -v '^{' "$TMP/out" >&2
     grep '^{' "$TMP/out" | with_measure_fields | tee -a "$TMP/all.jsonl"
   done

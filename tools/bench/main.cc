@@ -120,12 +120,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 600'000.0))->capture_default_str();
   d->add_option("--unloaded", ad.unloaded, "the first phase's load (x capacity)")->check(CLI::Range(0.01, 100.0))
       ->capture_default_str();
-  d->add_option("--load", ad.load, "the loaded phases' load (x capacity)")->check(CLI::Range(0.01, 100.0))
-      ->capture_default_str();
+  d->add_option("--load", ad.load, "the loaded phases' load (x capacity; given twice: the last)")
+      ->check(CLI::Range(0.01, 100.0))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->capture_default_str();
   d->add_option("--unloaded-seconds", ad.unloaded_seconds)->check(CLI::Range(1.0, 3600.0))->capture_default_str();
   d->add_option("--loaded-seconds", ad.loaded_seconds)->check(CLI::Range(1.0, 3600.0))->capture_default_str();
-  d->add_option("--halved-seconds", ad.halved_seconds, "0: no phase with half the workers")
-      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  d->add_option("--halved-seconds", ad.halved_seconds, "0: no phase with half the workers (given twice: the last)")
+      ->check(CLI::Range(0.0, 3600.0))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->capture_default_str();
   d->add_option("--clients", ad.clients, "client threads (one connection each)")->check(CLI::Range(1, 10'000))
       ->capture_default_str();
   d->add_option("--seed", ad.seed, "the arrivals' random seed")->capture_default_str();

@@ -139,6 +139,27 @@ void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
   }
 }
 
+// An acquire's priority class (docs/throttling.md "Priority classes"), named by the body or the
+// RateLimit-Priority header: the class's own limit on the policy's counter goes on the request's
+// item, and a class with headroom gets no wait budget (refused over its share, never queued).
+// False: refused, the 400 is in x.response. A policy without classes and no class named: true,
+// nothing changed.
+bool apply_priority_class(LeaseState& st, const service::Rule& rule, Exchange& x, Micros& budget) {
+  std::string_view name = st.request.priority;
+  if (name.empty()) name = x.request.headers->first("ratelimit-priority").value_or("");
+  const auto klass = priority_class(rule, name, st.request.limit != 0, x.response);
+  if (!klass) return false;
+  if (*klass == SIZE_MAX) return true;
+  st.klass = *klass;
+  st.items.back().policy = &rule.class_policies[st.klass];
+  st.items.back().priority = static_cast<uint8_t>(st.klass);
+  st.klass_name = rule.classes[st.klass].name;
+  st.started = LeaseMetrics::Clock::now();
+  st.info = http::PolicyInfo::of(rule.class_policies[st.klass]);
+  if (rule.classes[st.klass].headroom > 0) budget = Micros{0};
+  return true;
+}
+
 }  // namespace
 
 bool LeaseHandler::handle(Exchange& x) {
@@ -215,26 +236,11 @@ bool LeaseHandler::handle(Exchange& x) {
     if (!st.own_limit) return true;
     st.info = http::PolicyInfo::of(*st.own_limit);
   }
-  st.klass = SIZE_MAX;
-  if (st.op == LeaseOp::kAcquire) {
-    std::string_view name = st.request.priority;
-    if (name.empty()) name = x.request.headers->first("ratelimit-priority").value_or("");
-    const auto klass = priority_class(*rule, name, st.request.limit != 0, x.response);
-    if (!klass) return true;
-    st.klass = *klass;
-  }
   st.items.push_back({rule, st.token.key, st.op == LeaseOp::kAcquire ? st.request.cost : 1, kind,
                       st.own_limit ? &*st.own_limit : nullptr, st.token.id, st.report});
   Micros budget = wait_budget(st.request.max_wait_ms);
-  if (st.klass != SIZE_MAX) {
-    // The class's own limit on the policy's counter; a class with headroom is refused, never queued.
-    st.items.back().policy = &rule->class_policies[st.klass];
-    st.items.back().priority = static_cast<uint8_t>(st.klass);
-    st.klass_name = rule->classes[st.klass].name;
-    st.started = LeaseMetrics::Clock::now();
-    st.info = http::PolicyInfo::of(rule->class_policies[st.klass]);
-    if (rule->classes[st.klass].headroom > 0) budget = Micros{0};
-  }
+  st.klass = SIZE_MAX;
+  if (st.op == LeaseOp::kAcquire && !apply_priority_class(st, *rule, x, budget)) return true;
   // An acquire may wait for a lease to free (the waiting service; releases and renews never wait).
   if (!api_.waiting.decide(*snap.rules, st.items, Atomicity::kIndependent, budget, st)) {
     return false;
