@@ -1,13 +1,16 @@
-// middleware.go — net/http middleware: Middleware(limiter, opts)(handler). Admitted requests go
-// on with RateLimit-Policy and RateLimit set; denied ones are answered here with ratelimitd's
-// 429 (400 for a cost over the capacity), rendered by headers.go. The failure policy is the
-// limiter's own. A key or cost the request brought that ratelimitd would refuse (*Error
-// invalid_key or invalid_cost: empty, too long) answers ratelimitd's 400 {"error", "message"}
-// on either back-end (issue 31 defect 6: it was a 500); any other *Error answers 500 and is
-// passed to OnError, since it is the application's bug.
-// Usage after the response (docs/usage.md): with Usage, Cost is the estimate and each admitted
-// request is reconciled (usage.go) once the handler has returned, with the units Usage reads
-// from the request and the response's headers (e.g. an LLM answer's token count); the report is
+// middleware.go — net/http middleware: Middleware(limiter, opts)(handler), or per route
+// LimitFunc(limiter, opts, handlerFunc). Admitted requests go on with ratelimitd's rate-limit
+// fields set (the header set of opts.Headers) and the decision in their context
+// (DecisionFrom); denied ones are answered here with ratelimitd's 429 (400 for a cost over the
+// capacity), rendered by headers.go, or with the refusal the options give (StatusCode, Message,
+// Handler). The failure policy is the limiter's own. A key or cost the request brought that
+// ratelimitd would refuse (*Error invalid_key or invalid_cost: empty, too long) answers
+// ratelimitd's 400 {"error", "message"} on either back-end (issue 31 defect 6: it was a 500);
+// any other *Error answers 500 and is passed to OnError, since it is the application's bug.
+// After the response (docs/usage.md): an admitted request's unit is refunded when
+// SkipSuccessfulRequests / SkipFailedRequests say its status does not count; otherwise, with
+// Usage, Cost is the estimate and the request is reconciled (usage.go) with the units Usage
+// reads from the request and the response's headers (e.g. an LLM answer's token count). Either is
 // sent from a goroutine of its own, so the response completes without waiting for it.
 package ratelimit
 
@@ -26,93 +29,158 @@ type Limiter interface {
 	Describe(policy string) (PolicyInfo, bool)
 }
 
-// MiddlewareOptions: Policy (or PolicyFunc), Key (required), Cost (default 1), Skip.
-type MiddlewareOptions struct {
-	Policy     string
-	PolicyFunc func(*http.Request) string
-	Key        func(*http.Request) string
-	Cost       func(*http.Request) int64
-	Skip       func(*http.Request) bool
-	OnError    func(*http.Request, error)
-	// Usage: the units an admitted request used, read after the handler returned from the
-	// request and the response's headers (those the handler set); ok false: the estimate (Cost)
-	// stands. Needs a Limiter that is also a Reporter (both back-ends are).
-	Usage func(r *http.Request, header http.Header) (used int64, ok bool)
-	// OnReportError hears of a report after the response that failed (its request is done).
-	OnReportError func(*http.Request, error)
-}
-
-// Middleware limits every request the handler sees. It panics with an *Error (code
-// invalid_policy or unknown_policy) on options that would fail every request: no limiter, no
-// Key, no Policy nor PolicyFunc, or a Policy a RedisLimiter does not have (ratelimitd's policies
-// are its own, known from its answers). Issue 31 defect 7: no Key was a nil dereference per
-// request and a misspelt policy a 500 per request.
-func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler {
-	if err := checkOptions(l, o); err != nil {
-		panic(err)
+// NewMiddleware limits every request the handler sees. The error is an *Error (invalid_policy
+// or unknown_policy) for options that would fail every request: no limiter, no Policy nor
+// PolicyFunc, a Policy a RedisLimiter does not have (ratelimitd's policies are its own, known
+// from its answers), a bad header set, status, message or trusted proxy, or Usage / Skip*
+// without a Reporter.
+func NewMiddleware(l Limiter, o MiddlewareOptions) (func(http.Handler) http.Handler, error) {
+	trusted, err := checkOptions(l, o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Key == nil {
+		o.Key = func(r *http.Request) string { return ClientKey(r, trusted) }
 	}
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if o.Skip != nil && o.Skip(r) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			policy, cost := policyAndCost(r, o.Policy, o.PolicyFunc, o.Cost)
-			key := o.Key(r)
-			d, err := l.Record(r.Context(), policy, key, cost)
-			if badRequest(w, err) {
-				return
-			}
-			info, ok := l.Describe(policy)
-			failure := d.Reason == "failed_open" || d.Reason == "failed_closed"
-			if err == nil && !ok && failure {
-				// ratelimitd has not answered once since the app started, so nothing says the
-				// policy's quota and window: the failure policy still answers (issue 31 defect 1),
-				// without the RateLimit-Policy and RateLimit fields it cannot fill in truthfully.
-				info, ok = PolicyInfo{Name: policy, Quota: d.Limit}, true
-			}
-			if err != nil || !ok {
-				if err == nil {
-					err = &Error{Code: "protocol", Message: "no quota or window known for policy " + policy}
-				}
-				if o.OnError != nil {
-					o.OnError(r, err)
-				}
-				http.Error(w, "rate limiter: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			if d.Limit != 0 {
-				info.Quota = d.Limit
-			}
-			a := RenderDecisions([]Decision{d}, []PolicyInfo{info})
-			for _, h := range a.Headers {
-				if info.Window == 0 && (h[0] == "RateLimit-Policy" || h[0] == "RateLimit") {
-					continue // the failure policy's answer before ratelimitd ever answered (above)
-				}
-				w.Header().Set(h[0], h[1])
-			}
-			if a.Status != http.StatusOK {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(a.Status)
-				_, _ = w.Write([]byte(a.Body))
-				return
-			}
-			if o.Usage == nil || !d.Allowed {
-				next.ServeHTTP(w, r)
-				return
-			}
-			res := &Reservation{Policy: policy, Key: key, Estimate: cost, Decision: d, l: l.(Reporter)}
-			next.ServeHTTP(w, r)
-			if used, ok := o.Usage(r, w.Header()); ok {
-				// The request's context ends with this call: the limiter's own timeout bounds it.
-				go func() {
-					if _, err := res.Reconcile(context.Background(), used); err != nil && o.OnReportError != nil {
-						o.OnReportError(r, err)
-					}
-				}()
-			}
-		})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(l, &o, next, w, r) })
+	}, nil
+}
+
+// Middleware is NewMiddleware for options written in the program: it panics with the *Error.
+func Middleware(l Limiter, o MiddlewareOptions) func(http.Handler) http.Handler {
+	m, err := NewMiddleware(l, o)
+	if err != nil {
+		panic(err)
 	}
+	return m
+}
+
+// LimitFunc limits one route: mux.Handle("/search", ratelimit.LimitFunc(l, opts, search)).
+// It panics as Middleware does.
+func LimitFunc(l Limiter, o MiddlewareOptions, f http.HandlerFunc) http.Handler {
+	return Middleware(l, o)(f)
+}
+
+func serve(l Limiter, o *MiddlewareOptions, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	if o.Skip != nil && o.Skip(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	policy, cost := policyAndCost(r, o.Policy, o.PolicyFunc, o.Cost)
+	key := o.Key(r)
+	d, err := l.Record(r.Context(), policy, key, cost)
+	if badRequest(w, err) {
+		return
+	}
+	info, known := l.Describe(policy)
+	failure := d.Reason == "failed_open" || d.Reason == "failed_closed"
+	if err == nil && !known && !failure {
+		err = &Error{Code: "protocol", Message: "no quota or window known for policy " + policy}
+	}
+	if err != nil {
+		if o.OnError != nil {
+			o.OnError(r, err)
+		}
+		http.Error(w, "rate limiter: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if !known {
+		// ratelimitd has not answered once since the app started, so nothing says the policy's
+		// quota and window: the failure policy still answers (issue 31 defect 1), without the
+		// rate-limit fields it cannot fill in truthfully.
+		info = PolicyInfo{Name: policy}
+	}
+	if d.Limit != 0 {
+		info.Quota = d.Limit
+	}
+	a := RenderDecisionsWith([]Decision{d}, []PolicyInfo{info}, RenderOptions{Headers: o.Headers, ProblemJSON: o.ProblemJSON})
+	for _, h := range a.Headers {
+		if known || h[0] == "Retry-After" || h[0] == "Cache-Control" {
+			w.Header().Set(h[0], h[1])
+		}
+	}
+	rl := RateLimitInfo{Policy: policy, Key: key, Cost: cost, Decision: d}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, rl))
+	if a.Status == http.StatusTooManyRequests {
+		refuse(o, w, r, rl, a)
+		return
+	}
+	if a.Status != http.StatusOK {
+		write(w, a.Status, a.ContentType, a.Body)
+		return
+	}
+	if !d.Allowed || (o.Usage == nil && !o.SkipSuccessfulRequests && !o.SkipFailedRequests) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	res := &Reservation{Policy: policy, Key: key, Estimate: cost, Decision: d, l: l.(Reporter)}
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
+	afterResponse(o, r, res, sw)
+}
+
+// afterResponse settles an admitted request's reservation once its handler has returned: the
+// unit refunded when the Skip* options say this status does not count, else its Usage reported.
+// The request's context ends with the handler: the limiter's own timeout bounds the call.
+func afterResponse(o *MiddlewareOptions, r *http.Request, res *Reservation, sw *statusWriter) {
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK // net/http's answer for a handler that wrote nothing
+	}
+	failed := status >= 400
+	var settle func() error
+	switch {
+	case (failed && o.SkipFailedRequests) || (!failed && o.SkipSuccessfulRequests):
+		settle = func() error { _, err := res.Cancel(context.Background()); return err }
+	case o.Usage != nil:
+		used, ok := o.Usage(r, sw.Header())
+		if !ok {
+			return
+		}
+		settle = func() error { _, err := res.Reconcile(context.Background(), used); return err }
+	default:
+		return
+	}
+	go func() {
+		if err := settle(); err != nil && o.OnReportError != nil {
+			o.OnReportError(r, err)
+		}
+	}()
+}
+
+// refuse answers a 429: ratelimitd's answer, or the options' Handler, StatusCode and Message.
+func refuse(o *MiddlewareOptions, w http.ResponseWriter, r *http.Request, rl RateLimitInfo, a Answer) {
+	if o.Handler != nil {
+		o.Handler(w, r, rl)
+		return
+	}
+	status := a.Status
+	if o.StatusCode != 0 {
+		status = o.StatusCode
+	}
+	m := o.Message
+	if f, ok := m.(messageFunc); ok {
+		m = f(r, rl)
+	}
+	switch v := m.(type) {
+	case nil:
+		write(w, status, a.ContentType, a.Body)
+	case string:
+		write(w, status, "text/plain; charset=utf-8", v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"error": "rate_limited", "message": "Message could not be encoded: " + err.Error()})
+		}
+		write(w, status, "application/json", string(b))
+	}
+}
+
+func write(w http.ResponseWriter, status int, contentType, body string) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
 }
 
 // policyAndCost: what a request asks for — PolicyFunc's policy over Policy, Cost's (default 1).
@@ -139,24 +207,4 @@ func badRequest(w http.ResponseWriter, err error) bool {
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(body)
 	return true
-}
-
-func checkOptions(l Limiter, o MiddlewareOptions) error {
-	switch {
-	case l == nil:
-		return &Error{Code: "invalid_policy", Message: "Middleware: a Limiter is required"}
-	case o.Key == nil:
-		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Key is required (the key a request counts against)"}
-	case o.Policy == "" && o.PolicyFunc == nil:
-		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Policy or PolicyFunc is required"}
-	}
-	if _, ok := l.(Reporter); o.Usage != nil && !ok {
-		return &Error{Code: "invalid_policy", Message: "MiddlewareOptions.Usage needs a Limiter that is also a Reporter (has Report)"}
-	}
-	if r, ok := l.(*RedisLimiter); ok && o.PolicyFunc == nil {
-		if _, err := r.policy(o.Policy); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -155,14 +155,15 @@ func TestMiddleware(t *testing.T) {
 			}
 		}
 	})
-	// Issue 31 defect 7: no Key was a nil dereference on every request, a misspelt policy a 500
-	// on every request; both are refused when the middleware is made.
+	// Issue 31 defect 7: no Key was a nil dereference on every request (now it is the default
+	// key, ClientKey), a misspelt policy a 500 on every request; those left are refused when the
+	// middleware is made.
 	t.Run("options that would fail every request are refused at construction", func(t *testing.T) {
 		key := func(r *http.Request) string { return "k" }
 		for _, c := range []struct {
 			o    MiddlewareOptions
 			code string
-		}{{MiddlewareOptions{Policy: "api"}, "invalid_policy"}, {MiddlewareOptions{Key: key}, "invalid_policy"},
+		}{{MiddlewareOptions{Policy: "api", Headers: "draft7"}, "invalid_policy"}, {MiddlewareOptions{Key: key}, "invalid_policy"},
 			{MiddlewareOptions{Policy: "apii", Key: key}, "unknown_policy"}} {
 			func() {
 				defer func() {

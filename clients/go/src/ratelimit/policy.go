@@ -199,3 +199,39 @@ func validateReport(p *Policy, key string, cost int64) error {
 	}
 	return nil
 }
+
+var rateShorthand = regexp.MustCompile(`^([1-9][0-9]{0,15})/(?:(second|minute|hour|day)|([1-9][0-9]{0,8})(s|m|h|d))$`)
+
+var rateUnits = map[string]time.Duration{"second": time.Second, "minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour,
+	"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+
+// ParseRate reads the "10/minute" / "100/30s" shorthand (as the Node and Python clients, and
+// slowapi / Flask-Limiter users write limits): a sliding_window_counter policy — the window
+// algorithm whose memory does not grow with the limit and whose boundary burst is bounded. It is
+// strict: anything else (spaces, plurals, 0, other units) is an *Error invalid_policy. The limit
+// and window are checked against the bounds when the policy is made (NewPolicy).
+func ParseRate(text string) (PolicySpec, error) {
+	m := rateShorthand.FindStringSubmatch(text)
+	if m == nil {
+		return PolicySpec{}, invalid(`bad rate %q: expected "<count>/<second|minute|hour|day>" or "<count>/<n><s|m|h|d>", e.g. "10/minute" or "100/30s"`, text)
+	}
+	limit, _ := strconv.ParseInt(m[1], 10, 64)
+	window := rateUnits[m[2]]
+	if m[2] == "" {
+		n, _ := strconv.ParseInt(m[3], 10, 64)
+		if n > math.MaxInt64/int64(rateUnits[m[4]]) {
+			return PolicySpec{}, invalid("bad rate %q: the window is longer than a time.Duration holds", text)
+		}
+		window = time.Duration(n) * rateUnits[m[4]]
+	}
+	return PolicySpec{Algorithm: "sliding_window_counter", Limit: limit, Window: window}, nil
+}
+
+// MustParseRate is ParseRate for limits written in the program: it panics on a bad one.
+func MustParseRate(text string) PolicySpec {
+	s, err := ParseRate(text)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
