@@ -5,9 +5,9 @@
 //
 // Why here: this is decision math, so it has one home (src/core/adaptive_limit.cc), pure and
 // clock-free — a sample carries its round trip, the caller measured it — held by the shared
-// vectors tests/vectors/adaptive_limit.json (a Lua mirror, for a limit shared through Redis,
-// must pass the same vectors). Stores keep one AdaptiveState per policy and key and call
-// update() once per sample; nothing here reads a clock, allocates or throws.
+// vectors tests/vectors/adaptive_limit.json, which its Lua mirror (src/redis/lua/adaptive.lua,
+// a limit shared through Redis) passes too. Stores keep one AdaptiveState per policy and key
+// and call update() once per sample; nothing here reads a clock, allocates or throws.
 //
 // Units: the limit is kept in milli-units (limit_m: 1 unit = 1000) so that smoothing moves it
 // by fractions, and is applied as its floor in whole units (limit()); round trips are integer

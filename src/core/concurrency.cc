@@ -14,8 +14,9 @@
 // by expiry), the same walk for retry_after, the same answers for every op.
 // Adaptive policies (Policy::adaptive, issue 30): the limit is the key's learned one
 // (s.adaptive, adaptive_limit.h), every lease feeds it exactly one sample — its release, or its
-// expiry (a drop, removed with it, so never counted twice); not mirrored in Lua yet (the Redis
-// store refuses adaptive policies).
+// expiry (a drop, removed with it, so never counted twice); mirrored in concurrency.lua +
+// adaptive.lua (one learned limit per key for every instance on a Redis), held equal by
+// tests/redis/adaptive_mirror_test.cc.
 #include <algorithm>
 
 #include "ratelimit/algorithms.h"

@@ -194,7 +194,7 @@ void RedisStore::decide_many_async(std::span<const StoreOp> ops, Atomicity atomi
                   if (!d.ok()) return done(d.status());
                   done(std::span<const Decision>(&*d, 1));
                 },
-                op.lease);
+                op.lease, op.report);
     return;
   }
   // Independent: one call per op, pipelined; the last reply completes the call.

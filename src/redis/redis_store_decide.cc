@@ -19,13 +19,9 @@ namespace ratelimit {
 using namespace redis_detail;
 
 void RedisStore::Impl::decide(const Policy& policy, std::string_view key, int64_t cost,
-                              algo::Op op, DecisionCallback done, LeaseId lease) {
+                              algo::Op op, DecisionCallback done, LeaseId lease,
+                              const adaptive::ReleaseReport& report) {
   if (Status s = validate_key(key); !s.is_ok()) return done(s);
-  if (policy.adaptive()) {
-    // The estimators have no Lua mirror yet (issue 30): refused rather than decided as fixed.
-    return done(Status::invalid_argument("policy '" + policy.name() + "' has an adaptive limit, which only the memory "
-                                         "store keeps for now (no Redis mirror yet)"));
-  }
   if (op == algo::Op::kReport) {
     if (Status s = validate_report_cost(policy, cost); !s.is_ok()) return done(s);
     if (envoy_layout(policy)) return done(envoy_report_refused(policy));
@@ -38,7 +34,7 @@ void RedisStore::Impl::decide(const Policy& policy, std::string_view key, int64_
   const int64_t limit = policy.limit();
   if (policy.is_concurrency() && op == algo::Op::kAcquire) lease = new_lease_id();
   invoker->invoke_batched(
-      decide_call(options.key_prefix, policy, key, cost, op, now_arg(), lease),
+      decide_call(options.key_prefix, policy, key, cost, op, now_arg(), lease, report),
       [this, limit, lease, op, done = std::move(done)](const Status& error,
                                                        const redisReply* reply, size_t index,
                                                        size_t count) {
@@ -69,7 +65,7 @@ void RedisStore::Impl::decide_op(const StoreOp& op, DecisionCallback done) {
   }
   if (op.policy->is_concurrency()) {
     // A lease op (release_async, renew_async): batched like acquire_async, carrying its lease.
-    return decide(*op.policy, op.key, op.cost, kind, std::move(done), op.lease);
+    return decide(*op.policy, op.key, op.cost, kind, std::move(done), op.lease, op.report);
   }
   run_script(decide_call(options.key_prefix, *op.policy, op.key, op.cost, kind, now_arg()),
              {op.policy->limit()},

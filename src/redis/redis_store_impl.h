@@ -116,7 +116,7 @@ struct RedisStore::Impl {
   // Redis answered carries the lease (an acquire's only when admitted); a failure-policy answer
   // carries none: nothing was stored under it. (redis_store_decide.cc)
   void decide(const Policy& policy, std::string_view key, int64_t cost, algo::Op op,
-              DecisionCallback done, LeaseId lease = {});
+              DecisionCallback done, LeaseId lease = {}, const adaptive::ReleaseReport& report = {});
   // One op of decide_many_async on its own: the Envoy layout's counter, a batched lease op
   // (decide) or one unbatched script call. Failures answer by policy. (redis_store_decide.cc)
   void decide_op(const StoreOp& op, DecisionCallback done);

@@ -35,9 +35,14 @@ void append_policy_args(const Policy& p, std::vector<std::string>& args) {
   args.push_back(int_arg(p.limit()));
   args.push_back(int_arg(p.window().count()));
   args.push_back(double_arg(p.rate()));
-  args.push_back(p.algorithm() == Algorithm::kLeakyBucket && p.leaky_mode() == LeakyMode::kShape
-                     ? "1"
-                     : "0");
+  if (const auto& c = p.adaptive()) {
+    // An adaptive concurrency policy's estimator in the shape field, which concurrency has no
+    // other use for (adaptive.lua read_config): "a:<estimator>:<min>:<initial>:<max>:<window_us>".
+    args.push_back("a:" + std::to_string(static_cast<int>(c->estimator)) + ':' + int_arg(c->min_limit) + ':' +
+                   int_arg(c->initial_limit) + ':' + int_arg(c->max_limit) + ':' + int_arg(c->window_us));
+  } else {
+    args.push_back(p.algorithm() == Algorithm::kLeakyBucket && p.leaky_mode() == LeakyMode::kShape ? "1" : "0");
+  }
   args.push_back(p.counts_every_hit() ? "2" : p.count_denied() ? "1" : "0");
 }
 
@@ -104,7 +109,7 @@ std::string leases_key(const std::string& state_key) { return state_key + "#leas
 
 ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::string_view key,
                        int64_t cost, algo::Op op, std::optional<int64_t> now_us,
-                       const LeaseId& lease) {
+                       const LeaseId& lease, const adaptive::ReleaseReport& report) {
   ScriptCall call;
   call.script = script_of(policy.algorithm());
   call.keys.push_back(redis_state_key(prefix, key, policy.name()));
@@ -116,6 +121,10 @@ ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::strin
   call.args.push_back(op_arg(op));
   append_policy_args(policy, call.args);
   if (policy.is_concurrency()) call.args.push_back(lease.to_hex());
+  if (policy.adaptive() && op == algo::Op::kRelease) {
+    // The release's sample (concurrency.lua run): "<id>,<dropped 0|1>,<latency_us, -1: none>".
+    call.args.back() += std::string(report.dropped ? ",1," : ",0,") + int_arg(report.latency_us);
+  }
   return call;
 }
 
@@ -331,6 +340,13 @@ Result<Decision> decision_at(const redisReply* reply, size_t index, int64_t limi
     const redisReply* e = reply->element[index * kFields + j];
     if (e->type != REDIS_REPLY_INTEGER) return Status::internal("non-integer field in reply");
     f[j] = static_cast<int64_t>(e->integer);
+  }
+  // An adaptive concurrency policy's learned limit rides in the reason (common.lua
+  // push_decision): reason + kLimitShift × limit.
+  constexpr int64_t kLimitShift = 16;
+  if (f[0] >= kLimitShift) {
+    limit = f[0] / kLimitShift;
+    f[0] %= kLimitShift;
   }
   const std::optional<DecisionReason> reason = script_reason(f[0]);
   if (!reason) {

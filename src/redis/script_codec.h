@@ -62,11 +62,12 @@ struct ScriptCall {
 
 // A decision on one policy. `now_us` is set only in test mode. A concurrency policy's call
 // carries `lease` (its acquire: the new lease's id; release, renew: the lease named) as a ninth
-// argument, 32 hex digits.
+// argument, 32 hex digits; a release under an adaptive policy also its `report` (the sample the
+// learned limit takes: "<id>,<dropped 0|1>,<latency_us>").
 // Preconditions: validate_key(key) and validate_cost(cost) are ok.
 ScriptCall decide_call(std::string_view prefix, const Policy& policy, std::string_view key,
                        int64_t cost, algo::Op op, std::optional<int64_t> now_us,
-                       const LeaseId& lease = {});
+                       const LeaseId& lease = {}, const adaptive::ReleaseReport& report = {});
 
 // All or nothing over several policies. Precondition: validate_acquire_all(...) is ok.
 ScriptCall acquire_all_call(std::string_view prefix, std::span<const Policy> policies,

@@ -6,7 +6,8 @@
 // backend's N while it is overloaded and climbs back when the backend grows (AIMD grows while
 // half the limit is in use, so up to about twice what the clients hold); every limit seen
 // lies in [min_limit, max_limit]. Events and bounded polls only: the thresholds are multiples of
-// N, not timings. Also: absurd release bodies are refused with 400 and change nothing, and the
+// N, not timings. The same on a Redis store, and with two ratelimitd sharing one Redis (one
+// learned limit for the fleet: src/redis/lua/adaptive.lua). Also: absurd release bodies are refused with 400 and change nothing, and the
 // configuration's errors name the key.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 
 #include "daemon.h"
 #include "eventually.h"
+#include "redis_server.h"
 
 namespace ratelimit::e2e {
 namespace {
@@ -56,18 +58,20 @@ const char* kConfig =
     "             max_limit: 60, sample_window: 0, lease_ttl: 30s }\n"
     "  shape: { algorithm: concurrency, limit: adaptive, min_limit: 2, initial_limit: 5, max_limit: 10, lease_ttl: 30s }\n";
 
-TEST(E2EAdaptive, TheLearnedLimitFollowsTheBackendsWorkers) {
-  Daemon d;
-  ASSERT_TRUE(d.start(kConfig)) << d.log();
+// The overload then growth loop on the daemons at `ports` (the clients spread over them).
+// Returns the last limit each daemon answered.
+std::vector<int64_t> learn(const std::vector<uint16_t>& ports) {
   Backend backend(5);
   std::atomic<bool> stop{false};
   std::atomic<int64_t> last_limit{kMax};
   std::atomic<int64_t> out_of_bounds{0};
   std::atomic<int64_t> drops{0};
+  std::vector<std::atomic<int64_t>> last_by_daemon(ports.size());  // 0: none answered yet
   std::vector<std::thread> clients;
   for (int t = 0; t < kClients; ++t) {
-    clients.emplace_back([&] {
-      Client c(d.port());
+    clients.emplace_back([&, t] {
+      const size_t daemon = static_cast<size_t>(t) % ports.size();
+      Client c(ports[daemon]);
       while (!stop.load()) {
         const Reply a = c.post("/v1/leases", R"({"key":"db-1","policy":"backend"})");
         if (a.status == 429) {
@@ -78,6 +82,7 @@ TEST(E2EAdaptive, TheLearnedLimitFollowsTheBackendsWorkers) {
         const int64_t limit = a.json().at("limit").as_int64();
         if (limit < kMin || limit > kMax) out_of_bounds.fetch_add(1);
         last_limit.store(limit);
+        last_by_daemon[daemon].store(limit);
         const bool ok = backend.call();
         if (!ok) drops.fetch_add(1);
         c.request("DELETE", "/v1/leases/" + lease_id(a), ok ? R"({"outcome":"ok"})" : R"({"outcome":"dropped"})");
@@ -99,6 +104,51 @@ TEST(E2EAdaptive, TheLearnedLimitFollowsTheBackendsWorkers) {
   EXPECT_EQ(out_of_bounds.load(), 0) << "a limit outside [min_limit, max_limit] was answered";
   std::printf("learned limit: %lld with 5 workers, %lld with 60; drops %lld\n", static_cast<long long>(low),
               static_cast<long long>(last_limit.load()), static_cast<long long>(drops.load()));
+  std::vector<int64_t> out;
+  for (auto& l : last_by_daemon) out.push_back(l.load());
+  return out;
+}
+
+std::string redis_config(const testing::RedisServer& redis) {
+  return "store: { type: redis, url: \"" + redis.url() + "\", command_timeout: 2s, connect_timeout: 2s }\n" +
+         std::string(kConfig).substr(std::string(kConfig).find("policies:"));
+}
+
+TEST(E2EAdaptive, TheLearnedLimitFollowsTheBackendsWorkers) {
+  Daemon d;
+  ASSERT_TRUE(d.start(kConfig)) << d.log();
+  learn({d.port()});
+}
+
+TEST(E2EAdaptive, TheLearnedLimitFollowsTheBackendsWorkersOnRedis) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start().is_ok());
+  Daemon d;
+  ASSERT_TRUE(d.start(redis_config(redis))) << d.log();
+  learn({d.port()});
+}
+
+// Issue 30: two ratelimitd on one Redis learn one limit — half the clients on each, one
+// backend; both follow it, and once the load stops both answer the same learned limit.
+TEST(E2EAdaptive, TwoDaemonsOnOneRedisLearnOneLimit) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start().is_ok());
+  Daemon one, two;
+  ASSERT_TRUE(one.start(redis_config(redis))) << one.log();
+  ASSERT_TRUE(two.start(redis_config(redis))) << two.log();
+  const std::vector<int64_t> last = learn({one.port(), two.port()});
+  EXPECT_GT(last[0], 0) << "the first daemon answered no lease";
+  EXPECT_GT(last[1], 0) << "the second daemon answered no lease";
+  // At rest: an acquire moves no limit, so each daemon's next answer is the one shared state's.
+  Client c1(one.port()), c2(two.port());
+  const Reply a = c1.post("/v1/leases", R"({"key":"db-1","policy":"backend"})");
+  const Reply b = c2.post("/v1/leases", R"({"key":"db-1","policy":"backend"})");
+  ASSERT_EQ(a.status, 200u) << a.body;
+  ASSERT_EQ(b.status, 200u) << b.body;
+  EXPECT_EQ(a.json().at("limit").as_int64(), b.json().at("limit").as_int64()) << a.body << " / " << b.body;
+  // Without drops AIMD only grows: the shared limit is still at least what ended the growth.
+  EXPECT_GE(a.json().at("limit").as_int64(), 24) << a.body;
+  EXPECT_EQ(b.json().at("remaining").as_int64(), a.json().at("remaining").as_int64() - 1) << "one count of leases too";
 }
 
 TEST(E2EAdaptive, AbsurdReleasesAreRefusedAndChangeNothing) {

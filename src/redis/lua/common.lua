@@ -126,7 +126,7 @@ end
 local function read_policy(argv, i)
   local limit, rate = tonumber(argv[i]), tonumber(argv[i + 2])
   local window_us = rate > 0 and time_to_drain_us(limit * kUnit, rate) or tonumber(argv[i + 1])
-  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1',
+  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
@@ -162,9 +162,13 @@ end
 -- allowed, retry_after_us when not. Nothing is lost: allowed is reason == kWithinLimit in every
 -- algorithm, a denial has no delay and an admission no retry_after (include/ratelimit/
 -- decision.h); every integer returned costs Redis a conversion, so none is sent twice.
+-- A decision under an adaptive concurrency policy (d.learned) carries its learned limit in the
+-- reason: reason + kLimitShift × limit (reasons are below kLimitShift; script_codec.cc
+-- decision_at splits it); every other caller knows its limit already.
+local kLimitShift = 16
 local function push_decision(out, d)
   local n = #out
-  out[n + 1] = d.reason
+  if d.learned then out[n + 1] = d.reason + kLimitShift * d.limit else out[n + 1] = d.reason end
   out[n + 2] = d.remaining
   out[n + 3] = d.reset_after
   if d.allowed then out[n + 4] = d.delay else out[n + 4] = d.retry_after end

@@ -13,6 +13,15 @@
 -- a Cluster it reaches every node (one subscriber connection per process hears all shards),
 -- where a sharded channel must hash to the key's slot and would need one subscription per
 -- waiting key.
+-- Adaptive policies (`limit: adaptive`, the policy's shape argument "a:...", adaptive.lua): the
+-- limit is the key's learned one, kept in the same hash (fields "a:<AdaptiveState field>") and
+-- moved by every instance's samples in the call that frees the lease, as src/core/concurrency.cc
+-- does: each lease feeds exactly one sample — its release (the round trip from its grant, or the
+-- latency its release reported; dropped when the release said so) or its expiry (a drop whose
+-- round trip is its whole life). A lease keeps "g<id>" = "<granted_us>:<inflight>" for that. A
+-- lease granted before the policy became adaptive has none and feeds no sample. The learned
+-- limit outlives the leases by kRetainUs after its last sample (then the key starts again from
+-- initial_limit). The decision's limit travels in the reply's reason integer (push_decision).
 local concurrency = {}
 concurrency.released_channel = 'ratelimit:released'
 
@@ -25,23 +34,80 @@ local function drop_weight(h, id, weight)
   if weight ~= 1 then redis.call('HDEL', h, id) end
 end
 
--- One decision; `lease` is the id (32 hex digits) for acquire, release and renew.
+-- The adaptive state of hash h (limit_m 0: none yet).
+local function load_adaptive(h)
+  local names = {}
+  for i, f in ipairs(adaptive.fields) do names[i] = 'a:' .. f end
+  local values = redis.call('HMGET', h, unpack(names))
+  local s = {}
+  for i, f in ipairs(adaptive.fields) do s[f] = tonumber(values[i]) or 0 end
+  return s
+end
+
+local function save_adaptive(h, s)
+  local args = {}
+  for _, f in ipairs(adaptive.fields) do
+    args[#args + 1] = 'a:' .. f
+    args[#args + 1] = int(s[f])
+  end
+  redis.call('HSET', h, unpack(args))
+end
+
+-- One lease's round trip as a sample at now_us (concurrency.cc sample()); the lease's grant
+-- record is forgotten with it. False when the lease has none (granted under a fixed limit).
+local function sample(c, s, h, id, now_us, rtt_us, dropped)
+  local grant = redis.call('HGET', h, 'g' .. id)
+  if not grant then return false end
+  redis.call('HDEL', h, 'g' .. id)
+  local granted, inflight = string.match(grant, '^(%d+):(%d+)$')
+  if rtt_us == nil then rtt_us = now_us - tonumber(granted) end
+  if s.limit_m == 0 then
+    local fresh = adaptive.initial_state(c)
+    for k, v in pairs(fresh) do s[k] = v end
+  end
+  adaptive.update_at(c, s, {rtt_us = math.max(0, math.min(rtt_us, adaptive.kMaxSampleUs)),
+                            inflight = tonumber(inflight), dropped = dropped}, now_us)
+  s.last_sample_us = now_us
+  return true
+end
+
+-- algo::concurrency_limit: the fixed limit, or the key's learned one (initial_limit before any).
+local function current_limit(policy, c, s)
+  if not c then return policy.limit end
+  if s.limit_m == 0 then return c.initial_limit end
+  return math.max(c.min_limit, math.min(c.max_limit, adaptive.limit(s)))
+end
+
+-- One decision; `lease` is the id (32 hex digits) for acquire, release and renew — for a
+-- release under an adaptive policy "<id>,<dropped 0|1>,<latency_us, -1: none>".
 function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
-  local limit = policy.limit
+  if policy.adaptive == nil then policy.adaptive = adaptive.read_config(policy.shape_arg) or false end
+  local c = policy.adaptive
+  local dropped, latency = false, nil
+  if lease ~= nil and #lease > 32 then
+    local id, dr, la = string.match(lease, '^(%x+),([01]),(-?%d+)$')
+    lease, dropped = id, dr == '1'
+    if tonumber(la) >= 0 then latency = tonumber(la) end
+  end
   local h, z = keys[1], keys[2]
   local held = tonumber(redis.call('HGET', h, 'held')) or 0
+  local s = c and load_adaptive(h)
   local dirty = false
-  -- Leases whose time has come free themselves (a prefix: the set is in expiry order).
-  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', int(now_us))
+  -- Leases whose time has come free themselves (a prefix: the set is in expiry order); under an
+  -- adaptive policy each is a drop whose round trip is its whole life.
+  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', int(now_us), 'WITHSCORES')
   if #expired > 0 then
-    for _, id in ipairs(expired) do
+    for i = 1, #expired, 2 do
+      local id = expired[i]
       local weight = lease_weight(h, id)
       held = held - weight
       drop_weight(h, id, weight)
+      if c then sample(c, s, h, id, now_us, nil, true) end
     end
     redis.call('ZREMRANGEBYSCORE', z, '-inf', int(now_us))
     dirty = true
   end
+  local limit = current_limit(policy, c, s)
 
   local d = new_decision(limit)
   if op == kReport then  -- refused before it gets here (a concurrency policy takes no reports)
@@ -59,6 +125,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         held = held - weight
         drop_weight(h, lease, weight)
         redis.call('ZREM', z, lease)
+        if c then sample(c, s, h, lease, now_us, latency, dropped) end
         redis.call('PUBLISH', concurrency.released_channel, lease .. ' ' .. h)
       else
         -- Never shortens a lease (a clock stepping back, a policy redefined with a shorter TTL).
@@ -76,6 +143,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         redis.call('ZADD', z, int(now_us + policy.window_us), lease)
         if cost ~= 1 then redis.call('HSET', h, lease, int(cost)) end
         held = held + cost
+        if c then redis.call('HSET', h, 'g' .. lease, int(now_us) .. ':' .. int(held)) end
         dirty = true
       end
     else
@@ -93,18 +161,29 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
       end
     end
   end
+  if op == kRelease and c then
+    limit = current_limit(policy, c, s)  -- this release's sample may have moved it
+    d.limit = limit
+  end
   d.remaining = math.max(0, limit - held)
   local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
   if #last > 0 then d.reset_after = tonumber(last[2]) - now_us end
   if dirty then
-    if #last == 0 then
+    -- The state is idle when the last lease expires, or an adaptive key's learned limit
+    -- kRetainUs after its last sample, whichever is later (algo::idle_at_us).
+    local idle_at = 0
+    if #last > 0 then idle_at = tonumber(last[2]) end
+    if c and s.limit_m ~= 0 then idle_at = math.max(idle_at, s.last_sample_us + adaptive.kRetainUs) end
+    if idle_at <= now_us then
       redis.call('DEL', h, z)
     else
-      local ttl_ms = ttl_ms_arg(tonumber(last[2]), now_us, test_mode)
+      local ttl_ms = ttl_ms_arg(idle_at, now_us, test_mode)
       redis.call('HSET', h, 'held', int(held))
+      if c and s.limit_m ~= 0 then save_adaptive(h, s) end
       redis.call('PEXPIRE', h, ttl_ms)
-      redis.call('PEXPIRE', z, ttl_ms)
+      if #last > 0 then redis.call('PEXPIRE', z, ttl_ms) end
     end
   end
+  d.learned = c and true
   return d
 end

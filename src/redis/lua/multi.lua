@@ -109,7 +109,7 @@ local function run_batch(keys, args)
     else
       local cost, op, cost_arg, lease = 1, kAcquire, '1', nil
       if p == nil then
-        local ps, cs, os, ls = string.match(item, '^(%d+):(-?%d+):(%d):?(%x*)$')
+        local ps, cs, os, ls = string.match(item, '^(%d+):(-?%d+):(%d):?([%x,%-]*)$')
         p, cost, op, cost_arg, lease = tonumber(ps), tonumber(cs), tonumber(os), cs, ls
       end
       local algorithm = batch_algorithms[p]

@@ -1,4 +1,4 @@
-#!lua name=ratelimit_47e4c9b9fc4a
+#!lua name=ratelimit_8a2ce369ac84
 -- common.lua — what every ratelimit script shares: src/core/units.h line for line, the
 -- decision record, reading time and policy from ARGV, and writing state back with its TTL.
 --
@@ -127,7 +127,7 @@ end
 local function read_policy(argv, i)
   local limit, rate = tonumber(argv[i]), tonumber(argv[i + 2])
   local window_us = rate > 0 and time_to_drain_us(limit * kUnit, rate) or tonumber(argv[i + 1])
-  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1',
+  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
@@ -163,9 +163,13 @@ end
 -- allowed, retry_after_us when not. Nothing is lost: allowed is reason == kWithinLimit in every
 -- algorithm, a denial has no delay and an admission no retry_after (include/ratelimit/
 -- decision.h); every integer returned costs Redis a conversion, so none is sent twice.
+-- A decision under an adaptive concurrency policy (d.learned) carries its learned limit in the
+-- reason: reason + kLimitShift × limit (reasons are below kLimitShift; script_codec.cc
+-- decision_at splits it); every other caller knows its limit already.
+local kLimitShift = 16
 local function push_decision(out, d)
   local n = #out
-  out[n + 1] = d.reason
+  if d.learned then out[n + 1] = d.reason + kLimitShift * d.limit else out[n + 1] = d.reason end
   out[n + 2] = d.remaining
   out[n + 3] = d.reset_after
   if d.allowed then out[n + 4] = d.delay else out[n + 4] = d.retry_after end
@@ -794,6 +798,160 @@ function leaky_bucket.record(policy, s, now_us, cost)
   s.level_u, s.last_us = recorded_level(policy, s.level_u, s.last_us, now_us, cost)
   s.dirty = true
 end
+-- adaptive.lua — mirrors src/core/adaptive_limit.cc (the estimators of an adaptive concurrency
+-- limit: Gradient2, AIMD, Vegas) rule for rule, so that a concurrency policy with `limit:
+-- adaptive` learns ONE limit per policy and key on Redis, from the samples of every instance
+-- that shares the key (issue 30). The rules, units and bounds are stated in
+-- include/ratelimit/adaptive_limit.h; tests/vectors/adaptive_limit.json holds C++ and this file
+-- together (tests/redis/adaptive_lua_test.cc runs every vector here).
+-- Arithmetic: integers in Lua doubles, every division through idiv (common.lua), exact while the
+-- operands stay below 2^53, as the header's units keep them (limit_m <= 1e8, round trips below
+-- 3.6e9 µs, long_rtt_ns below 3.6e12). Vegas' queue is never formed: its comparisons with
+-- lg / alpha / beta are made on the products (ceil(a / b) <= k  iff  a <= k·b), whose small side
+-- is exact and whose large side, even where rounded, is far from it.
+-- Prepended to concurrency.lua by embed_lua.cmake (concurrency.lua is its only user).
+local adaptive = {}
+adaptive.kMilli = 1000
+adaptive.kRetainUs = 600 * 1000000
+adaptive.kMaxSampleUs = 3600 * 1000000 - 1
+local kWarmupSamples, kLongWindow, kQueueUnits = 10, 600, 4
+local kSmoothingM, kToleranceM, kMinGradientM, kBackoffM, kProbeMultiplier = 200, 1500, 500, 900, 30
+local kWindowMinSamples, kWindowMinRttUs = 10, 100
+
+local function clamp(x, lo, hi)
+  return math.max(lo, math.min(hi, x))
+end
+
+-- `from` moved by num/den of (to - from), the step's magnitude floored (toward `from`).
+local function approach(from, to, num, den)
+  if to >= from then return from + idiv((to - from) * num, den) end
+  return from - idiv((from - to) * num, den)
+end
+
+local function log10_floor_at_least_1(n)
+  local lg = 0
+  while n >= 10 do
+    n = idiv(n, 10)
+    lg = lg + 1
+  end
+  return math.max(1, lg)
+end
+
+local function app_limited(s, inflight)
+  return inflight * 2 * adaptive.kMilli < s.limit_m
+end
+
+local function gradient2(s, x, rtt_us)
+  if x.dropped then return idiv(s.limit_m * kBackoffM, adaptive.kMilli) end
+  local rtt_ns = rtt_us * adaptive.kMilli
+  if s.samples < kWarmupSamples then
+    s.samples = s.samples + 1
+    s.long_rtt_ns = approach(s.long_rtt_ns, rtt_ns, 1, s.samples)
+  else
+    s.long_rtt_ns = approach(s.long_rtt_ns, rtt_ns, 2, kLongWindow + 1)
+  end
+  if s.long_rtt_ns > 2 * rtt_ns then s.long_rtt_ns = idiv(s.long_rtt_ns * 95, 100) end
+  if app_limited(s, x.inflight) then return s.limit_m end
+  local g_m = clamp(idiv(kToleranceM * s.long_rtt_ns, rtt_us * adaptive.kMilli), kMinGradientM, adaptive.kMilli)
+  local target_m = idiv(s.limit_m * g_m, adaptive.kMilli) + kQueueUnits * adaptive.kMilli
+  return idiv(s.limit_m * (adaptive.kMilli - kSmoothingM) + target_m * kSmoothingM, adaptive.kMilli)
+end
+
+local function aimd(s, x)
+  if x.dropped then return idiv(s.limit_m * kBackoffM, adaptive.kMilli) end
+  if app_limited(s, x.inflight) then return s.limit_m end
+  return s.limit_m + adaptive.kMilli
+end
+
+local function vegas(s, x, rtt_us)
+  local whole = idiv(s.limit_m, adaptive.kMilli)
+  local lg = log10_floor_at_least_1(whole)
+  if x.dropped then return s.limit_m - lg * adaptive.kMilli end
+  s.probe_count = s.probe_count + 1
+  if s.probe_count >= kProbeMultiplier * math.max(1, whole) then
+    s.probe_count = 0
+    s.noload_rtt_us = rtt_us
+    return s.limit_m
+  end
+  if s.noload_rtt_us == 0 or rtt_us < s.noload_rtt_us then
+    s.noload_rtt_us = rtt_us
+    return s.limit_m
+  end
+  if app_limited(s, x.inflight) then return s.limit_m end
+  -- queue = ceil(num / den); queue <= k  iff  num <= k·den.
+  local num = s.limit_m * (rtt_us - s.noload_rtt_us)
+  local den = rtt_us * adaptive.kMilli
+  local alpha, beta = 3 * lg, 6 * lg
+  if num <= lg * den then return s.limit_m + beta * adaptive.kMilli end
+  if num <= (alpha - 1) * den then return s.limit_m + lg * adaptive.kMilli end
+  if num > beta * den then return s.limit_m - lg * adaptive.kMilli end
+  return s.limit_m
+end
+
+local estimators = {gradient2 = 0, aimd = 1, vegas = 2}
+
+-- A policy's adaptive settings from the `shape` argument of an adaptive concurrency policy:
+-- "a:<estimator 0 gradient2, 1 aimd, 2 vegas>:<min>:<initial>:<max>:<window_us>"
+-- (script_codec.cc append_policy_args); nil for anything else.
+function adaptive.read_config(arg)
+  if string.sub(arg, 1, 2) ~= 'a:' then return nil end
+  local e, lo, init, hi, w = string.match(arg, '^a:(%d):(%d+):(%d+):(%d+):(%d+)$')
+  if e == nil then error('bad adaptive policy argument: ' .. arg) end
+  return {estimator = tonumber(e), min_limit = tonumber(lo), initial_limit = tonumber(init),
+          max_limit = tonumber(hi), window_us = tonumber(w)}
+end
+adaptive.estimators = estimators
+
+-- AdaptiveState's fields, in the order the hash keeps them (concurrency.lua).
+adaptive.fields = {'limit_m', 'long_rtt_ns', 'samples', 'noload_rtt_us', 'probe_count', 'window_end_us',
+                   'window_count', 'window_rtt_sum_us', 'window_max_inflight', 'window_dropped',
+                   'last_sample_us'}
+
+function adaptive.initial_state(c)
+  local s = {}
+  for _, f in ipairs(adaptive.fields) do s[f] = 0 end
+  s.limit_m = c.initial_limit * adaptive.kMilli
+  return s
+end
+
+function adaptive.limit(s)
+  return idiv(s.limit_m, adaptive.kMilli)
+end
+
+-- update(): one sample {rtt_us, inflight, dropped} moves the state; returns limit(s).
+function adaptive.update(c, s, x)
+  local lo, hi = c.min_limit * adaptive.kMilli, c.max_limit * adaptive.kMilli
+  s.limit_m = clamp(s.limit_m, lo, hi)
+  local rtt_us = clamp(x.rtt_us, 1, adaptive.kMaxSampleUs)
+  local nxt
+  if c.estimator == estimators.aimd then
+    nxt = aimd(s, x)
+  elseif c.estimator == estimators.vegas then
+    nxt = vegas(s, x, rtt_us)
+  else
+    nxt = gradient2(s, x, rtt_us)
+  end
+  s.limit_m = clamp(nxt, lo, hi)
+  return adaptive.limit(s)
+end
+
+-- update_at(): per window (c.window_us > 0) or per sample (0), the sample ended at now_us.
+function adaptive.update_at(c, s, x, now_us)
+  if c.window_us == 0 then return adaptive.update(c, s, x) end
+  if x.rtt_us < kWindowMinRttUs and not x.dropped then return adaptive.limit(s) end
+  if s.window_count == 0 then s.window_end_us = now_us + c.window_us end
+  s.window_count = s.window_count + 1
+  s.window_rtt_sum_us = s.window_rtt_sum_us + clamp(x.rtt_us, 0, adaptive.kMaxSampleUs)
+  s.window_max_inflight = math.max(s.window_max_inflight, x.inflight)
+  if x.dropped then s.window_dropped = 1 end
+  if now_us < s.window_end_us then return adaptive.limit(s) end
+  local merged = {rtt_us = idiv(s.window_rtt_sum_us, s.window_count), inflight = s.window_max_inflight,
+                  dropped = s.window_dropped == 1}
+  local ready = s.window_count >= kWindowMinSamples
+  s.window_end_us, s.window_count, s.window_rtt_sum_us, s.window_max_inflight, s.window_dropped = 0, 0, 0, 0, 0
+  if ready then return adaptive.update(c, s, merged) end
+  return adaptive.limit(s)
+end
 -- concurrency.lua — mirrors src/core/concurrency.cc decide() step by step: at most `limit` units
 -- held at once per key, by leases released by id or expiring after lease_ttl (policy.window_us).
 -- State: a sorted set at KEYS[2] (lease id -> expires_us: expired leases are a prefix, and the
@@ -809,6 +967,15 @@ end
 -- a Cluster it reaches every node (one subscriber connection per process hears all shards),
 -- where a sharded channel must hash to the key's slot and would need one subscription per
 -- waiting key.
+-- Adaptive policies (`limit: adaptive`, the policy's shape argument "a:...", adaptive.lua): the
+-- limit is the key's learned one, kept in the same hash (fields "a:<AdaptiveState field>") and
+-- moved by every instance's samples in the call that frees the lease, as src/core/concurrency.cc
+-- does: each lease feeds exactly one sample — its release (the round trip from its grant, or the
+-- latency its release reported; dropped when the release said so) or its expiry (a drop whose
+-- round trip is its whole life). A lease keeps "g<id>" = "<granted_us>:<inflight>" for that. A
+-- lease granted before the policy became adaptive has none and feeds no sample. The learned
+-- limit outlives the leases by kRetainUs after its last sample (then the key starts again from
+-- initial_limit). The decision's limit travels in the reply's reason integer (push_decision).
 local concurrency = {}
 concurrency.released_channel = 'ratelimit:released'
 
@@ -821,23 +988,80 @@ local function drop_weight(h, id, weight)
   if weight ~= 1 then redis.call('HDEL', h, id) end
 end
 
--- One decision; `lease` is the id (32 hex digits) for acquire, release and renew.
+-- The adaptive state of hash h (limit_m 0: none yet).
+local function load_adaptive(h)
+  local names = {}
+  for i, f in ipairs(adaptive.fields) do names[i] = 'a:' .. f end
+  local values = redis.call('HMGET', h, unpack(names))
+  local s = {}
+  for i, f in ipairs(adaptive.fields) do s[f] = tonumber(values[i]) or 0 end
+  return s
+end
+
+local function save_adaptive(h, s)
+  local args = {}
+  for _, f in ipairs(adaptive.fields) do
+    args[#args + 1] = 'a:' .. f
+    args[#args + 1] = int(s[f])
+  end
+  redis.call('HSET', h, unpack(args))
+end
+
+-- One lease's round trip as a sample at now_us (concurrency.cc sample()); the lease's grant
+-- record is forgotten with it. False when the lease has none (granted under a fixed limit).
+local function sample(c, s, h, id, now_us, rtt_us, dropped)
+  local grant = redis.call('HGET', h, 'g' .. id)
+  if not grant then return false end
+  redis.call('HDEL', h, 'g' .. id)
+  local granted, inflight = string.match(grant, '^(%d+):(%d+)$')
+  if rtt_us == nil then rtt_us = now_us - tonumber(granted) end
+  if s.limit_m == 0 then
+    local fresh = adaptive.initial_state(c)
+    for k, v in pairs(fresh) do s[k] = v end
+  end
+  adaptive.update_at(c, s, {rtt_us = math.max(0, math.min(rtt_us, adaptive.kMaxSampleUs)),
+                            inflight = tonumber(inflight), dropped = dropped}, now_us)
+  s.last_sample_us = now_us
+  return true
+end
+
+-- algo::concurrency_limit: the fixed limit, or the key's learned one (initial_limit before any).
+local function current_limit(policy, c, s)
+  if not c then return policy.limit end
+  if s.limit_m == 0 then return c.initial_limit end
+  return math.max(c.min_limit, math.min(c.max_limit, adaptive.limit(s)))
+end
+
+-- One decision; `lease` is the id (32 hex digits) for acquire, release and renew — for a
+-- release under an adaptive policy "<id>,<dropped 0|1>,<latency_us, -1: none>".
 function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
-  local limit = policy.limit
+  if policy.adaptive == nil then policy.adaptive = adaptive.read_config(policy.shape_arg) or false end
+  local c = policy.adaptive
+  local dropped, latency = false, nil
+  if lease ~= nil and #lease > 32 then
+    local id, dr, la = string.match(lease, '^(%x+),([01]),(-?%d+)$')
+    lease, dropped = id, dr == '1'
+    if tonumber(la) >= 0 then latency = tonumber(la) end
+  end
   local h, z = keys[1], keys[2]
   local held = tonumber(redis.call('HGET', h, 'held')) or 0
+  local s = c and load_adaptive(h)
   local dirty = false
-  -- Leases whose time has come free themselves (a prefix: the set is in expiry order).
-  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', int(now_us))
+  -- Leases whose time has come free themselves (a prefix: the set is in expiry order); under an
+  -- adaptive policy each is a drop whose round trip is its whole life.
+  local expired = redis.call('ZRANGEBYSCORE', z, '-inf', int(now_us), 'WITHSCORES')
   if #expired > 0 then
-    for _, id in ipairs(expired) do
+    for i = 1, #expired, 2 do
+      local id = expired[i]
       local weight = lease_weight(h, id)
       held = held - weight
       drop_weight(h, id, weight)
+      if c then sample(c, s, h, id, now_us, nil, true) end
     end
     redis.call('ZREMRANGEBYSCORE', z, '-inf', int(now_us))
     dirty = true
   end
+  local limit = current_limit(policy, c, s)
 
   local d = new_decision(limit)
   if op == kReport then  -- refused before it gets here (a concurrency policy takes no reports)
@@ -855,6 +1079,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         held = held - weight
         drop_weight(h, lease, weight)
         redis.call('ZREM', z, lease)
+        if c then sample(c, s, h, lease, now_us, latency, dropped) end
         redis.call('PUBLISH', concurrency.released_channel, lease .. ' ' .. h)
       else
         -- Never shortens a lease (a clock stepping back, a policy redefined with a shorter TTL).
@@ -872,6 +1097,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         redis.call('ZADD', z, int(now_us + policy.window_us), lease)
         if cost ~= 1 then redis.call('HSET', h, lease, int(cost)) end
         held = held + cost
+        if c then redis.call('HSET', h, 'g' .. lease, int(now_us) .. ':' .. int(held)) end
         dirty = true
       end
     else
@@ -889,19 +1115,30 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
       end
     end
   end
+  if op == kRelease and c then
+    limit = current_limit(policy, c, s)  -- this release's sample may have moved it
+    d.limit = limit
+  end
   d.remaining = math.max(0, limit - held)
   local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
   if #last > 0 then d.reset_after = tonumber(last[2]) - now_us end
   if dirty then
-    if #last == 0 then
+    -- The state is idle when the last lease expires, or an adaptive key's learned limit
+    -- kRetainUs after its last sample, whichever is later (algo::idle_at_us).
+    local idle_at = 0
+    if #last > 0 then idle_at = tonumber(last[2]) end
+    if c and s.limit_m ~= 0 then idle_at = math.max(idle_at, s.last_sample_us + adaptive.kRetainUs) end
+    if idle_at <= now_us then
       redis.call('DEL', h, z)
     else
-      local ttl_ms = ttl_ms_arg(tonumber(last[2]), now_us, test_mode)
+      local ttl_ms = ttl_ms_arg(idle_at, now_us, test_mode)
       redis.call('HSET', h, 'held', int(held))
+      if c and s.limit_m ~= 0 then save_adaptive(h, s) end
       redis.call('PEXPIRE', h, ttl_ms)
-      redis.call('PEXPIRE', z, ttl_ms)
+      if #last > 0 then redis.call('PEXPIRE', z, ttl_ms) end
     end
   end
+  d.learned = c and true
   return d
 end
 -- From kAlgorithmTable, by embed_lua.cmake: the algorithms by id, and their names.
@@ -1074,7 +1311,7 @@ local function run_batch(keys, args)
     else
       local cost, op, cost_arg, lease = 1, kAcquire, '1', nil
       if p == nil then
-        local ps, cs, os, ls = string.match(item, '^(%d+):(-?%d+):(%d):?(%x*)$')
+        local ps, cs, os, ls = string.match(item, '^(%d+):(-?%d+):(%d):?([%x,%-]*)$')
         p, cost, op, cost_arg, lease = tonumber(ps), tonumber(cs), tonumber(os), cs, ls
       end
       local algorithm = batch_algorithms[p]
@@ -1225,22 +1462,22 @@ end
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
 -- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the algorithm files (with the
--- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 47e4c9b9fc4a by the version (12 hex digits of the SHA1 of the
+-- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 8a2ce369ac84 by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
--- Function names: rl47e4c9b9fc4a_<algorithm> (keys/args of run_single), rl47e4c9b9fc4a_acquire_all (run_all),
--- rl47e4c9b9fc4a_batch (run_batch), rl47e4c9b9fc4a_decide_many (run_many), rl47e4c9b9fc4a_reserve (run_reserve),
--- rl47e4c9b9fc4a_add_hits (run_add_hits).
+-- Function names: rl8a2ce369ac84_<algorithm> (keys/args of run_single), rl8a2ce369ac84_acquire_all (run_all),
+-- rl8a2ce369ac84_batch (run_batch), rl8a2ce369ac84_decide_many (run_many), rl8a2ce369ac84_reserve (run_reserve),
+-- rl8a2ce369ac84_add_hits (run_add_hits).
 -- `algorithms`, `algorithm_names` and kAlgorithmCount: generated from kAlgorithmTable by the
 -- build (embed_lua.cmake). (A numeric loop: Redis 7.0 loads a library with only some globals,
 -- and `pairs` is not one.)
 for id = 0, kAlgorithmCount - 1 do
   local algorithm = algorithms[id]
-  redis.register_function('rl47e4c9b9fc4a_' .. algorithm_names[id],
+  redis.register_function('rl8a2ce369ac84_' .. algorithm_names[id],
                           function(keys, args) return run_single(algorithm, keys, args) end)
 end
-redis.register_function('rl47e4c9b9fc4a_acquire_all', run_all)
-redis.register_function('rl47e4c9b9fc4a_batch', run_batch)
-redis.register_function('rl47e4c9b9fc4a_decide_many', run_many)
-redis.register_function('rl47e4c9b9fc4a_reserve', run_reserve)
-redis.register_function('rl47e4c9b9fc4a_add_hits', run_add_hits)
+redis.register_function('rl8a2ce369ac84_acquire_all', run_all)
+redis.register_function('rl8a2ce369ac84_batch', run_batch)
+redis.register_function('rl8a2ce369ac84_decide_many', run_many)
+redis.register_function('rl8a2ce369ac84_reserve', run_reserve)
+redis.register_function('rl8a2ce369ac84_add_hits', run_add_hits)
