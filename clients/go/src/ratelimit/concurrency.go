@@ -21,12 +21,14 @@ import (
 	"time"
 )
 
-// ConcurrencyOptions: Policy (or PolicyFunc), Key (required), Cost (default 1), Skip,
-// PriorityHeader, MaxWait, Timeout, OnReleaseError.
+// ConcurrencyOptions: Policy (or PolicyFunc) is required; Key defaults to the client's address
+// (ClientKey, X-Forwarded-For believed only from TrustedProxies, as the rate middleware);
+// Cost (default 1), Skip, PriorityHeader, MaxWait, Timeout, OnReleaseError.
 type ConcurrencyOptions struct {
 	Policy         string
 	PolicyFunc     func(*http.Request) string
 	Key            func(*http.Request) string
+	TrustedProxies []string
 	Cost           func(*http.Request) int64
 	Skip           func(*http.Request) bool
 	PriorityHeader string
@@ -72,20 +74,42 @@ func outcomeOf(status int, panicked, cancelled bool, ran, timeout time.Duration)
 	return Outcome{Outcome: "ok", Latency: latency}
 }
 
-// ConcurrencyLimit wraps handlers in a lease. It panics with an *Error (invalid_policy) on
-// options that would fail every request: no limiter, no Key, no Policy nor PolicyFunc, a
-// negative Timeout or MaxWait.
-func ConcurrencyLimit(l *RatelimitdLimiter, o ConcurrencyOptions) func(http.Handler) http.Handler {
+// NewConcurrencyLimit wraps handlers in a lease. The error is an *Error (invalid_policy) for
+// options that would fail every request: no limiter, no Policy nor PolicyFunc, a negative
+// Timeout or MaxWait, a bad trusted proxy.
+func NewConcurrencyLimit(l *RatelimitdLimiter, o ConcurrencyOptions) (func(http.Handler) http.Handler, error) {
+	bad := func(m string) (func(http.Handler) http.Handler, error) {
+		return nil, &Error{Code: "invalid_policy", Message: m}
+	}
 	switch {
 	case l == nil:
-		panic(&Error{Code: "invalid_policy", Message: "ConcurrencyLimit: a RatelimitdLimiter is required"})
-	case o.Key == nil:
-		panic(&Error{Code: "invalid_policy", Message: "ConcurrencyOptions.Key is required (the key a request's lease counts against)"})
+		return bad("ConcurrencyLimit: a RatelimitdLimiter is required")
 	case o.Policy == "" && o.PolicyFunc == nil:
-		panic(&Error{Code: "invalid_policy", Message: "ConcurrencyOptions.Policy or PolicyFunc is required"})
+		return bad("ConcurrencyOptions.Policy or PolicyFunc is required")
 	case o.Timeout < 0 || o.MaxWait < 0:
-		panic(&Error{Code: "invalid_policy", Message: "ConcurrencyOptions.Timeout and MaxWait must not be negative"})
+		return bad("ConcurrencyOptions.Timeout and MaxWait must not be negative")
 	}
+	trusted, err := NewTrustedProxies(o.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	if o.Key == nil {
+		o.Key = func(r *http.Request) string { return ClientKey(r, trusted) }
+	}
+	return concurrencyLimit(l, o), nil
+}
+
+// ConcurrencyLimit is NewConcurrencyLimit for options written in the program: it panics with
+// the *Error.
+func ConcurrencyLimit(l *RatelimitdLimiter, o ConcurrencyOptions) func(http.Handler) http.Handler {
+	m, err := NewConcurrencyLimit(l, o)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func concurrencyLimit(l *RatelimitdLimiter, o ConcurrencyOptions) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if o.Skip != nil && o.Skip(r) {

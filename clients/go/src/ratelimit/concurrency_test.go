@@ -149,12 +149,41 @@ func TestConcurrencyMiddleware(t *testing.T) {
 	// Options that would fail every request are refused when the middleware is made.
 	func() {
 		defer func() {
-			if codeOf(recover().(error)) != "invalid_policy" {
-				t.Errorf("no Key accepted")
+			if e, _ := recover().(error); e == nil || codeOf(e) != "invalid_policy" {
+				t.Errorf("no Policy accepted")
 			}
 		}()
-		ConcurrencyLimit(l, ConcurrencyOptions{Policy: "db"})
+		ConcurrencyLimit(l, ConcurrencyOptions{Key: func(*http.Request) string { return "k" }})
 	}()
+	for _, o := range []ConcurrencyOptions{{Policy: "db", Timeout: -1}, {Policy: "db", TrustedProxies: []string{"10.0.0.0/33"}}} {
+		if _, err := NewConcurrencyLimit(l, o); err == nil || codeOf(err) != "invalid_policy" {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	// No Key: the client's address (the peer: no trusted proxy), whatever X-Forwarded-For says.
+	// While the middleware holds its lease, a lease of "127.0.0.1" sees the last unit taken.
+	byAddr := httptest.NewServer(ConcurrencyLimit(l, ConcurrencyOptions{Policy: "db"})(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			inner, err := l.AcquireLease(r.Context(), "db", "127.0.0.1", 1, LeaseOptions{})
+			if err != nil || !inner.Allowed {
+				t.Errorf("%+v %v", inner, err)
+				return
+			}
+			_, _ = l.ReleaseLease(context.Background(), inner, Outcome{})
+			fmt.Fprint(w, inner.Remaining)
+		})))
+	defer byAddr.Close()
+	req, _ := http.NewRequest("GET", byAddr.URL, nil)
+	req.Header.Set("X-Forwarded-For", "198.51.100.7")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "0" {
+		t.Errorf("default key: %d %q (remaining 0: the middleware's lease was the peer's)", res.StatusCode, body)
+	}
 }
 
 func TestConcurrencyOutcomesReachAnAdaptiveLimit(t *testing.T) {
