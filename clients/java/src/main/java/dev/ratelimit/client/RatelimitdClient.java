@@ -1,6 +1,7 @@
 // RatelimitdClient.java — decisions from a running ratelimitd over java.net.http: acquire (POST
 // /v1/acquire), peek (/v1/peek), report (/v1/report: usage known after the fact, docs/usage.md),
-// reset (/v1/reset, admin token). Its policies, its store (RedisLimiter is the other back-end:
+// reset (/v1/reset, admin token); concurrency leases (acquireLease, releaseLease, renewLease:
+// Leases.java). Its policies, its store (RedisLimiter is the other back-end:
 // the function library on Redis directly).
 // What comes back: the JSON body (ms figures rounded up by ratelimitd; back as µs they render to
 // the same whole seconds) and RateLimit-Policy, from which each policy's quota and window are
@@ -105,6 +106,36 @@ public final class RatelimitdClient implements Limiter {
     }
     return read(r.statusCode(), r.headers().firstValue("RateLimit-Policy").orElse(""), r.body());
   }
+
+  /** Takes `cost` units of concurrency policy `policy` for `key` (POST /v1/leases; Leases.java
+   *  says what comes back, and when this throws). */
+  public Lease acquireLease(String policy, String key, long cost, LeaseOptions options) {
+    return Leases.acquire(this, policy, key, cost, options);
+  }
+
+  public Lease acquireLease(String policy, String key, long cost) { return acquireLease(policy, key, cost, LeaseOptions.NONE); }
+
+  /** Gives a lease back with its work's outcome (DELETE /v1/leases/{id}): true when it was held;
+   *  false for a refusal, an id-less grant, a lease already gone, or an unreachable ratelimitd
+   *  (never an exception for that: the lease lapses at its TTL). */
+  public boolean releaseLease(Lease lease, Outcome outcome) { return Leases.release(this, lease, outcome); }
+
+  /** Extends a lease to its policy's lease_ttl from now (POST /v1/leases/{id}/renew), updating
+   *  lease.expires(); false when it is no longer held. */
+  public boolean renewLease(Lease lease) { return Leases.renew(this, lease); }
+
+  /** One request for Leases: `body` JSON or null (none); ratelimitd may take `extra` (its wait)
+   *  beyond the timeout. */
+  HttpResponse<String> send(String method, String path, String body, Duration extra) throws IOException, InterruptedException {
+    HttpRequest.Builder b = HttpRequest.newBuilder(base.resolve(path)).timeout(timeout.plus(extra));
+    if (body != null) b.header("Content-Type", "application/json");
+    return http.send(b.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  FailurePolicy onFailure() { return onFailure; }
+
+  void countFailure() { failures.incrementAndGet(); }
 
   /** One of ratelimitd's answers as a Decision (learning the policies' quota and window). */
   Decision read(int status, String policyField, String body) {
