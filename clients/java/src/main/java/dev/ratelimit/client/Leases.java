@@ -33,13 +33,13 @@ final class Leases {
     if (key == null || key.isEmpty()) throw new RateLimitException("invalid_key", "key must not be empty");
     if (cost < 1) throw new RateLimitException("invalid_cost", "cost must be at least 1, got " + cost);
     if (o == null) o = LeaseOptions.NONE;
-    Duration maxWait = o.maxWait() == null ? Duration.ZERO : o.maxWait();
-    if (maxWait.isNegative()) throw new RateLimitException("invalid_max_wait", "maxWait must not be negative, got " + maxWait);
+    Duration maxWait = o.maxWait();
+    if (maxWait != null && maxWait.isNegative()) throw new RateLimitException("invalid_max_wait", "maxWait must not be negative, got " + maxWait);
     StringBuilder body = new StringBuilder("{\"key\":").append(Json.quote(key)).append(",\"policy\":").append(Json.quote(policy))
         .append(",\"cost\":").append(cost);
     if (o.priority() != null && !o.priority().isEmpty()) body.append(",\"priority\":").append(Json.quote(o.priority()));
-    if (!maxWait.isZero()) body.append(",\"max_wait_ms\":").append(Math.max(1, maxWait.toMillis()));
-    HttpResponse<String> r = call(c, "POST", "/v1/leases", body.toString(), maxWait);
+    if (maxWait != null) body.append(",\"max_wait_ms\":").append(maxWait.isZero() ? 0 : Math.max(1, maxWait.toMillis()));
+    HttpResponse<String> r = call(c, "POST", "/v1/leases", body.append('}').toString(), maxWait == null ? Duration.ZERO : maxWait);
     if (r == null) {
       return c.onFailure() == FailurePolicy.OPEN
           ? new Lease(true, "failed_open", null, policy, key, 0, 0, Duration.ZERO, Duration.ZERO, null, null)
