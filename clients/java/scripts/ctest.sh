@@ -33,6 +33,12 @@ if ! diff <(sed -n '/^package/,$p' "$jsrc/RateLimitFilter.java" | sed -e 's/java
   echo "JakartaRateLimitFilter.java differs from RateLimitFilter.java with javax -> jakarta: change both" >&2
   exit 1
 fi
+# The same for the concurrency filter pair (ConcurrencyFilter / JakartaConcurrencyFilter).
+if ! diff <(sed -n '/^package/,$p' "$jsrc/ConcurrencyFilter.java" | sed -e 's/javax\.servlet/jakarta.servlet/g' -e 's/\bConcurrencyFilter\b/JakartaConcurrencyFilter/g') \
+          <(sed -n '/^package/,$p' "$jsrc/JakartaConcurrencyFilter.java"); then
+  echo "JakartaConcurrencyFilter.java differs from ConcurrencyFilter.java with javax -> jakarta: change both" >&2
+  exit 1
+fi
 rm -rf "$work/maven"
 (cd "$src" && setpriv --pdeathsig KILL -- timeout 300 mvn -B -q -s /etc/maven/settings-debian.xml -o \
    "-Dratelimit.build.dir=$work/maven" "-Dratelimit.library.dir=${RATELIMIT_REDIS_LIBRARY:?ctest sets it}" package)
