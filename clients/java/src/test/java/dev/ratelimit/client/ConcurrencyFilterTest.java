@@ -1,0 +1,381 @@
+// ConcurrencyFilterTest.java — the Java client's concurrency leases (issue 30) as users run them,
+// against a real ratelimitd (the project's build; memory store, where adaptive limits live, and
+// a Redis store for the plain policy): (1) the lease API — granted, refused with ratelimitd's
+// numbers, renewed, released (twice: the second frees nothing), a cost over the capacity,
+// ratelimitd's own 4xx codes, a wait for a unit (max_wait), priority classes, and bad input
+// refused before anything is sent; (2) ConcurrencyFilter in Debian's Jetty 9 — at limit 2, 3
+// concurrent slow requests: exactly 2 run and the 3rd gets ratelimitd's 429 with Retry-After;
+// the leases come back; a handler answering 500, throwing, or overrunning the filter's timeout
+// lowers the adaptive (AIMD) limit, read from a later acquire, while one answering 200 does
+// not; the filter declared by init-params; the jakarta twin's init; (3) ratelimitd stopped — the
+// failure policy: open runs the handler, closed answers 429 with Retry-After: 1, a release
+// answers false without throwing.
+// A plain main like the other tests (RateLimitFilterTest's process and check helpers): every
+// check can fail and is counted; exit 1 if any did. Every process dies with this JVM.
+package dev.ratelimit.client;
+
+import static dev.ratelimit.client.RateLimitFilterTest.check;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.servlet.DispatcherType;
+import javax.servlet.http.HttpServlet;
+import javax.servlet.http.HttpServletRequest;
+import javax.servlet.http.HttpServletResponse;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.servlet.FilterHolder;
+import org.eclipse.jetty.servlet.ServletContextHandler;
+import org.eclipse.jetty.servlet.ServletHolder;
+
+public final class ConcurrencyFilterTest {
+  static final String RUN = RateLimitFilterTest.RUN;
+
+  /** Holds each request until GATE opens; counts the requests that got in. */
+  public static class Slow extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+    static final AtomicInteger ENTERED = new AtomicInteger();
+    static volatile CountDownLatch gate = new CountDownLatch(1);
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse res) throws IOException {
+      ENTERED.incrementAndGet();
+      try {
+        gate.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      res.setContentType("application/json");
+      res.getWriter().write("{\"done\":true}");
+    }
+  }
+
+  /** Answers ?status=N (default 200) after ?sleep=ms; counts the requests it served. */
+  public static class Status extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+    static final AtomicInteger SERVED = new AtomicInteger();
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse res) throws IOException {
+      SERVED.incrementAndGet();
+      if (req.getParameter("sleep") != null) {
+        try {
+          Thread.sleep(Long.parseLong(req.getParameter("sleep")));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+      if (req.getParameter("throw") != null) throw new IllegalStateException("the handler failed");
+      res.setStatus(req.getParameter("status") == null ? 200 : Integer.parseInt(req.getParameter("status")));
+      res.setContentType("application/json");
+      res.getWriter().write("{\"served\":true}");
+    }
+  }
+
+  static Process daemon(Path dir, int port, String store) throws Exception {
+    Path config = dir.resolve("ratelimit-" + port + ".yaml");
+    Files.writeString(config, "listen: 127.0.0.1:" + port + "\nstore: " + store + "\npolicies:\n"
+        + "  db: { algorithm: concurrency, limit: 2, lease_ttl: 30s }\n"
+        + "  dbw: { algorithm: concurrency, limit: 2, lease_ttl: 30s, max_wait: 10s, max_queue: 10 }\n"
+        + (store.contains("memory")
+            ? "  ad: { algorithm: concurrency, limit: adaptive, estimator: aimd, min_limit: 1, initial_limit: 4, max_limit: 8, sample_window: 0, lease_ttl: 30s }\n"
+              + "  pri: { algorithm: concurrency, limit: 2, lease_ttl: 30s, classes: default }\n"
+            : "")
+        + "  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n");
+    String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
+    Process p = RateLimitFilterTest.start(new ProcessBuilder(bin + "/ratelimitd", "--config", config.toString())
+        .redirectErrorStream(true).redirectOutput(dir.resolve("ratelimitd-" + port + ".log").toFile()));
+    RateLimitFilterTest.waitPort(port, p, "ratelimitd");
+    return p;
+  }
+
+  record Got(int status, java.net.http.HttpHeaders headers, String body) {
+    String h(String name) { return headers.firstValue(name).orElse(null); }
+  }
+
+  static HttpRequest request(int port, String path, String... headers) {
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path)).timeout(Duration.ofSeconds(60));
+    for (int i = 0; i < headers.length; i += 2) b.header(headers[i], headers[i + 1]);
+    return b.build();
+  }
+
+  static Got get(HttpClient http, int port, String path, String... headers) throws Exception {
+    HttpResponse<String> r = http.send(request(port, path, headers), HttpResponse.BodyHandlers.ofString());
+    return new Got(r.statusCode(), r.headers(), r.body());
+  }
+
+  static String code(Runnable r) {
+    try {
+      r.run();
+      return "no exception";
+    } catch (RateLimitException e) {
+      return e.code();
+    }
+  }
+
+  /** The adaptive policy's limit for `key` now: a lease's answer (released again, no outcome). */
+  static long limitOf(RatelimitdClient client, String key) {
+    Lease l = client.acquireLease("ad", key, 1);
+    client.releaseLease(l, Outcome.NONE);
+    return l.limit();
+  }
+
+  public static void main(String[] args) throws Exception {
+    Path dir = Files.createTempDirectory("rl-java-lease-");
+    Process daemon = null, redis = null, redisDaemon = null;
+    Server jetty = null;
+    try {
+      int dp = RateLimitFilterTest.freePort();
+      daemon = daemon(dir, dp, "{ type: memory }");
+      String url = "http://127.0.0.1:" + dp;
+      // Generous timeouts: hang guards on a loaded machine, not claims on speed.
+      RatelimitdClient client = new RatelimitdClient(url, FailurePolicy.CLOSED, Duration.ofSeconds(30), null);
+
+      // (1) The lease API, with ratelimitd's numbers.
+      String k = "lease-" + RUN;
+      Lease a = client.acquireLease("db", k, 1), b = client.acquireLease("db", k, 1), c = client.acquireLease("db", k, 1);
+      check(a.allowed() && "within_limit".equals(a.reason()) && a.id() != null && a.limit() == 2 && a.remaining() == 1
+          && a.expires().equals(Duration.ofSeconds(30)) && a.rateLimitPolicy() != null && a.rateLimitPolicy().startsWith("\"db\";q=2")
+          && "\"db\";r=1;t=30".equals(a.rateLimit()), "first lease " + a + " " + a.rateLimitPolicy() + " / " + a.rateLimit());
+      check(b.allowed() && b.remaining() == 0 && b.id() != null && !b.id().equals(a.id()), "second lease " + b);
+      check(!c.allowed() && "over_limit".equals(c.reason()) && c.id() == null && c.limit() == 2 && c.remaining() == 0
+          && c.retryAfter().compareTo(Duration.ZERO) > 0 && c.retryAfter().compareTo(Duration.ofSeconds(30)) <= 0, "third lease refused " + c);
+      check(client.renewLease(a) && a.expires().equals(Duration.ofSeconds(30)), "renew " + a);
+      check(client.releaseLease(a, Outcome.ok(Duration.ofMillis(12))), "release a");
+      check(!client.releaseLease(a, Outcome.NONE), "a second release of a frees nothing");
+      check(!client.renewLease(a), "a released lease cannot be renewed");
+      check(client.releaseLease(b, Outcome.ofMillis("dropped", 0.25)), "release b, dropped with a fractional latency");
+      check(!client.releaseLease(c, Outcome.ok(Duration.ofMillis(1))), "a refusal has nothing to release");
+      Lease again = client.acquireLease("db", k, 1);
+      check(again.allowed() && again.remaining() == 1, "both units back after the releases: " + again);
+      check(client.releaseLease(again, Outcome.NONE), "release with no outcome (no body)");
+      Lease big = client.acquireLease("db", k, 3);
+      check(!big.allowed() && "exceeds_capacity".equals(big.reason()) && big.limit() == 2, "cost 3 of 2: " + big);
+
+      // ratelimitd's own 4xx codes, thrown with its code.
+      check("unknown_policy".equals(code(() -> client.acquireLease("nope", k, 1))), "unknown policy");
+      check("not_a_concurrency_policy".equals(code(() -> client.acquireLease("api", k, 1))), "a rate policy");
+      check("unknown_priority".equals(code(() -> client.acquireLease("db", k, 1, new LeaseOptions("gold", null)))),
+          "a priority on a policy without classes (the priority is sent)");
+      Lease forged = new Lease(true, "within_limit", "not-a-lease-id", "db", k, 2, 1, Duration.ZERO, Duration.ZERO, null, null);
+      check("invalid_lease_id".equals(code(() -> client.releaseLease(forged, Outcome.NONE))), "a forged id's release");
+      check("invalid_lease_id".equals(code(() -> client.renewLease(forged))), "a forged id's renew");
+
+      // Bad input: refused before sending. The client points at nothing and fails open, so a
+      // request that went out would come back failed_open instead of throwing.
+      RatelimitdClient nowhere = new RatelimitdClient("http://127.0.0.1:" + RateLimitFilterTest.freePort(), FailurePolicy.OPEN,
+          Duration.ofSeconds(2), null);
+      check("invalid_policy".equals(code(() -> nowhere.acquireLease("", k, 1))), "empty policy");
+      check("invalid_key".equals(code(() -> nowhere.acquireLease("db", "", 1))), "empty key");
+      check("invalid_cost".equals(code(() -> nowhere.acquireLease("db", k, 0))), "cost 0");
+      check("invalid_max_wait".equals(code(() -> nowhere.acquireLease("db", k, 1, new LeaseOptions(null, Duration.ofMillis(-1))))),
+          "negative max wait");
+      check("invalid_outcome".equals(code(() -> new Outcome("fine", null))), "unknown outcome");
+      check("invalid_latency".equals(code(() -> Outcome.ok(Duration.ofMillis(-1)))), "negative latency");
+      check("invalid_latency".equals(code(() -> Outcome.ok(Duration.ofHours(2)))), "two-hour latency");
+      check("invalid_latency".equals(code(() -> Outcome.ok(Duration.ofHours(1)))), "an hour's latency");
+      check("invalid_latency".equals(code(() -> Outcome.ofMillis("ok", Double.NaN))), "NaN latency");
+      check(nowhere.failures() == 0, "nothing was sent for bad input: failures " + nowhere.failures());
+
+      // A wait for a unit (a policy with max_wait 10s): maxWait zero is refused at once, a wait
+      // is granted on a release.
+      String kw = "wait-" + RUN;
+      Lease h1 = client.acquireLease("dbw", kw, 1), h2 = client.acquireLease("dbw", kw, 1);
+      long tz = System.nanoTime();
+      check(h1.allowed() && h2.allowed() && !client.acquireLease("dbw", kw, 1, new LeaseOptions(null, Duration.ZERO)).allowed()
+          && System.nanoTime() - tz < TimeUnit.SECONDS.toNanos(5), "two held, maxWait zero: refused at once");
+      long t0 = System.nanoTime();
+      CompletableFuture<Lease> waiter = CompletableFuture.supplyAsync(
+          () -> client.acquireLease("dbw", kw, 1, new LeaseOptions(null, Duration.ofSeconds(8))));
+      Thread.sleep(300);
+      check(!waiter.isDone(), "the waiter waits while both units are held");
+      client.releaseLease(h1, Outcome.NONE);
+      Lease waited = waiter.get(30, TimeUnit.SECONDS);
+      check(waited.allowed() && System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(300), "granted after the release: " + waited);
+      client.releaseLease(h2, Outcome.NONE);
+      client.releaseLease(waited, Outcome.NONE);
+
+      // Priority classes (classes: default; limit 2: sheddable keeps half, critical all).
+      String kp = "pri-" + RUN;
+      Lease s1 = client.acquireLease("pri", kp, 1, new LeaseOptions("sheddable", null));
+      Lease s2 = client.acquireLease("pri", kp, 1, new LeaseOptions("sheddable", null));
+      check(s1.allowed() && !s2.allowed(), "sheddable: one unit of 2 (" + s1 + ", " + s2 + ")");
+
+      // (2) The filter in Jetty 9.
+      jetty = new Server();
+      ServerConnector connector = new ServerConnector(jetty);
+      connector.setHost("127.0.0.1");
+      connector.setPort(0);
+      jetty.addConnector(connector);
+      ServletContextHandler ctx = new ServletContextHandler();
+      ctx.addServlet(new ServletHolder(new Slow()), "/slow");
+      for (String p : List.of("/ad/status", "/pri", "/init", "/open", "/closed")) ctx.addServlet(new ServletHolder(new Status()), p);
+      EnumSet<DispatcherType> req = EnumSet.of(DispatcherType.REQUEST);
+      List<RuntimeException> releaseErrors = Collections.synchronizedList(new ArrayList<>());
+      ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "db", r -> r.getHeader("X-Client"), null, null)
+          .onReleaseError(releaseErrors::add)), "/slow", req);
+      ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "ad", r -> r.getHeader("X-Client"), null, null)
+          .timeout(Duration.ofMillis(150)).onReleaseError(releaseErrors::add)), "/ad/*", req);
+      ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "pri", r -> r.getHeader("X-Client"), null, null)
+          .priorityHeader("X-Priority")), "/pri", req);
+      FilterHolder declared = new FilterHolder(ConcurrencyFilter.class);
+      declared.setInitParameters(Map.of("ratelimitd-url", url, "policy", "db", "key-header", "X-Client", "on-failure", "closed",
+          "timeout-ms", "30000", "handler-timeout-ms", "60000"));
+      ctx.addFilter(declared, "/init", req);
+      RatelimitdClient open = new RatelimitdClient(url, FailurePolicy.OPEN, Duration.ofSeconds(5), null);
+      RatelimitdClient closed = new RatelimitdClient(url, FailurePolicy.CLOSED, Duration.ofSeconds(5), null);
+      ctx.addFilter(new FilterHolder(new ConcurrencyFilter(open, "db", r -> r.getHeader("X-Client"), null, null)), "/open", req);
+      ctx.addFilter(new FilterHolder(new ConcurrencyFilter(closed, "db", r -> r.getHeader("X-Client"), null, null)), "/closed", req);
+      jetty.setHandler(ctx);
+      jetty.start();
+      int port = connector.getLocalPort();
+      HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+
+      // Limit 2, three concurrent slow requests: 2 run, the 3rd is ratelimitd's 429 while they do.
+      String ks = "slow-" + RUN;
+      List<CompletableFuture<HttpResponse<String>>> slow = new ArrayList<>();
+      for (int i = 0; i < 3; i++) slow.add(http.sendAsync(request(port, "/slow", "X-Client", ks), HttpResponse.BodyHandlers.ofString()));
+      check(RateLimitFilterTest.eventually(() -> Slow.ENTERED.get() == 2 && slow.stream().filter(CompletableFuture::isDone).count() == 1),
+          "2 in the handler and 1 answered: entered " + Slow.ENTERED.get());
+      HttpResponse<String> refused = slow.stream().filter(CompletableFuture::isDone).findFirst().orElseThrow().get();
+      Map<String, Object> rb = Json.parseObject(refused.body());
+      long retry = Long.parseLong(refused.headers().firstValue("Retry-After").orElse("0"));
+      check(refused.statusCode() == 429 && retry >= 1 && retry <= 30
+          && refused.headers().firstValue("RateLimit-Policy").orElse("").startsWith("\"db\";q=2")
+          && ("\"db\";r=0;t=" + retry).equals(refused.headers().firstValue("RateLimit").orElse(""))
+          && "no-store".equals(refused.headers().firstValue("Cache-Control").orElse(null))
+          && Boolean.FALSE.equals(rb.get("allowed")) && "db".equals(rb.get("policy")) && Double.valueOf(2).equals(rb.get("limit")),
+          "the refused request: " + refused.statusCode() + " " + refused.headers().map() + " " + refused.body());
+      check(Slow.ENTERED.get() == 2, "the refused request never reached the handler");
+      Slow.gate.countDown();
+      int ok = 0;
+      for (CompletableFuture<HttpResponse<String>> f : slow) {
+        HttpResponse<String> r = f.get(60, TimeUnit.SECONDS);
+        if (r.statusCode() == 200) {
+          ok++;
+          check(r.headers().firstValue("RateLimit-Policy").orElse("").startsWith("\"db\";q=2")
+              && r.headers().firstValue("RateLimit").isPresent(), "admitted answer's fields " + r.headers().map());
+        }
+      }
+      check(ok == 2, ok + " of 3 ran; want 2");
+      Lease after = client.acquireLease("db", ks, 1);
+      check(after.allowed() && after.remaining() == 1, "the filter released both leases: " + after);
+      client.releaseLease(after, Outcome.NONE);
+
+      // The adaptive policy learns from the outcomes: one key per step, each starting at 4.
+      String ka = "ad-" + RUN;
+      check(limitOf(client, ka + "-ok") == 4 && limitOf(client, ka + "-500") == 4 && limitOf(client, ka + "-throw") == 4
+          && limitOf(client, ka + "-slow") == 4, "initial_limit 4 for every key");
+      Got g = get(http, port, "/ad/status", "X-Client", ka + "-ok");
+      check(g.status() == 200 && limitOf(client, ka + "-ok") == 4, "a 200 leaves the limit: " + limitOf(client, ka + "-ok"));
+      g = get(http, port, "/ad/status?status=500", "X-Client", ka + "-500");
+      check(g.status() == 500 && limitOf(client, ka + "-500") == 3, "a 500 is dropped, 4 -> 3: " + limitOf(client, ka + "-500"));
+      g = get(http, port, "/ad/status?throw=1", "X-Client", ka + "-throw");
+      check(g.status() == 500 && limitOf(client, ka + "-throw") == 3, "an exception is dropped, 4 -> 3: " + limitOf(client, ka + "-throw"));
+      g = get(http, port, "/ad/status?sleep=400", "X-Client", ka + "-slow");
+      check(g.status() == 200 && limitOf(client, ka + "-slow") == 3, "over the 150 ms timeout, 4 -> 3: " + limitOf(client, ka + "-slow"));
+      check(releaseErrors.isEmpty(), "release errors " + releaseErrors);
+
+      // The priority header is sent: sheddable is refused (its half is held by s1), critical runs,
+      // a class the policy lacks is the request's fault (400).
+      g = get(http, port, "/pri", "X-Client", kp, "X-Priority", "sheddable");
+      check(g.status() == 429 && g.h("Retry-After") != null, "sheddable through the filter: " + g.status());
+      g = get(http, port, "/pri", "X-Client", kp, "X-Priority", "critical");
+      check(g.status() == 200, "critical through the filter: " + g.status());
+      g = get(http, port, "/pri", "X-Client", kp, "X-Priority", "gold");
+      check(g.status() == 400 && g.body().contains("\"error\":\"unknown_priority\""), "an unknown class: " + g.status() + " " + g.body());
+      client.releaseLease(s1, Outcome.NONE);
+      g = get(http, port, "/pri", "X-Client", kp);
+      check(g.status() == 200, "no X-Priority: the lowest class, admitted now that its half is free: " + g.status());
+
+      // Declared by init-params; a missing key; a declaration without a policy fails init.
+      g = get(http, port, "/init", "X-Client", "init-" + RUN);
+      check(g.status() == 200 && g.h("RateLimit-Policy") != null && g.h("RateLimit-Policy").startsWith("\"db\";q=2"),
+          "declared filter: " + g.status() + " " + g.headers().map());
+      g = get(http, port, "/init");
+      check(g.status() == 400 && g.body().contains("\"error\":\"missing_key\""), "no key: " + g.status() + " " + g.body());
+      g = get(http, port, "/init", "X-Client", "k".repeat(600));
+      check(g.status() == 400 && g.body().contains("\"error\":\"invalid_key\""), "a 600-byte key: " + g.status() + " " + g.body());
+      Map<String, String> noPolicy = Map.of("ratelimitd-url", url);
+      try {
+        new ConcurrencyFilter().init(new javax.servlet.FilterConfig() {
+          public String getFilterName() { return "c"; }
+          public javax.servlet.ServletContext getServletContext() { return null; }
+          public String getInitParameter(String n) { return noPolicy.get(n); }
+          public java.util.Enumeration<String> getInitParameterNames() { return Collections.enumeration(noPolicy.keySet()); }
+        });
+        check(false, "init without a policy was accepted");
+      } catch (javax.servlet.ServletException e) {
+        check(e.getMessage().contains("policy"), "init without a policy: " + e.getMessage());
+      }
+      try {
+        new JakartaConcurrencyFilter().init(new jakarta.servlet.FilterConfig() {
+          public String getFilterName() { return "c"; }
+          public jakarta.servlet.ServletContext getServletContext() { return null; }
+          public String getInitParameter(String n) { return noPolicy.get(n); }
+          public java.util.Enumeration<String> getInitParameterNames() { return Collections.enumeration(noPolicy.keySet()); }
+        });
+        check(false, "jakarta init without a policy was accepted");
+      } catch (jakarta.servlet.ServletException e) {
+        check(e.getMessage().contains("JakartaConcurrencyFilter"), "jakarta init without a policy: " + e.getMessage());
+      }
+
+      // Leases on the Redis store: the same answers, shared through Redis.
+      int rp = RateLimitFilterTest.freePort(), rdp = RateLimitFilterTest.freePort();
+      redis = RateLimitFilterTest.startRedis(dir, rp);
+      redisDaemon = daemon(dir, rdp, "{ type: redis, url: \"redis://127.0.0.1:" + rp + "/0\", key_prefix: \"rl:javalease-" + RUN
+          + ":\", on_failure: closed, command_timeout: 30s }");
+      RatelimitdClient viaRedis = new RatelimitdClient("http://127.0.0.1:" + rdp, FailurePolicy.CLOSED, Duration.ofSeconds(30), null);
+      Lease r1 = viaRedis.acquireLease("db", k, 1), r2 = viaRedis.acquireLease("db", k, 1), r3 = viaRedis.acquireLease("db", k, 1);
+      check(r1.allowed() && r2.allowed() && r2.remaining() == 0 && !r3.allowed() && r3.retryAfter().compareTo(Duration.ZERO) > 0,
+          "Redis: " + r1 + " " + r2 + " " + r3);
+      check(viaRedis.renewLease(r1) && viaRedis.releaseLease(r1, Outcome.ok(Duration.ofMillis(3)))
+          && !viaRedis.releaseLease(r1, Outcome.NONE) && viaRedis.acquireLease("db", k, 1).allowed(), "Redis: renew, release, again");
+
+      // (3) ratelimitd stopped: the failure policy.
+      Lease held = client.acquireLease("db", "held-" + RUN, 1);
+      check(held.allowed() && held.id() != null, "held before the stop: " + held);
+      RateLimitFilterTest.stop(daemon);
+      daemon = null;
+      int before = Status.SERVED.get();
+      g = get(http, port, "/open", "X-Client", "down-" + RUN);
+      check(g.status() == 200 && Status.SERVED.get() == before + 1 && g.h("RateLimit-Policy") == null && open.failures() >= 1,
+          "open with ratelimitd down runs the handler: " + g.status() + " failures " + open.failures());
+      g = get(http, port, "/closed", "X-Client", "down-" + RUN);
+      check(g.status() == 429 && "1".equals(g.h("Retry-After")) && g.h("RateLimit-Policy") == null && Status.SERVED.get() == before + 1
+          && g.body().contains("\"allowed\":false") && closed.failures() >= 1,
+          "closed with ratelimitd down: " + g.status() + " " + g.headers().map() + " " + g.body());
+      long failures = client.failures();
+      check(!client.releaseLease(held, Outcome.ok(Duration.ofMillis(5))) && client.failures() == failures + 1,
+          "a release with ratelimitd down answers false and counts a failure");
+      check(!client.renewLease(held) && open.renewLease(held), "renew with ratelimitd down: closed false, open true");
+      Lease fo = open.acquireLease("db", "k", 1), fc = client.acquireLease("db", "k", 1);
+      check(fo.allowed() && "failed_open".equals(fo.reason()) && fo.id() == null && !open.releaseLease(fo, Outcome.NONE),
+          "failed open: " + fo);
+      check(!fc.allowed() && "failed_closed".equals(fc.reason()) && fc.retryAfter().equals(Duration.ofSeconds(1)), "failed closed: " + fc);
+    } finally {
+      if (jetty != null) jetty.stop();
+      RateLimitFilterTest.stop(daemon);
+      RateLimitFilterTest.stop(redisDaemon);
+      RateLimitFilterTest.stop(redis);
+    }
+    int failed = RateLimitFilterTest.failed;
+    System.out.println(failed == 0 ? "ConcurrencyFilterTest: all checks passed" : "ConcurrencyFilterTest: " + failed + " checks failed");
+    System.exit(failed == 0 ? 0 : 1);
+  }
+}
