@@ -39,9 +39,11 @@ public final class ConcurrencyFilter implements Filter {
   /** For web.xml: configured by init(). */
   public ConcurrencyFilter() {}
 
+  /** key null: the client's address (getRemoteAddr); cost null: 1; skip null: none skipped. */
   public ConcurrencyFilter(RatelimitdClient client, String policy, Function<HttpServletRequest, String> key,
                            ToLongFunction<HttpServletRequest> cost, Predicate<HttpServletRequest> skip) {
-    core = new ConcurrencyCore<>(client, policy, key, cost, skip, HttpServletRequest::getHeader);
+    core = new ConcurrencyCore<>(client, policy, key != null ? key : HttpServletRequest::getRemoteAddr, cost, skip,
+        HttpServletRequest::getHeader);
   }
 
   /** Sends the value of request header `name` as the lease's priority class. */

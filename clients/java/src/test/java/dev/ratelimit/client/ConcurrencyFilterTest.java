@@ -5,11 +5,11 @@
 // ratelimitd's own 4xx codes, a wait for a unit (max_wait), priority classes, and bad input
 // refused before anything is sent; (2) ConcurrencyFilter in Debian's Jetty 9 — at limit 2, 3
 // concurrent slow requests: exactly 2 run and the 3rd gets ratelimitd's 429 with Retry-After;
-// the leases come back; a handler answering 500, throwing, or overrunning the filter's timeout
-// lowers the adaptive (AIMD) limit, read from a later acquire, while one answering 200 does
-// not; the filter declared by init-params; the jakarta twin's init; (3) ratelimitd stopped — the
-// failure policy: open runs the handler, closed answers 429 with Retry-After: 1, a release
-// answers false without throwing.
+// the leases come back; the key defaults to the client address; a handler answering 500,
+// throwing, or overrunning the filter's timeout lowers the adaptive (AIMD) limit, read from a
+// later acquire, while one answering 200 does not; the filter declared by init-params; the
+// jakarta twin's init; (3) ratelimitd stopped — the failure policy: open runs the handler,
+// closed answers 429 with Retry-After: 1, a release answers false without throwing.
 // A plain main like the other tests (RateLimitFilterTest's process and check helpers): every
 // check can fail and is counted; exit 1 if any did. Every process dies with this JVM.
 package dev.ratelimit.client;
@@ -224,7 +224,7 @@ public final class ConcurrencyFilterTest {
       jetty.addConnector(connector);
       ServletContextHandler ctx = new ServletContextHandler();
       ctx.addServlet(new ServletHolder(new Slow()), "/slow");
-      for (String p : List.of("/ad/status", "/pri", "/init", "/open", "/closed")) ctx.addServlet(new ServletHolder(new Status()), p);
+      for (String p : List.of("/ad/status", "/pri", "/init", "/addr", "/open", "/closed")) ctx.addServlet(new ServletHolder(new Status()), p);
       EnumSet<DispatcherType> req = EnumSet.of(DispatcherType.REQUEST);
       List<RuntimeException> releaseErrors = Collections.synchronizedList(new ArrayList<>());
       ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "db", r -> r.getHeader("X-Client"), null, null)
@@ -233,6 +233,7 @@ public final class ConcurrencyFilterTest {
           .timeout(Duration.ofMillis(150)).onReleaseError(releaseErrors::add)), "/ad/*", req);
       ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "pri", r -> r.getHeader("X-Client"), null, null)
           .priorityHeader("X-Priority")), "/pri", req);
+      ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "db", null, null, null)), "/addr", req);
       FilterHolder declared = new FilterHolder(ConcurrencyFilter.class);
       declared.setInitParameters(Map.of("ratelimitd-url", url, "policy", "db", "key-header", "X-Client", "on-failure", "closed",
           "timeout-ms", "30000", "handler-timeout-ms", "60000"));
@@ -311,6 +312,13 @@ public final class ConcurrencyFilterTest {
       check(g.status() == 400 && g.body().contains("\"error\":\"missing_key\""), "no key: " + g.status() + " " + g.body());
       g = get(http, port, "/init", "X-Client", "k".repeat(600));
       check(g.status() == 400 && g.body().contains("\"error\":\"invalid_key\""), "a 600-byte key: " + g.status() + " " + g.body());
+      // No key function: the client's address is the key (both of 127.0.0.1's units held: 429).
+      check(get(http, port, "/addr").status() == 200, "keyed by address, a unit free");
+      Lease x1 = client.acquireLease("db", "127.0.0.1", 1), x2 = client.acquireLease("db", "127.0.0.1", 1);
+      g = get(http, port, "/addr");
+      check(x1.allowed() && x2.allowed() && g.status() == 429, "keyed by address, both held: " + g.status());
+      client.releaseLease(x1, Outcome.NONE);
+      client.releaseLease(x2, Outcome.NONE);
       Map<String, String> noPolicy = Map.of("ratelimitd-url", url);
       try {
         new ConcurrencyFilter().init(new javax.servlet.FilterConfig() {
