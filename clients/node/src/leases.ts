@@ -120,6 +120,10 @@ export async function acquireLease(t: LeaseTransport, policy: string, key: strin
   if (a.status !== 200 && a.status !== 429) throw thrown(a);
   lease.remaining = Number(a.body.remaining ?? 0);
   if (a.status === 429) return { ...lease, retryAfterUs: Number(a.body.retry_after_ms ?? 0) * 1000 };
+  // ratelimitd's own store failed and its failure policy admitted: "lease_id": null, a grant with
+  // nothing to release or renew (this client's failed_open). It used to be a protocol error, and
+  // so a 500 in the middleware.
+  if ('lease_id' in a.body && a.body.lease_id === null) return { ...lease, allowed: true, reason: 'failed_open', expiresMs: Number(a.body.expires_ms ?? 0) };
   if (typeof a.body.lease_id !== 'string') throw new RateLimitError('protocol', `a granted lease without a lease_id: ${JSON.stringify(a.body)}`);
   return { ...lease, allowed: true, reason: 'within_limit', id: a.body.lease_id, expiresMs: Number(a.body.expires_ms) };
 }

@@ -10,7 +10,7 @@ import * as http from 'http';
 import express from 'express';
 import Fastify from 'fastify';
 import { RateLimitError, RatelimitdLimiter, expressConcurrencyLimit, fastifyConcurrencyLimit } from '../src';
-import { RUN_ID, Started, eventually, freePort, startRatelimitd, testRedis } from './support';
+import { RUN_ID, Started, eventually, freePort, startRatelimitd, startRedis, testRedis } from './support';
 
 const YAML = (redisUrl: string) => `store: { type: redis, url: "${redisUrl}", key_prefix: "rl:node-leases-${RUN_ID}:", on_failure: closed, command_timeout: 30s }
 policies:
@@ -197,6 +197,33 @@ test('ratelimitd down: open runs the handler without a lease, closed answers 429
     assert.equal(l.reason, onFailure === 'open' ? 'failed_open' : 'failed_closed');
     assert.equal(await down.releaseLease(l, { outcome: 'ok' }), false);
     assert.equal(await down.renewLease(l), onFailure === 'open');
+  }
+});
+
+// ratelimitd's own Redis down behind an `on_failure: open` store grants with "lease_id": null:
+// the failure policy's grant (nothing to release), not a protocol error (a 500 in the middleware).
+test('ratelimitd failing open on its own store: a grant without a lease id, the handler runs', async () => {
+  const own = await startRedis();
+  const d = await startRatelimitd(`store: { type: redis, url: "${own.url}", on_failure: open, command_timeout: 300ms }\npolicies:\n  db: { algorithm: concurrency, limit: 2, lease_ttl: 30s }\n`);
+  try {
+    const limiter = new RatelimitdLimiter({ url: d.url, timeoutMs: 30_000, onFailure: 'closed' });
+    assert.equal(typeof (await limiter.acquireLease('db', 'k')).id, 'string');
+    await own.stop();
+    const l = await limiter.acquireLease('db', 'k');
+    assert.deepEqual([l.allowed, l.reason, l.id], [true, 'failed_open', null]);
+    assert.equal(await limiter.releaseLease(l, { outcome: 'ok' }), false);
+    assert.equal(limiter.failures, 0);
+    const app = express();
+    app.use(expressConcurrencyLimit({ limiter, policy: 'db', key: () => 'k' }));
+    app.get('/x', (_req, res) => { res.send('ran'); });
+    const server = http.createServer(app);
+    servers.push(server);
+    const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.address() as { port: number }).port)));
+    const a = await get(port, '/x', 'k');
+    assert.deepEqual([a.status, a.body], [200, 'ran']);
+  } finally {
+    await d.stop();
+    await own.stop();
   }
 });
 

@@ -112,6 +112,11 @@ def lease_answer(policy, key, status, headers, text) -> Lease:
     lease.remaining = int(body.get("remaining") or 0)
     if status == 429:
         return replace(lease, retry_after_us=int(body.get("retry_after_ms") or 0) * 1000)
+    if "lease_id" in body and body["lease_id"] is None:
+        # ratelimitd's own store failed and its failure policy admitted: a grant with nothing to
+        # release or renew (the same Lease as this client's failed_open). It used to be a
+        # protocol error, and so a 500 in the middleware.
+        return replace(lease, allowed=True, reason="failed_open", expires_ms=int(body.get("expires_ms") or 0))
     if not isinstance(body.get("lease_id"), str):
         raise RateLimitError("protocol", f"a granted lease without a lease_id: {text[:200]!r}")
     return replace(lease, allowed=True, reason="within_limit", id=body["lease_id"], expires_ms=int(body["expires_ms"]))

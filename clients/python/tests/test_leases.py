@@ -19,7 +19,7 @@ from flask import Flask
 from ratelimit_client import AsyncRatelimitdLimiter, RateLimitError, RatelimitdLimiter
 from ratelimit_client.concurrency_flask import concurrency_limit
 from ratelimit_client.concurrency_starlette import ConcurrencyLimitMiddleware
-from support import RUN_ID, free_port, start_ratelimitd, test_redis
+from support import RUN_ID, free_port, start_ratelimitd, start_redis, test_redis
 from test_frameworks import FlaskThread, UvicornThread, get
 
 YAML = """store: {{ type: redis, url: "{url}", key_prefix: "rl:py-leases-{run}:", on_failure: closed, command_timeout: 30s }}
@@ -285,6 +285,34 @@ class Leases(unittest.TestCase):
                 self.assertEqual(down.renew_lease(lease), on_failure == "open")
             finally:
                 server.stop()
+
+    def test_store_failing_open_inside_ratelimitd(self):
+        """ratelimitd's own Redis down behind an `on_failure: open` store grants with "lease_id":
+        null: the failure policy's grant (nothing to release), not a protocol error (a 500)."""
+        redis = start_redis()
+        daemon = None
+        try:
+            daemon = start_ratelimitd(f'store: {{ type: redis, url: "{redis.url}", on_failure: open, command_timeout: 300ms }}\n'
+                                      "policies:\n  db: { algorithm: concurrency, limit: 2, lease_ttl: 30s }\n")
+            limiter = RatelimitdLimiter(daemon.url, timeout=30, on_failure="closed")
+            self.assertIsNotNone(limiter.acquire_lease("db", "k").id)
+            redis.stop()
+            lease = limiter.acquire_lease("db", "k")
+            self.assertEqual((lease.allowed, lease.reason, lease.id), (True, "failed_open", None))
+            self.assertFalse(limiter.release_lease(lease, outcome="ok"))
+            self.assertEqual(limiter.failures, 0)
+            gate = Gate()
+            gate.event.set()
+            server = FlaskThread(flask_app(limiter, gate))
+            try:
+                status, _, body = get(server.port, "/slow", "k")
+                self.assertEqual((status, body), (200, "done"))
+            finally:
+                server.stop()
+        finally:
+            if daemon is not None:
+                daemon.stop()
+            redis.stop()
 
 
 if __name__ == "__main__":

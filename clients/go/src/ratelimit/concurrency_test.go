@@ -244,3 +244,39 @@ func TestConcurrencyRatelimitdDown(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// ratelimitd's own Redis down behind an `on_failure: open` store: it grants with "lease_id":
+// null. That is the failure policy's grant (nothing to release), not a protocol error — which
+// made the middleware answer 500.
+func TestConcurrencyStoreFailingOpenInsideRatelimitd(t *testing.T) {
+	redis := startRedis(t)
+	d := startRatelimitd(t, fmt.Sprintf("store: { type: redis, url: %q, on_failure: open, command_timeout: 300ms }\n"+
+		"policies:\n  db: { algorithm: concurrency, limit: 2, lease_ttl: 30s }\n", redis.url))
+	l, _ := NewRatelimitdLimiter(d.url, RatelimitdOptions{Timeout: 30 * time.Second, OnFailure: FailClosed})
+	if lease, err := l.AcquireLease(context.Background(), "db", "k", 1, LeaseOptions{}); err != nil || lease.ID == "" {
+		t.Fatalf("with Redis up: %+v %v", lease, err)
+	}
+	redis.stop()
+	lease, err := l.AcquireLease(context.Background(), "db", "k", 1, LeaseOptions{})
+	if err != nil || !lease.Allowed || lease.Reason != "failed_open" || lease.ID != "" {
+		t.Fatalf("Redis down, ratelimitd failing open: %+v %v", lease, err)
+	}
+	if ok, err := l.ReleaseLease(context.Background(), lease, Outcome{Outcome: "ok"}); ok || err != nil {
+		t.Errorf("released the failure policy's grant: %v %v", ok, err)
+	}
+	srv := httptest.NewServer(ConcurrencyLimit(l, ConcurrencyOptions{Policy: "db", Key: func(*http.Request) string { return "k" }})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "done") })))
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "done" {
+		t.Errorf("the middleware: %d %q", res.StatusCode, body)
+	}
+	if l.Failures() != 0 {
+		t.Errorf("ratelimitd answered: this client's failure policy must not count it (%d)", l.Failures())
+	}
+}

@@ -7,7 +7,9 @@
 // ratelimitd's own 4xx codes come back as an *Error with its code. No answer within Timeout, a
 // refused connection or a 5xx is answered by OnFailure, as on the rate path: FailOpen grants a
 // Lease without an ID (the work proceeds unprotected; releasing it sends nothing), FailClosed
-// refuses (reason failed_closed, retry after 1 s). ReleaseLease never fails for an unreachable
+// refuses (reason failed_closed, retry after 1 s). ratelimitd's own store failing open answers
+// a grant with "lease_id": null: the same Lease without an ID, reason failed_open (it was a
+// protocol error and so a 500 in the middleware). ReleaseLease never fails for an unreachable
 // ratelimitd (it answers false: the lease lapses at its TTL), so a defer can call it.
 // Thread-safety: every method may be called from any goroutine.
 package ratelimit
@@ -151,6 +153,13 @@ func (l *RatelimitdLimiter) AcquireLease(ctx context.Context, policy, key string
 	lease.Remaining = num("remaining")
 	if status == 429 {
 		lease.RetryAfter = time.Duration(num("retry_after_ms")) * time.Millisecond
+		return lease, nil
+	}
+	if v, present := m["lease_id"]; present && v == nil {
+		// ratelimitd's own store failed and its failure policy admitted: a grant with nothing to
+		// release or renew (the same Lease as this client's failed_open).
+		lease.Allowed, lease.Reason = true, "failed_open"
+		lease.Expires = time.Duration(num("expires_ms")) * time.Millisecond
 		return lease, nil
 	}
 	id, ok := m["lease_id"].(string)
