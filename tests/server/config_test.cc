@@ -699,8 +699,10 @@ TEST(Config, PriorityClassesAreReadAndValidated) {
   expect_error(head + "    classes:\n      - { name: a, headroom: 0.95 }\n", "cfg.yaml:8:", "no unit of limit 10");
   expect_error(head + "    classes:\n      - { name: a, colour: red }\n", "cfg.yaml:8:", "colour");
   expect_error(head + "    classes: []\n", "cfg.yaml:7:", "'default' or a list");
-  expect_error("store: { type: memory }\npolicies:\n  r: { algorithm: fixed_window, limit: 5, window: 1s, classes: default }\n",
-               "cfg.yaml:3:", "apply to concurrency");
+  // A rate policy takes classes (headroom on its counter) with exact counting only.
+  expect_error("store: { type: redis, url: \"redis://127.0.0.1:1\" }\npolicies:\n  r: { algorithm: fixed_window, limit: 5, "
+               "window: 1s, consistency: async, classes: default }\n",
+               "cfg.yaml:3:", "need consistency: exact");
   expect_error("store: { type: memory }\npolicies:\n  a: { algorithm: concurrency, limit: adaptive, max_limit: 50, "
                "lease_ttl: 10s, classes: default }\n", "cfg.yaml:3:", "fixed limit");
 }

@@ -6,7 +6,8 @@
 // every one of them is admitted within max_wait (a wait past it would be a 429), sheddable ones
 // absorb every refusal, and the clients never see more than the limit held.
 // Assertions are orders and counts; the one on time (critical waits, stated bound 4 holds of
-// 3 ms) has a 250 ms margin for a loaded machine.
+// 3 ms) has a 250 ms margin for a loaded machine. Classes on rate policies (forward-auth,
+// /v1/acquire): the lowest refused first, by header or body.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -213,6 +214,63 @@ TEST(E2EClasses, CriticalIsNeverRefusedAtTwiceTheLimitRedis) {
                       kPolicies))
       << d.log();
   expect_done_when(d.port());
+}
+
+// Classes on a rate policy (forward-auth and /v1/acquire): each class decides against its own
+// limit on the one counter — default classes on limit 10: sheddable 5, normal 9, critical 10 —
+// so the lowest are refused first. The class comes from the RateLimit-Priority header (forward-
+// auth: the proxy passes the client's request headers) or the body's "priority"; a policy
+// without classes ignores the header and refuses the body's.
+void expect_rate_classes(const std::string& store) {
+  Daemon d;
+  ASSERT_TRUE(d.start(store +
+                      "policies:\n"
+                      "  rated: { algorithm: fixed_window, limit: 10, window: 60s, classes: default }\n"
+                      "  unclassed: { algorithm: sliding_window_log, limit: 3, window: 60s }\n"))
+      << d.log();
+  Client c(d.port());
+  auto auth = [&](const char* klass) {
+    return c.request("GET", "/v1/forward-auth?policy=rated", {}, {{"RateLimit-Priority", klass}}).status;
+  };
+  std::vector<unsigned> shed, normal;
+  for (int i = 0; i < 6; ++i) shed.push_back(auth("sheddable"));
+  for (int i = 0; i < 5; ++i) normal.push_back(auth("normal"));
+  EXPECT_EQ(shed, (std::vector<unsigned>{200, 200, 200, 200, 200, 429})) << "sheddable: half the limit";
+  EXPECT_EQ(normal, (std::vector<unsigned>{200, 200, 200, 200, 429})) << "normal: 9 of 10 with sheddable's 5";
+  Reply r = http_post(d.port(), "/v1/acquire", body("127.0.0.1", "rated", "critical"));
+  EXPECT_EQ(r.status, 200) << "critical takes the last unit: " << r.body;
+  EXPECT_EQ(r.json().at("remaining").as_int64(), 0);
+  EXPECT_EQ(http_post(d.port(), "/v1/acquire", body("127.0.0.1", "rated", "critical")).status, 429);
+  // Another key, the answer's quota is the class's; no class named: the lowest.
+  r = c.request("POST", "/v1/acquire", R"({"key":"k2","policy":"rated"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.at("ratelimit-policy"), "\"rated\";q=5;w=60") << "sheddable's quota";
+  // A policy without classes: the header is ambient and ignored, the body's priority refused.
+  r = c.request("POST", "/v1/acquire", R"({"key":"k3","policies":["rated","unclassed"]})", {{"RateLimit-Priority", "critical"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.headers.at("ratelimit-policy").find("\"rated\";q=10"), std::string::npos) << r.headers.at("ratelimit-policy");
+  r = http_post(d.port(), "/v1/acquire", body("k3", "unclassed", "critical"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.json().at("error").as_string(), "unknown_priority");
+  r = http_post(d.port(), "/v1/acquire", body("k3", "rated", "vip"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.json().at("error").as_string(), "unknown_priority");
+  EXPECT_EQ(c.request("GET", "/v1/forward-auth?policy=rated", {}, {{"RateLimit-Priority", "vip"}}).status, 400u);
+}
+
+TEST(E2EClasses, RatePoliciesRefuseTheLowestClassesFirstMemory) { expect_rate_classes("store: { type: memory }\n"); }
+
+TEST(E2EClasses, RatePoliciesRefuseTheLowestClassesFirstRedis) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.start().is_ok());
+  expect_rate_classes("store: { type: redis, url: \"" + redis.url() + "\", command_timeout: 2s, connect_timeout: 2s }\n");
+}
+
+TEST(E2EClasses, ClassesNeedExactCounting) {
+  Daemon d;
+  EXPECT_FALSE(d.start("store: { type: memory }\npolicies:\n  p: { algorithm: fixed_window, limit: 10, window: 60s, "
+                       "consistency: lease, lease_max: 5, classes: default }\n"));
+  EXPECT_NE(d.log().find("priority classes need consistency: exact"), std::string::npos) << d.log();
 }
 
 }  // namespace

@@ -95,18 +95,38 @@ bool own_limit(NativeState& st, http::Response& out) {
   return true;
 }
 
+// Priority classes on a rate policy (docs/throttling.md "Priority classes"): the request's class
+// decides against its own limit (rule.class_policies: the same counter, a limit lowered by the
+// class's headroom), so the lowest classes are refused first; with none named, the lowest. The
+// class is the body's "priority", else the RateLimit-Priority header — which names a class only
+// for policies that have classes (a proxy may send it on every route), where the body's must name
+// one of each policy's. Reports take no class (they record usage; no limit applies). False: an
+// error answer is in `out`. A class with headroom never waits (`budget` 0), as for leases.
+bool apply_class(NativeState& st, std::string_view header, DecisionVerb verb, Micros& budget, http::Response& out) {
+  service::Item& item = st.items.back();
+  const service::Rule& rule = *item.rule;
+  if (verb == DecisionVerb::kReport || (st.request.priority.empty() && rule.classes.empty())) return true;
+  const std::string_view name = st.request.priority.empty() ? header : std::string_view(st.request.priority);
+  const auto klass = priority_class(rule, name, st.request.limit != 0, out);
+  if (!klass) return false;
+  if (*klass == SIZE_MAX) return true;
+  item.policy = &rule.class_policies[*klass];
+  item.priority = static_cast<uint8_t>(*klass);
+  st.infos.back() = http::PolicyInfo::of(rule.class_policies[*klass]);
+  if (rule.classes[*klass].headroom > 0) budget = Micros{0};
+  return true;
+}
+
 // Decides st.request's policies for its key (acquire, peek or report) against `snap`; an acquire
 // on a policy with max_wait may wait (the waiting service decides; this passes the budget).
-bool decide(const NativeApi& api, NativeState& st, const Published& snap, DecisionVerb verb, http::Response& out) {
+// `priority_header`: the request's RateLimit-Priority (apply_class).
+bool decide(const NativeApi& api, NativeState& st, const Published& snap, DecisionVerb verb,
+            std::string_view priority_header, http::Response& out) {
   const bool peek = verb == DecisionVerb::kPeek;
   const DecisionRequest& r = st.request;
   st.items.clear();
   st.infos.clear();
-  if (!r.priority.empty()) {  // never silently ignored: classes order the waiters of leases
-    http::render_error(400, "invalid_request", "'priority' applies to leases (POST /v1/leases) under a "
-                       "concurrency policy with classes", out);
-    return true;
-  }
+  Micros budget = wait_budget(r.max_wait_ms);
   for (size_t i = 0; i < r.policy_count; ++i) {
     const service::Rule* rule = snap.rules->find(r.policies[i]);
     if (rule == nullptr) {
@@ -133,6 +153,7 @@ bool decide(const NativeApi& api, NativeState& st, const Published& snap, Decisi
                         peek ? StoreOp::Kind::kPeek
                              : verb == DecisionVerb::kReport ? StoreOp::Kind::kReport : StoreOp::Kind::kAcquire});
     st.infos.push_back(http::PolicyInfo::of(rule->policy));
+    if (!apply_class(st, priority_header, verb, budget, out)) return true;
   }
   // One policy only: parse_request_body refuses "limit" beside "policies".
   if (r.limit != 0 && !own_limit(st, out)) return true;
@@ -141,7 +162,7 @@ bool decide(const NativeApi& api, NativeState& st, const Published& snap, Decisi
   // change nothing, so they need no group. Only an acquire may wait.
   const Atomicity atomicity = r.multi && !peek ? Atomicity::kAllOrNothing : Atomicity::kIndependent;
   const bool now = verb != DecisionVerb::kAcquire ? api.decisions.decide(*snap.rules, st.items, atomicity, st)
-                        : api.waiting.decide(*snap.rules, st.items, atomicity, wait_budget(r.max_wait_ms), st);
+                        : api.waiting.decide(*snap.rules, st.items, atomicity, budget, st);
   if (!now) return false;
   render_decision(st, out);
   return true;
@@ -224,7 +245,7 @@ bool DecisionHandler::handle(Exchange& x) {
     return true;
   }
   st.deny_status = 429;
-  return decide(api_, st, snap, verb_, x.response);
+  return decide(api_, st, snap, verb_, x.request.headers->first("ratelimit-priority").value_or(""), x.response);
 }
 
 void DecisionHandler::complete(Exchange& x) { render_decision(x.state<NativeState>(), x.response); }
@@ -258,7 +279,8 @@ bool ForwardAuthHandler::handle(Exchange& x) {
     return true;
   }
   st.deny_status = st.request.deny_status != 0 ? st.request.deny_status : cfg.forward_auth_deny_status;
-  return decide(api_, st, snap, DecisionVerb::kAcquire, x.response);
+  return decide(api_, st, snap, DecisionVerb::kAcquire, x.request.headers->first("ratelimit-priority").value_or(""),
+                x.response);
 }
 
 void ForwardAuthHandler::complete(Exchange& x) { render_decision(x.state<NativeState>(), x.response); }

@@ -111,14 +111,19 @@ Result<adaptive::AdaptiveConfig> parse_adaptive(const Parser& p, const YAML::Nod
 }
 
 // `classes: default` or a list, highest first, of `{name, weight, headroom}` (priority classes,
-// include/ratelimit/priority.h; docs/throttling.md "Priority classes"). A fixed limit only: each
+// include/ratelimit/priority.h; docs/throttling.md "Priority classes"), on a concurrency policy
+// (weights order its waiters; headroom refuses the lower classes first) or a rate policy (the
+// same, for requests that wait with max_wait). A fixed limit and exact counting only: each
 // class must be admitted at least once (class_limit >= 1), and headroom may not fall going down
 // the list (refusals take the lowest classes first).
 Result<std::vector<algo::PriorityClass>> parse_classes(const Parser& p, const YAML::Node& n, const std::string& what,
                                                        const Policy& policy) {
   const std::string cw = what + ".classes";
-  if (!policy.is_concurrency()) return p.error(n, cw + ": priority classes apply to concurrency policies");
   if (policy.adaptive()) return p.error(n, cw + ": priority classes need a fixed limit (this one is adaptive)");
+  if (!(policy.consistency() == ConsistencyOptions{})) {
+    // A class's own limit would re-split lease/async slices per class: not defined.
+    return p.error(n, cw + ": priority classes need consistency: exact");
+  }
   if (n.IsScalar() && n.Scalar() == "default") return algo::default_classes();
   if (!n.IsSequence() || n.size() == 0 || n.size() > algo::kMaxClasses) {
     return p.error(n, cw + " must be 'default' or a list of 1 to " + std::to_string(algo::kMaxClasses) +
