@@ -54,11 +54,15 @@ TEST(RedisRace, RealStoreExactNaiveOverAdmits) {
   const int exact = BenchProcess("--store " + *url +
                                  " --requests 200 --concurrency 50 --limit 10").wait(&out);
   EXPECT_EQ(exact, 10) << out;
-  // 50 GETs in flight together all read the same count before any INCR lands.
+  // 50 GETs in flight together read the same count before the INCRs land — when they are in
+  // flight together: on a loaded machine the generator may be descheduled between sends, and
+  // then one run can happen to stay exact (it failed so once in CI's neighbourhood). The race is
+  // a demonstration that needs the race to happen, so up to three runs; one must over-admit.
   std::string naive_out;
-  const int naive = BenchProcess("--store " + *url +
-                                 " --requests 200 --concurrency 50 --limit 10 --naive")
-                        .wait(&naive_out);
+  int naive = 0;
+  for (int run = 0; run < 3 && naive <= 10; ++run) {
+    naive = BenchProcess("--store " + *url + " --requests 200 --concurrency 50 --limit 10 --naive").wait(&naive_out);
+  }
   EXPECT_GT(naive, 10) << naive_out;
 }
 
