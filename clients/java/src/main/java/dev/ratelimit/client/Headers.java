@@ -3,7 +3,13 @@
 // capacity); RateLimit-Policy `"name";q=<quota>;w=<s>` and RateLimit `"name";r=<remaining>;t=<s>`
 // per policy; on 429 Retry-After = max(1, ceil(retry_after s)) of the most restrictive decision
 // and Cache-Control: no-store; the JSON body of the most restrictive decision (ms rounded up).
-// Invariant: Retry-After equals the t of the denying item with the longest wait. Pure; thread-safe.
+// Header sets (ratelimitd's `headers:`, HeaderSet): IETF as above; DRAFT6 / X_RATELIMIT the
+// -Limit, -Remaining, -Reset triple of the most restrictive decision; NONE no rate-limit fields.
+// problemJson (ratelimitd's `problem_json: true`): a 429's body is an RFC 9457 problem
+// (application/problem+json) with ratelimitd's type, title and violated-policies, then the
+// decision's members; no "status" member (render.cc says why).
+// Invariant: Retry-After equals the t of the denying item with the longest wait (and -Reset).
+// Pure; thread-safe.
 package dev.ratelimit.client;
 
 import java.nio.charset.StandardCharsets;
@@ -13,8 +19,14 @@ import java.util.List;
 public final class Headers {
   private Headers() {}
 
-  /** A rendered answer: status, headers in sending order, body. */
-  public record Answer(int status, List<String[]> headers, String body) {}
+  static final String QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+  static final String REDUCED_CAPACITY = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
+  /** A rendered answer: status, headers in sending order, body and its Content-Type. */
+  public record Answer(int status, List<String[]> headers, String body, String contentType) {
+    /** A JSON answer (every answer but a problem and a custom refusal's text). */
+    public Answer(int status, List<String[]> headers, String body) { this(status, headers, body, "application/json"); }
+  }
 
   static long ceil(long us, long unit) { return us <= 0 ? 0 : (us - 1) / unit + 1; }
 
@@ -55,35 +67,60 @@ public final class Headers {
     return new long[] {d.allowed() ? 0 : 1, "exceeds_capacity".equals(d.reason()) ? 1 : 0, d.retryAfterUs(), -d.remaining()};
   }
 
-  /** The answer for one or several policies' decisions (same order in both lists). */
-  public static Answer render(List<Decision> ds, List<PolicyInfo> ps) {
+  /** The answer for one or several policies' decisions (same order in both lists), as ratelimitd
+   *  renders it by default (`headers: ietf`, no problem+json). */
+  public static Answer render(List<Decision> ds, List<PolicyInfo> ps) { return render(ds, ps, HeaderSet.IETF, false); }
+
+  /** The same with ratelimitd's `headers: <set>` and `problem_json: <problemJson>`. */
+  public static Answer render(List<Decision> ds, List<PolicyInfo> ps, HeaderSet set, boolean problemJson) {
     int k = mostRestrictive(ds);
     Decision d = ds.get(k);
     PolicyInfo p = ps.get(k);
+    String[] triple = set.triple();
     List<String> items = new ArrayList<>();
     for (PolicyInfo pi : ps) items.add(sfString(pi.name()) + ";q=" + pi.quota() + ";w=" + ceil(pi.windowUs(), 1_000_000));
     String policyField = String.join(", ", items);
     List<String[]> headers = new ArrayList<>();
-    headers.add(new String[] {"RateLimit-Policy", policyField});
+    if (set == HeaderSet.IETF) headers.add(new String[] {"RateLimit-Policy", policyField});
     if ("exceeds_capacity".equals(d.reason())) {
+      // The capacity is what the client must learn: the quota fields only.
+      if (triple != null) headers.add(new String[] {triple[0], Long.toString(d.limit())});
       headers.add(new String[] {"Cache-Control", "no-store"});
       String msg = "the request's cost exceeds the capacity (" + d.limit() + ") of policy '" + p.name() + "': it can never be admitted";
       return new Answer(400, headers, "{\"error\":\"cost_exceeds_capacity\",\"message\":" + Json.quote(msg)
           + ",\"policy\":" + Json.quote(p.name()) + ",\"limit\":" + d.limit() + "}");
     }
-    items.clear();
-    for (int i = 0; i < ps.size(); i++) {
-      items.add(sfString(ps.get(i).name()) + ";r=" + ds.get(i).remaining() + ";t=" + resetSeconds(ds.get(i)));
+    if (set == HeaderSet.IETF) {
+      items.clear();
+      for (int i = 0; i < ps.size(); i++) {
+        items.add(sfString(ps.get(i).name()) + ";r=" + ds.get(i).remaining() + ";t=" + resetSeconds(ds.get(i)));
+      }
+      headers.add(new String[] {"RateLimit", String.join(", ", items)});
+    } else if (triple != null) {
+      headers.add(new String[] {triple[0], Long.toString(d.limit())});
+      headers.add(new String[] {triple[1], Long.toString(d.remaining())});
+      headers.add(new String[] {triple[2], Long.toString(resetSeconds(d))});
     }
-    headers.add(new String[] {"RateLimit", String.join(", ", items)});
     if (!d.allowed()) {
       headers.add(new String[] {"Retry-After", Long.toString(retryAfterSeconds(d))});
       headers.add(new String[] {"Cache-Control", "no-store"});
     }
-    String body = "{\"allowed\":" + d.allowed() + ",\"policy\":" + Json.quote(p.name()) + ",\"limit\":" + d.limit()
+    String members = "\"allowed\":" + d.allowed() + ",\"policy\":" + Json.quote(p.name()) + ",\"limit\":" + d.limit()
         + ",\"remaining\":" + d.remaining() + ",\"reset_ms\":" + ceil(d.resetAfterUs(), 1000)
         + ",\"retry_after_ms\":" + (d.allowed() ? 0 : ceil(d.retryAfterUs(), 1000))
         + ",\"delay_ms\":" + ceil(d.delayUs(), 1000) + "}";
-    return new Answer(d.allowed() ? 200 : 429, headers, body);
+    if (!d.allowed() && problemJson) {
+      boolean store = "failed_closed".equals(d.reason());
+      List<String> violated = new ArrayList<>();
+      for (int i = 0; i < ps.size(); i++) {
+        if (!ds.get(i).allowed()) violated.add(Json.quote(ps.get(i).name()));
+      }
+      String problem = "{\"type\":" + Json.quote(store ? REDUCED_CAPACITY : QUOTA_EXCEEDED) + ",\"title\":"
+          + Json.quote(store ? "Request cannot be satisfied due to temporary server capacity constraints"
+                             : "Request cannot be satisfied as assigned quota has been exceeded")
+          + ",\"violated-policies\":[" + String.join(",", violated) + "],";
+      return new Answer(429, headers, problem + members, "application/problem+json");
+    }
+    return new Answer(d.allowed() ? 200 : 429, headers, "{" + members);
   }
 }
