@@ -100,6 +100,25 @@ public final class Policy {
         List.of(Integer.toString(index), Long.toString(limit), Long.toString(w), "0", "0", counting));
   }
 
+  private static final Pattern RATE = Pattern.compile("^([1-9][0-9]{0,15})/(?:(second|minute|hour|day)|([1-9][0-9]{0,8})(s|m|h|d))$");
+  private static final Map<String, Long> RATE_UNIT_S =
+      Map.of("second", 1L, "minute", 60L, "hour", 3600L, "day", 86400L, "s", 1L, "m", 60L, "h", 3600L, "d", 86400L);
+
+  /** The shorthand of the Node and Python clients: "10/minute" (second, hour, day too) or
+   *  "100/30s" (a count per a whole number of s, m, h or d) → a sliding_window_counter policy
+   *  (the window algorithm whose memory does not grow with the limit and whose boundary burst is
+   *  bounded, unlike a fixed window's). Strict: no spaces, plurals or "per"; anything else throws
+   *  RateLimitException invalid_policy naming the accepted forms, so a typo fails at build. */
+  public static Policy parseRate(String name, String rate) {
+    java.util.regex.Matcher m = rate == null ? null : RATE.matcher(rate);
+    if (m == null || !m.matches()) {
+      throw invalid("policy '" + name + "': bad rate " + (rate == null ? "null" : Json.quote(rate))
+          + ": expected \"<count>/<second|minute|hour|day>\" or \"<count>/<n><s|m|h|d>\", e.g. \"10/minute\" or \"100/30s\"");
+    }
+    long seconds = m.group(2) != null ? RATE_UNIT_S.get(m.group(2)) : Long.parseLong(m.group(3)) * RATE_UNIT_S.get(m.group(4));
+    return window(name, "sliding_window_counter", Long.parseLong(m.group(1)), Duration.ofSeconds(seconds));
+  }
+
   /** A bucket policy (token_bucket, leaky_bucket): `rate` units per second, at most `burst` at once. */
   public static Policy bucket(String name, String algorithm, double rate, long burst, Option... options) {
     EnumSet<Option> o = options(options);

@@ -73,6 +73,9 @@ public final class RedisLimiter implements Limiter, AutoCloseable {
       return this;
     }
 
+    /** A policy by its shorthand, "10/minute" or "100/30s" (Policy.parseRate). */
+    public Builder policy(String name, String rate) { return policy(Policy.parseRate(name, rate)); }
+
     /** The keys' prefix (default "rl:", ratelimitd's store.key_prefix default). */
     public Builder keyPrefix(String prefix) { this.keyPrefix = prefix; return this; }
 
