@@ -3,7 +3,9 @@
 // (1) built in code on a RedisLimiter — 200 concurrent requests at 10 per minute: exactly 10
 // admitted, every answer with ratelimitd's headers, a missing key 400 missing_key; (2) declared
 // as web.xml declares it (class name + init-params) against a real ratelimitd on the same Redis:
-// 10 admitted then 429 with ratelimitd's policy header and Retry-After.
+// 10 admitted then 429 with ratelimitd's policy header and Retry-After; (3) issue 31's options
+// on the Jakarta side: a "2/hour" policy, the default key (the peer) in the decision attribute,
+// draft6 + problem+json with a 503 refusal.
 // A plain main like the other tests (their process and check helpers); exit 1 on any failure.
 package dev.ratelimit.client;
 
@@ -40,6 +42,18 @@ public final class JakartaFilterTest {
     }
   }
 
+  /** Answers the key of the filter's decision (the request attribute). */
+  public static class Echo extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse res) throws IOException {
+      res.setContentType("text/plain");
+      Object a = req.getAttribute(JakartaRateLimitFilter.DECISION_ATTRIBUTE);
+      res.getWriter().write(a instanceof RateLimitInfo i ? i.key() : "none");
+    }
+  }
+
   static void filter(Context ctx, String name, FilterDef def, String pattern) {
     def.setFilterName(name);
     ctx.addFilterDef(def);
@@ -59,7 +73,7 @@ public final class JakartaFilterTest {
       String url = "redis://127.0.0.1:" + rp + "/0";
       daemon = RateLimitFilterTest.startDaemon(dir, dp, url, "closed");
       RedisLimiter limiter = RedisLimiter.builder(url).keyPrefix("rl:jakarta-" + RUN + ":").timeout(Duration.ofSeconds(30))
-          .policy(Policy.window("web", "sliding_window_log", 10, Duration.ofSeconds(60))).build();
+          .policy(Policy.window("web", "sliding_window_log", 10, Duration.ofSeconds(60))).policy("short", "2/hour").build();
 
       tomcat = new Tomcat();
       tomcat.setBaseDir(dir.resolve("tomcat").toString());
@@ -69,6 +83,11 @@ public final class JakartaFilterTest {
       Tomcat.addServlet(ctx, "items", new Items());
       ctx.addServletMapping("/items", "items");
       ctx.addServletMapping("/viad", "items");
+      Tomcat.addServlet(ctx, "echo", new Echo());
+      ctx.addServletMapping("/short", "echo");
+      FilterDef options = new FilterDef();
+      options.setFilter(new JakartaRateLimitFilter(limiter, "short", null, null, null).headers(HeaderSet.DRAFT6, true).refusal(503, null));
+      filter(ctx, "options", options, "/short");
       FilterDef inCode = new FilterDef();
       inCode.setFilter(new JakartaRateLimitFilter(limiter, "web", r -> r.getHeader("X-Client"), null, null));
       filter(ctx, "in-code", inCode, "/items");
@@ -107,6 +126,14 @@ public final class JakartaFilterTest {
         check(want && "\"api\";q=10;w=60".equals(g.h("RateLimit-Policy")), "declared filter via ratelimitd, request " + i + ": "
             + g.status() + " " + g.headers().map());
       }
+      for (int i = 0; i < 3; i++) {
+        RateLimitFilterTest.Got g = RateLimitFilterTest.get(http, port, "/short", "unused");
+        check(i < 2 ? g.status() == 200 && g.body().equals("127.0.0.1") && Integer.toString(1 - i).equals(g.h("RateLimit-Remaining"))
+                && "2".equals(g.h("RateLimit-Limit")) && g.h("RateLimit-Policy") == null
+            : g.status() == 503 && g.h("Content-Type").startsWith("application/problem+json") && Integer.parseInt(g.h("Retry-After")) >= 1
+                && g.body().contains("\"violated-policies\":[\"short\"],\"allowed\":false,\"policy\":\"short\",\"limit\":2,"),
+            "Jakarta options, request " + i + ": " + g.status() + " " + g.headers().map() + " " + g.body());
+      }
       check(limiter.failures() == 0, "failures " + limiter.failures());
       limiter.close();
     } finally {
@@ -118,7 +145,8 @@ public final class JakartaFilterTest {
       RateLimitFilterTest.stop(redis);
     }
     int failed = RateLimitFilterTest.failed;
-    System.out.println(failed == 0 ? "JakartaFilterTest: all checks passed" : "JakartaFilterTest: " + failed + " checks failed");
+    System.out.println(failed == 0 ? "JakartaFilterTest: all " + RateLimitFilterTest.checks + " checks passed"
+        : "JakartaFilterTest: " + failed + " of " + RateLimitFilterTest.checks + " checks failed");
     System.exit(failed == 0 ? 0 : 1);
   }
 }

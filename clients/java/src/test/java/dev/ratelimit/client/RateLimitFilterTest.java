@@ -1,8 +1,8 @@
 // RateLimitFilterTest.java — the Java client as users run it: a Servlet app in Debian's Jetty 9
 // behind RateLimitFilter, decided by a real ratelimitd (the project's build) on real Redis,
 // limited at 10 per minute under 200 concurrent requests (the issue's acceptance); the header
-// text equal to ratelimitd's own for the same decision; bad input; Redis down behind ratelimitd;
-// ratelimitd down. A plain main (no test framework is packaged with this JDK setup): every
+// text equal to ratelimitd's own for the same decision; bad input; the filter's options of issue
+// 31 (FilterFeatures.java); Redis down behind ratelimitd; ratelimitd down. A plain main (no test framework is packaged with this JDK setup): every
 // check failing is counted, exit 1 if any.
 // Arguments: none; environment RATELIMIT_BIN_DIR, RATELIMIT_TEST_REDIS_URL (else a redis-server
 // is started). Every process is stopped by handle, and dies with this JVM however it dies
@@ -37,10 +37,11 @@ import org.eclipse.jetty.servlet.ServletContextHandler;
 import org.eclipse.jetty.servlet.ServletHolder;
 
 public final class RateLimitFilterTest {
-  static int failed = 0;
+  static int failed = 0, checks = 0;
   static final String RUN = ProcessHandle.current().pid() + "-" + System.currentTimeMillis();
 
-  static void check(boolean ok, String what) {
+  static synchronized void check(boolean ok, String what) {
+    checks++;
     if (!ok) {
       failed++;
       System.err.println("FAIL: " + what);
@@ -148,8 +149,13 @@ public final class RateLimitFilterTest {
   /** A real ratelimitd on `redisUrl` with policy api (10 per 60 s) and the store's `onFailure`;
    *  its URL is http://127.0.0.1:`port`. */
   static Process startDaemon(Path dir, int port, String redisUrl, String onFailure) throws Exception {
+    return startDaemon(dir, port, redisUrl, onFailure, "");
+  }
+
+  /** The same with `extra` top-level settings (e.g. "headers: draft6\n"). */
+  static Process startDaemon(Path dir, int port, String redisUrl, String onFailure, String extra) throws Exception {
     Path config = dir.resolve("ratelimit-" + port + ".yaml");
-    Files.writeString(config, "listen: 127.0.0.1:" + port + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
+    Files.writeString(config, extra + "listen: 127.0.0.1:" + port + "\nstore: { type: redis, url: \"" + redisUrl + "\", key_prefix: \"rl:java-"
         + RUN + ":\", on_failure: " + onFailure + ", command_timeout: 30s }\npolicies:\n  api: { algorithm: sliding_window_log, limit: 10, window: 60s }\n"
         + "  tokens: { algorithm: sliding_window_log, limit: 10000, window: 1h }\n");
     String bin = System.getenv().getOrDefault("RATELIMIT_BIN_DIR", "build/bin");
@@ -325,6 +331,10 @@ public final class RateLimitFilterTest {
           && e.code().equals("invalid_cost"), "a negative usage told to onReportError: " + reportErrors);
       check(client.failures() == 0, "failures " + client.failures());
 
+      // Issue 31's middleware options, each against this ratelimitd (FilterFeatures.java).
+      FilterFeatures.run(dir, redisUrl, daemonUrl, client, http);
+      check(client.failures() == 0, "failures after the options " + client.failures());
+
       // Redis down behind ratelimitd (RedisLimiterTest covers the Redis back-end's own outages):
       // ratelimitd's store applies its on_failure, the client
       // reads that answer as it is (no failure of its own), and the filter renders it.
@@ -383,7 +393,8 @@ public final class RateLimitFilterTest {
       stop(ownRedis);
       stop(redis);
     }
-    System.out.println(failed == 0 ? "RateLimitFilterTest: all checks passed" : "RateLimitFilterTest: " + failed + " checks failed");
+    System.out.println(failed == 0 ? "RateLimitFilterTest: all " + checks + " checks passed"
+        : "RateLimitFilterTest: " + failed + " of " + checks + " checks failed");
     System.exit(failed == 0 ? 0 : 1);
   }
 }

@@ -118,7 +118,8 @@ public final class RedisLimiterTest {
       RateLimitFilterTest.stop(redis);
     }
     int failed = RateLimitFilterTest.failed;
-    System.out.println(failed == 0 ? "RedisLimiterTest: all checks passed" : "RedisLimiterTest: " + failed + " checks failed");
+    System.out.println(failed == 0 ? "RedisLimiterTest: all " + RateLimitFilterTest.checks + " checks passed"
+        : "RedisLimiterTest: " + failed + " of " + RateLimitFilterTest.checks + " checks failed");
     System.exit(failed == 0 ? 0 : 1);
   }
 
