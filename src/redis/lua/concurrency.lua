@@ -55,12 +55,14 @@ end
 
 -- One lease's round trip as a sample at now_us (concurrency.cc sample()); the lease's grant
 -- record is forgotten with it. False when the lease has none (granted under a fixed limit).
-local function sample(c, s, h, id, now_us, rtt_us, dropped)
+-- rtt_us nil: from its grant to `ended_us` (a release: now; an expiry: its expiry, so its whole
+-- life, as concurrency.cc expire()).
+local function sample(c, s, h, id, now_us, rtt_us, dropped, ended_us)
   local grant = redis.call('HGET', h, 'g' .. id)
   if not grant then return false end
   redis.call('HDEL', h, 'g' .. id)
   local granted, inflight = string.match(grant, '^(%d+):(%d+)$')
-  if rtt_us == nil then rtt_us = now_us - tonumber(granted) end
+  if rtt_us == nil then rtt_us = ended_us - tonumber(granted) end
   if s.limit_m == 0 then
     local fresh = adaptive.initial_state(c)
     for k, v in pairs(fresh) do s[k] = v end
@@ -102,7 +104,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
       local weight = lease_weight(h, id)
       held = held - weight
       drop_weight(h, id, weight)
-      if c then sample(c, s, h, id, now_us, nil, true) end
+      if c then sample(c, s, h, id, now_us, nil, true, tonumber(expired[i + 1])) end
     end
     redis.call('ZREMRANGEBYSCORE', z, '-inf', int(now_us))
     dirty = true
@@ -125,7 +127,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         held = held - weight
         drop_weight(h, lease, weight)
         redis.call('ZREM', z, lease)
-        if c then sample(c, s, h, lease, now_us, latency, dropped) end
+        if c then sample(c, s, h, lease, now_us, latency, dropped, now_us) end
         redis.call('PUBLISH', concurrency.released_channel, lease .. ' ' .. h)
       else
         -- Never shortens a lease (a clock stepping back, a policy redefined with a shorter TTL).
