@@ -1,4 +1,4 @@
-#!lua name=ratelimit_8a2ce369ac84
+#!lua name=ratelimit_c18bfc0dd520
 -- common.lua — what every ratelimit script shares: src/core/units.h line for line, the
 -- decision record, reading time and policy from ARGV, and writing state back with its TTL.
 --
@@ -1009,12 +1009,14 @@ end
 
 -- One lease's round trip as a sample at now_us (concurrency.cc sample()); the lease's grant
 -- record is forgotten with it. False when the lease has none (granted under a fixed limit).
-local function sample(c, s, h, id, now_us, rtt_us, dropped)
+-- rtt_us nil: from its grant to `ended_us` (a release: now; an expiry: its expiry, so its whole
+-- life, as concurrency.cc expire()).
+local function sample(c, s, h, id, now_us, rtt_us, dropped, ended_us)
   local grant = redis.call('HGET', h, 'g' .. id)
   if not grant then return false end
   redis.call('HDEL', h, 'g' .. id)
   local granted, inflight = string.match(grant, '^(%d+):(%d+)$')
-  if rtt_us == nil then rtt_us = now_us - tonumber(granted) end
+  if rtt_us == nil then rtt_us = ended_us - tonumber(granted) end
   if s.limit_m == 0 then
     local fresh = adaptive.initial_state(c)
     for k, v in pairs(fresh) do s[k] = v end
@@ -1056,7 +1058,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
       local weight = lease_weight(h, id)
       held = held - weight
       drop_weight(h, id, weight)
-      if c then sample(c, s, h, id, now_us, nil, true) end
+      if c then sample(c, s, h, id, now_us, nil, true, tonumber(expired[i + 1])) end
     end
     redis.call('ZREMRANGEBYSCORE', z, '-inf', int(now_us))
     dirty = true
@@ -1079,7 +1081,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
         held = held - weight
         drop_weight(h, lease, weight)
         redis.call('ZREM', z, lease)
-        if c then sample(c, s, h, lease, now_us, latency, dropped) end
+        if c then sample(c, s, h, lease, now_us, latency, dropped, now_us) end
         redis.call('PUBLISH', concurrency.released_channel, lease .. ' ' .. h)
       else
         -- Never shortens a lease (a clock stepping back, a policy redefined with a shorter TTL).
@@ -1462,22 +1464,22 @@ end
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
 -- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the algorithm files (with the
--- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 8a2ce369ac84 by the version (12 hex digits of the SHA1 of the
+-- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces c18bfc0dd520 by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
--- Function names: rl8a2ce369ac84_<algorithm> (keys/args of run_single), rl8a2ce369ac84_acquire_all (run_all),
--- rl8a2ce369ac84_batch (run_batch), rl8a2ce369ac84_decide_many (run_many), rl8a2ce369ac84_reserve (run_reserve),
--- rl8a2ce369ac84_add_hits (run_add_hits).
+-- Function names: rlc18bfc0dd520_<algorithm> (keys/args of run_single), rlc18bfc0dd520_acquire_all (run_all),
+-- rlc18bfc0dd520_batch (run_batch), rlc18bfc0dd520_decide_many (run_many), rlc18bfc0dd520_reserve (run_reserve),
+-- rlc18bfc0dd520_add_hits (run_add_hits).
 -- `algorithms`, `algorithm_names` and kAlgorithmCount: generated from kAlgorithmTable by the
 -- build (embed_lua.cmake). (A numeric loop: Redis 7.0 loads a library with only some globals,
 -- and `pairs` is not one.)
 for id = 0, kAlgorithmCount - 1 do
   local algorithm = algorithms[id]
-  redis.register_function('rl8a2ce369ac84_' .. algorithm_names[id],
+  redis.register_function('rlc18bfc0dd520_' .. algorithm_names[id],
                           function(keys, args) return run_single(algorithm, keys, args) end)
 end
-redis.register_function('rl8a2ce369ac84_acquire_all', run_all)
-redis.register_function('rl8a2ce369ac84_batch', run_batch)
-redis.register_function('rl8a2ce369ac84_decide_many', run_many)
-redis.register_function('rl8a2ce369ac84_reserve', run_reserve)
-redis.register_function('rl8a2ce369ac84_add_hits', run_add_hits)
+redis.register_function('rlc18bfc0dd520_acquire_all', run_all)
+redis.register_function('rlc18bfc0dd520_batch', run_batch)
+redis.register_function('rlc18bfc0dd520_decide_many', run_many)
+redis.register_function('rlc18bfc0dd520_reserve', run_reserve)
+redis.register_function('rlc18bfc0dd520_add_hits', run_add_hits)
