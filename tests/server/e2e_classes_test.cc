@@ -93,6 +93,9 @@ TEST(E2EClasses, AnUnknownClassIsAPrecise400) {
   EXPECT_EQ(r.json().at("limit").as_int64(), 2);
   r = http_post(d.port(), "/v1/leases", R"({"key":"h","policy":"db"})");
   EXPECT_EQ(r.status, 429) << "sheddable is refused at once once 2 of 4 are held";
+  // The header is ambient: a policy without classes ignores it (the body's class is refused above).
+  r = c.request("POST", "/v1/leases", R"({"key":"h","policy":"plain"})", {{"RateLimit-Priority", "critical"}});
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 // Limit 1 held; 3 normal then 3 critical waiters queue (each once the previous one is counted);

@@ -145,9 +145,9 @@ void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
 // False: refused, the 400 is in x.response. A policy without classes and no class named: true,
 // nothing changed.
 bool apply_priority_class(LeaseState& st, const service::Rule& rule, Exchange& x, Micros& budget) {
-  std::string_view name = st.request.priority;
-  if (name.empty()) name = x.request.headers->first("ratelimit-priority").value_or("");
-  const auto klass = priority_class(rule, name, st.request.limit != 0, x.response);
+  const auto klass = priority_class(rule, st.request.priority,
+                                    x.request.headers->first("ratelimit-priority").value_or(""),
+                                    st.request.limit != 0, x.response);
   if (!klass) return false;
   if (*klass == SIZE_MAX) return true;
   st.klass = *klass;

@@ -97,17 +97,14 @@ bool own_limit(NativeState& st, http::Response& out) {
 
 // Priority classes on a rate policy (docs/throttling.md "Priority classes"): the request's class
 // decides against its own limit (rule.class_policies: the same counter, a limit lowered by the
-// class's headroom), so the lowest classes are refused first; with none named, the lowest. The
-// class is the body's "priority", else the RateLimit-Priority header — which names a class only
-// for policies that have classes (a proxy may send it on every route), where the body's must name
-// one of each policy's. Reports take no class (they record usage; no limit applies). False: an
-// error answer is in `out`. A class with headroom never waits (`budget` 0), as for leases.
+// class's headroom), so the lowest classes are refused first (priority_class says which).
+// Reports take no class (they record usage; no limit applies). False: an error answer is in
+// `out`. A class with headroom never waits (`budget` 0), as for leases.
 bool apply_class(NativeState& st, std::string_view header, DecisionVerb verb, Micros& budget, http::Response& out) {
   service::Item& item = st.items.back();
   const service::Rule& rule = *item.rule;
-  if (verb == DecisionVerb::kReport || (st.request.priority.empty() && rule.classes.empty())) return true;
-  const std::string_view name = st.request.priority.empty() ? header : std::string_view(st.request.priority);
-  const auto klass = priority_class(rule, name, st.request.limit != 0, out);
+  if (verb == DecisionVerb::kReport) return true;
+  const auto klass = priority_class(rule, st.request.priority, header, st.request.limit != 0, out);
   if (!klass) return false;
   if (*klass == SIZE_MAX) return true;
   item.policy = &rule.class_policies[*klass];
@@ -191,9 +188,10 @@ std::optional<Policy> own_limit_policy(const service::Rule& rule, int64_t limit,
   return std::move(*with);
 }
 
-std::optional<size_t> priority_class(const service::Rule& rule, std::string_view name, bool own_limit,
-                                     http::Response& out) {
+std::optional<size_t> priority_class(const service::Rule& rule, std::string_view body, std::string_view header,
+                                     bool own_limit, http::Response& out) {
   const std::string& policy = rule.policy.name();
+  const std::string_view name = !body.empty() || rule.classes.empty() ? body : header;
   const std::string shown(name.substr(0, 32));
   if (rule.classes.empty()) {
     if (name.empty()) return SIZE_MAX;

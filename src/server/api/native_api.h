@@ -87,13 +87,15 @@ class ResetHandler final : public Handler {
 // limit_not_allowed (no request_limit) or invalid_limit (out of bounds) in `out`.
 std::optional<Policy> own_limit_policy(const service::Rule& rule, int64_t limit, http::Response& out);
 
-// An acquire's priority class (docs/throttling.md "Priority classes") named `name` (empty: none
-// named, the policy's lowest class) on `rule`: its index into rule.classes; SIZE_MAX when the
-// policy has no classes and none was named. nullopt: refused, `out` holds the 400 (a class the
-// policy does not list, a class on a policy without classes, or a class with an own "limit":
-// both would set the request's limit).
-std::optional<size_t> priority_class(const service::Rule& rule, std::string_view name, bool own_limit,
-                                     http::Response& out);
+// A request's priority class (docs/throttling.md "Priority classes") on `rule`, for leases,
+// acquires, peeks and forward-auth alike: the body's "priority" (`body`), else the
+// RateLimit-Priority header (`header`), which is ambient — a policy without classes ignores it (a
+// proxy may send it on every route); neither: the policy's lowest class. Its index into
+// rule.classes; SIZE_MAX when no class applies (no classes, nothing named in the body). nullopt:
+// refused, `out` holds the 400 (a class the policy does not list, a body's class on a policy
+// without classes, or a class with an own "limit": both would set the request's limit).
+std::optional<size_t> priority_class(const service::Rule& rule, std::string_view body, std::string_view header,
+                                     bool own_limit, http::Response& out);
 
 // Constant-time comparison of a presented bearer credential with the configured token.
 bool token_matches(std::string_view presented, std::string_view expected);
