@@ -277,6 +277,12 @@ inline int64_t recorded(int64_t held, int64_t cost, int64_t cap) {
   return after > held ? after : held;
 }
 
+// The answer to a call whose policy does not share the meaning of the key's live state
+// (Policy::same_state_meaning): denied with kPolicyConflict, nothing counted, remaining 0,
+// retry_after = reset_after = until_idle_us (> 0: when that state ends). Every store answers
+// a conflict with it (the Lua builds the same four fields). Pure.
+Decision conflict_decision(const Policy& policy, int64_t until_idle_us);
+
 // A fresh (never seen) state for the policy's algorithm.
 AlgorithmState fresh_state(const Policy& policy);
 

@@ -9,6 +9,11 @@
 //   - reason == kExceedsCapacity => !allowed, retry_after == 0 (no wait can ever help);
 //   - reason == kLeaseNotHeld => !allowed, retry_after == 0 (a release or renew of a lease that
 //     is not held: expired, released, or never issued under this key and policy);
+//   - reason == kPolicyConflict => !allowed, remaining == 0, retry_after == reset_after > 0:
+//     the key's state was written under another definition of the same policy name (another
+//     algorithm, window or counting mode: see same_state_meaning in policy.h), which is still
+//     live; nothing was counted, and retry_after is when that state ends (then this definition
+//     starts the key afresh);
 //   - 0 <= remaining <= limit; reset_after >= 0; delay > 0 only for a shaping leaky bucket;
 //   - lease is empty except on a concurrency policy's decisions: an admitted acquire carries
 //     the new lease's id; a release or renew carries the id it was asked about.
@@ -33,10 +38,11 @@ enum class DecisionReason : uint8_t {
   kStoreFailedOpen,    // store unreachable; admitted by the configured fail-open policy
   kStoreFailedClosed,  // store unreachable; denied by the configured fail-closed policy
   kLeaseNotHeld,       // release/renew of a lease that is not held (expired, released, foreign)
+  kPolicyConflict,     // denied; the key holds live state of another definition of this name
 };
 
 // "within_limit", "over_limit", "exceeds_capacity", "failed_open", "failed_closed",
-// "lease_not_held".
+// "lease_not_held", "policy_conflict".
 const char* decision_reason_name(DecisionReason r);
 
 // The identity of one lease of a concurrency policy: 128 random bits drawn by the store layer

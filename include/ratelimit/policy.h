@@ -226,6 +226,16 @@ class Policy {
   // half-valid policy.
   Result<Policy> with_limit(int64_t limit) const;
 
+  // Whether a state written under this policy means the same under `other` (same name
+  // assumed): the same algorithm and, for rate algorithms, the same counting mode (count-denied,
+  // every-hit), and for the window algorithms the same window. What does not change a state's
+  // meaning — capacity (limit, burst), a bucket's rate, a leaky bucket's mode, consistency, a
+  // concurrency policy's TTL or estimator — only changes what is decided from it, so a store
+  // applies it to the live state (a reload that raises a limit). A store refuses a call whose
+  // policy does not share the meaning of the key's live state: reason kPolicyConflict (issue
+  // 31: two definitions under one name used to share one count silently). Pure.
+  bool same_state_meaning(const Policy& other) const;
+
   Algorithm algorithm() const { return algorithm_; }
   const std::string& name() const { return name_; }
   // A hash of name(), computed once when the name is set, so a store can place the policy's

@@ -22,6 +22,16 @@ AlgorithmState fresh_state(const Policy& policy) {
   return FixedWindowState{};
 }
 
+Decision conflict_decision(const Policy& policy, int64_t until_idle_us) {
+  Decision d;
+  d.allowed = false;
+  d.reason = DecisionReason::kPolicyConflict;
+  d.limit = policy.limit();
+  d.remaining = 0;
+  d.retry_after = d.reset_after = Micros{std::max<int64_t>(until_idle_us, 1)};
+  return d;
+}
+
 Decision decide(const Policy& policy, AlgorithmState& state, int64_t now_us, int64_t cost, Op op,
                 const LeaseId& lease, const adaptive::ReleaseReport& release) {
   if (state.index() != algorithm_index(policy.algorithm())) state = fresh_state(policy);

@@ -12,6 +12,7 @@ const char* decision_reason_name(DecisionReason r) {
     case DecisionReason::kStoreFailedOpen: return "failed_open";
     case DecisionReason::kStoreFailedClosed: return "failed_closed";
     case DecisionReason::kLeaseNotHeld: return "lease_not_held";
+    case DecisionReason::kPolicyConflict: return "policy_conflict";
   }
   return "unknown";
 }

@@ -314,6 +314,13 @@ Result<Policy> Policy::with_consistency(const ConsistencyOptions& o) const {
   return p;
 }
 
+bool Policy::same_state_meaning(const Policy& other) const {
+  if (algorithm_ != other.algorithm_) return false;
+  if (algorithm_ == Algorithm::kConcurrency) return true;
+  if (count_denied_ != other.count_denied_ || every_hit_ != other.every_hit_) return false;
+  return is_bucket() || window_ == other.window_;
+}
+
 Result<Policy> Policy::with_limit(int64_t limit) const {
   if (adaptive_) {
     return Status::invalid_argument("an adaptive concurrency policy learns its limit: a limit of one's own is refused");

@@ -121,6 +121,27 @@ void render_exceeds_capacity(std::span<const PolicyInfo> policies, const Decisio
   b += '}';
 }
 
+// A key holding live state of another definition of a policy's name (kPolicyConflict, issue
+// 31): 409, because the request conflicts with the key's state, not with its quota; the body
+// names the policy and when the other definition's state ends (Retry-After too).
+void render_policy_conflict(const Decision& d, const PolicyInfo& p, Response& out) {
+  out.status = 409;
+  out.fields.push_back({"Retry-After", int_string(retry_after_seconds(d))});
+  out.fields.push_back({"Cache-Control", "no-store"});
+  std::string& b = out.body;
+  b = R"({"error":"policy_conflict","message":)";
+  std::string msg = "the key holds live state of another definition of policy '";
+  msg.append(p.name);
+  msg += "' (another algorithm, window or counting mode): nothing was counted; give a changed "
+         "definition a new name, or retry after that state ends";
+  append_json_string(b, msg);
+  b += R"(,"policy":)";
+  append_json_string(b, p.name);
+  b += R"(,"retry_after_ms":)";
+  append_int(b, ceil_millis(d.retry_after));
+  b += '}';
+}
+
 // The decision members of every decision body (after '{' or after a problem's members).
 void append_decision_members(std::string& b, const Decision& d, const PolicyInfo& p) {
   b += d.allowed ? R"("allowed":true,"policy":)" : R"("allowed":false,"policy":)";
@@ -161,6 +182,12 @@ void append_problem(std::string& b, std::span<const Decision> decisions,
 void render_group(std::span<const Decision> decisions, std::span<const PolicyInfo> policies,
                   const RenderOptions& o, Response& out) {
   out.clear();
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    if (decisions[i].reason == DecisionReason::kPolicyConflict) {
+      render_policy_conflict(decisions[i], policies[i], out);
+      return;
+    }
+  }
   const size_t k = algo::most_restrictive(decisions);
   const Decision& d = decisions[k];
   if (d.reason == DecisionReason::kExceedsCapacity) {

@@ -67,7 +67,16 @@ struct MemoryStore::Impl {
     Shard& shard = shards[w.shard];
     ScopedLock lock(shard.mu);
     shard.begin_op(now);
-    const uint32_t i = shard.find_named(policy, w.name_hash, key, w.hash);
+    bool conflict;
+    uint32_t i = shard.find_named(policy, w.name_hash, key, w.hash, conflict);
+    if (conflict) {
+      // The key's state was written under another meaning of this name (issue 31): refused
+      // while it lives; once idle it is dropped and this definition starts the key afresh.
+      const int64_t idle_at = shard.idle_at(i);
+      if (idle_at > now) return algo::conflict_decision(policy, idle_at - now);
+      shard.remove(i, w.hash);
+      i = kNil;
+    }
     // Acquires and reports write; a report is never refused, so what it leaves decides.
     const bool writes = op == Op::kAcquire || op == Op::kReport;
     if (i != kNil) {
@@ -137,9 +146,46 @@ struct MemoryStore::Impl {
       ids[k] = shards[where[k].shard].policy_id(*ops[k].policy, where[k].name_hash, writes);
       if (writes && ids[k] == memory::kNoPolicy) return too_many_policies();
     }
+    // A key holding live state of another meaning of its policy's name refuses the whole call
+    // (issue 31); such a state that is idle is dropped (the key starts afresh).
+    bool refused = false;
+    std::array<int64_t, kMaxOpsPerCall> conflict_until{};  // > 0: that op's conflict
     for (size_t k = 0; k < n; ++k) {
       Shard& shard = shards[where[k].shard];
-      slots[k] = ids[k] == memory::kNoPolicy ? kNil : shard.find(ids[k], ops[k].key, where[k].hash);
+      bool conflict;
+      slots[k] = shard.find_named(*ops[k].policy, where[k].name_hash, ops[k].key, where[k].hash,
+                                  conflict);
+      if (conflict) {
+        const int64_t idle_at = shard.idle_at(slots[k]);
+        if (idle_at > now) {
+          conflict_until[k] = idle_at - now;
+          refused = true;
+        } else {
+          shard.remove(slots[k], where[k].hash);
+          slots[k] = kNil;
+        }
+      }
+    }
+    if (refused) {
+      for (size_t k = 0; k < n; ++k) {
+        if (conflict_until[k] > 0) {
+          out.push_back(algo::conflict_decision(*ops[k].policy, conflict_until[k]));
+          continue;
+        }
+        Shard& shard = shards[where[k].shard];
+        AlgorithmState state = slots[k] != kNil
+                                   ? shard.take_state(slots[k])
+                                   : shard.starting_state(*ops[k].policy, where[k].name_hash,
+                                                          where[k].hash, now);
+        // As algo::decide_all's check: each peeked at its cost (a report at 0), nothing taken.
+        const bool report = ops[k].kind == StoreOp::Kind::kReport;
+        out.push_back(algo::decide(*ops[k].policy, state, now, report ? 0 : ops[k].cost, Op::kPeek));
+        if (slots[k] != kNil) shard.put_state(slots[k], std::move(state));
+      }
+      return {};
+    }
+    for (size_t k = 0; k < n; ++k) {
+      Shard& shard = shards[where[k].shard];
       states[k] = slots[k] != kNil ? shard.take_state(slots[k])
                                    : shard.starting_state(*ops[k].policy, where[k].name_hash,
                                                           where[k].hash, now);
@@ -256,8 +302,7 @@ Status MemoryStore::reset(const Policy& policy, std::string_view key) {
   const Impl::Where w = impl_->locate(policy, key);
   Shard& shard = impl_->shards[w.shard];
   ScopedLock lock(shard.mu);
-  const uint16_t id = shard.policy_id(policy, w.name_hash, false);
-  const uint32_t i = id == memory::kNoPolicy ? kNil : shard.find(id, key, w.hash);
+  const uint32_t i = shard.find_name(policy, w.name_hash, key, w.hash);  // under any meaning
   if (i != kNil) shard.remove(i, w.hash);
   shard.forget_residue(w.hash, w.name_hash);
   return {};
@@ -321,8 +366,7 @@ bool MemoryStore::holds(const Policy& policy, std::string_view key) {
   const Impl::Where w = impl_->locate(policy, key);
   Shard& shard = impl_->shards[w.shard];
   ScopedLock lock(shard.mu);
-  const uint16_t id = shard.policy_id(policy, w.name_hash, false);
-  return id != memory::kNoPolicy && shard.find(id, key, w.hash) != kNil;
+  return shard.find_name(policy, w.name_hash, key, w.hash) != kNil;
 }
 
 size_t MemoryStore::byte_capacity() const { return impl_->sum(&Shard::byte_share); }

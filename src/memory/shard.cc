@@ -61,7 +61,10 @@ uint16_t Shard::policy_id(const Policy& policy, uint64_t name_hash, bool create)
     const auto id = static_cast<uint16_t>(cell - 1);
     PolicyEntry& e = policies_[id];
     if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
-    if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
+    if (!same_parameters(e.policy, policy)) {
+      if (!e.policy.same_state_meaning(policy)) continue;  // another definition's entry
+      e.policy = policy;  // redefined: the latest rules
+    }
     return id;
   }
   if (!create) return kNoPolicy;
@@ -111,12 +114,6 @@ void Shard::rebuild_policy_index(bool drop_dead) {
 
 void Shard::purge_policies() { rebuild_policy_index(true); }
 
-uint32_t Shard::find(uint16_t policy, std::string_view key, uint64_t hash) const {
-  for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {
-    const uint32_t i = next_with_key(pos, key, hash);
-    if (i == kNil || slot(i).policy == policy) return i;
-  }
-}
 
 void Shard::move_to_front(uint32_t i, uint32_t standing) {
   unlink(i);

@@ -9,7 +9,9 @@
 //     cells holding 32 bits of the hash and the slot index, so a probe rarely touches a slot
 //     that does not match, and deletion is a backward shift (no tombstones);
 //   - a slot names its policy by a 16-bit id into the shard's policy table (the latest
-//     definition seen under each name, with a count of the slots using it), so long policy
+//     definition seen under each name and state meaning — Policy::same_state_meaning — with a
+//     count of the slots using it; a call under another meaning than a live slot's is a
+//     policy conflict, not a new count), so long policy
 //     names cost nothing per key, keys of up to 23 bytes are stored inline, and the sweep can
 //     ask algo::idle_at_us about any entry without the caller's Policy at hand. An existing
 //     key is found in one probe (find_named: key bytes, then the slot's policy entry's name),
@@ -17,7 +19,7 @@
 //   - per-key state is stored in the slot (16-24 bytes; the sliding log's is its queue's
 //     pointer, head and size, the entries on the heap; a concurrency key's is the vector of its
 //     leases, 32 bytes per lease on the heap) and decided in place, so the decision
-//     math stays in src/core and a redefined policy's state is replaced there;
+//     math stays in src/core;
 //   - idleness is computed only when it can be true: an admitted acquire holds the units it
 //     took, so it is never idle; every other touch, the sweep and eviction ask
 //     algo::idle_at_us.
@@ -97,25 +99,44 @@ class alignas(64) Shard {
       sweep_some(now_us, sweep_batch_);
     }
   }
-  // The id of the policy named like `policy` (whose name hashes to `name_hash`), updating the
-  // stored definition if it changed; kNoPolicy if unknown and !create, or if the table is
-  // full (65,535 names in use in this shard).
+  // The id of the definition of `policy`'s name that shares its state meaning
+  // (Policy::same_state_meaning; `name_hash` is the name's hash), updating the stored
+  // definition if only what does not change a state's meaning changed (a new limit); kNoPolicy
+  // if there is none and !create, or if the table is full (65,535 definitions in use in this
+  // shard). One name may have several definitions here, one per meaning; a key is held under
+  // at most one of them (find_name).
   uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create) RL_REQUIRES(mu);
-  // The slot holding (policy id, key), or kNil.
-  uint32_t find(uint16_t policy, std::string_view key, uint64_t hash) const RL_REQUIRES(mu);
-  // The slot holding (policy's name, key), or kNil; on a hit, also what policy_id() does for
-  // a known name (the stored definition becomes `policy` if its parameters changed). The hot
-  // path: one table probe, no lookup in the policy table. `hash` is key_hash(name_hash, key).
-  uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
-                      uint64_t hash) RL_REQUIRES(mu) {
+  // The slot holding (policy's name, key) under any definition of the name, or kNil. One
+  // table probe, no lookup in the policy table. `hash` is key_hash(name_hash, key).
+  uint32_t find_name(const Policy& policy, uint64_t name_hash, std::string_view key,
+                     uint64_t hash) const RL_REQUIRES(mu) {
     for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {
       const uint32_t i = next_with_key(pos, key, hash);
       if (i == kNil) return kNil;
-      PolicyEntry& e = policies_[slot(i).policy];
-      if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
-      if (!same_parameters(e.policy, policy)) e.policy = policy;  // redefined: the latest rules
-      return i;
+      const PolicyEntry& e = policies_[slot(i).policy];
+      if (e.name_hash == name_hash && same_name(e.policy, policy)) return i;
     }
+  }
+  // find_name, and on a hit what policy_id() does for a known definition (the stored one
+  // becomes `policy` if only its limit-like parameters changed). `conflict` is set when the
+  // slot's state was written under another meaning: the caller answers
+  // algo::conflict_decision while that state is live (issue 31). The hot path: a hit under
+  // the same parameters costs one comparison more than the probe.
+  uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
+                      uint64_t hash, bool& conflict) RL_REQUIRES(mu) {
+    const uint32_t i = find_name(policy, name_hash, key, hash);
+    conflict = false;
+    if (i != kNil) {
+      PolicyEntry& e = policies_[slot(i).policy];
+      if (!same_parameters(e.policy, policy)) {
+        if (e.policy.same_state_meaning(policy)) {
+          e.policy = policy;  // redefined: the latest rules
+        } else {
+          conflict = true;
+        }
+      }
+    }
+    return i;
   }
   // algo::decide on the slot's state, in place (the O(1) states on a local copy of their
   // packed bytes; the log on its in-slot state; a state of another algorithm through the
@@ -182,7 +203,7 @@ class alignas(64) Shard {
   uint32_t standing(uint32_t i) const RL_REQUIRES(mu) { return slot(i).stamp >> kStandingShift; }
   // Forgets the slot (hash: the one it was found or inserted with).
   void remove(uint32_t i, uint64_t hash) RL_REQUIRES(mu);
-  // Adds a new entry standing at `standing` (precondition: find() == kNil; `policy` from
+  // Adds a new entry standing at `standing` (precondition: find_name() == kNil; `policy` from
   // policy_id(..., true); `state` from starting_state() and decided), first evicting (eviction
   // order above; an evicted entry that was not idle leaves its residue) until one more key and
   // its bytes fit; entries listed in `keep` (slots of this shard in use by the caller) stay.
@@ -277,7 +298,7 @@ class alignas(64) Shard {
     std::memcpy(&p, s.key, sizeof p);
     return p;
   }
-  // The table probe find() and find_named() share: from table position `pos` on, the next
+  // The table probe of find_name(): from table position `pos` on, the next
   // slot whose key is `key` (under any policy), with `pos` left just past it; kNil at the
   // first empty cell (the end of `hash`'s probe run). Start with pos = (uint32_t)hash & table_mask_.
   uint32_t next_with_key(size_t& pos, std::string_view key, uint64_t hash) const RL_REQUIRES(mu) {

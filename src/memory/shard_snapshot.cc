@@ -32,8 +32,9 @@ void Shard::save_entries(SnapshotWriter& out, int64_t now_us) {
 
 bool Shard::restore(const Policy& policy, uint64_t name_hash, std::string_view key,
                     uint64_t hash, AlgorithmState&& state, uint32_t standing, int64_t now_us) {
+  if (find_name(policy, name_hash, key, hash) != kNil) return false;
   const uint16_t id = policy_id(policy, name_hash, true);
-  if (id == kNoPolicy || find(id, key, hash) != kNil) return false;
+  if (id == kNoPolicy) return false;
   insert(id, key, hash, std::move(state), standing, now_us);
   return true;
 }

@@ -53,7 +53,8 @@ Status check_reply(const redisReply* reply, size_t count) {
 // does); nullopt for any other number, so nothing from the wire is cast unchecked.
 std::optional<DecisionReason> script_reason(int64_t v) {
   for (DecisionReason r : {DecisionReason::kWithinLimit, DecisionReason::kOverLimit,
-                           DecisionReason::kExceedsCapacity, DecisionReason::kLeaseNotHeld}) {
+                           DecisionReason::kExceedsCapacity, DecisionReason::kLeaseNotHeld,
+                           DecisionReason::kPolicyConflict}) {
     if (v == static_cast<int64_t>(r)) return r;
   }
   return std::nullopt;

@@ -236,25 +236,90 @@ TEST(MemoryStoreNamespacing, NameAndKeyBytesDoNotRunTogether) {
   EXPECT_EQ(store.key_count(), 7U);
 }
 
-TEST(MemoryStoreNamespacing, RedefinedPolicyReplacesTheState) {
-  ManualClock clock(kSecond);
+// Issue 31: two definitions of one name used to share one count (two clients on `api` with
+// different algorithms admitted 21 against a limit of 10; in one process each call replaced the
+// other's state, so both admitted everything). Another meaning is now refused while the key's
+// state lives, and starts the key afresh once that state is idle.
+TEST(MemoryStoreNamespacing, AnotherMeaningOfTheNameIsRefusedWhileTheStateLives) {
+  ManualClock clock(kSecond);  // the window [0, 60 s) is 1 s in
   MemoryStore store(manual(clock));
   const Policy window = fixed(2, "api");
   const Policy bucket = Policy::token_bucket(1, 5).value().with_name("api").value();
-  const Policy log = Policy::sliding_window_log(3, Micros{60'000'000}).value().with_name("api").value();
   EXPECT_TRUE(store.acquire(window, "k")->allowed);
   EXPECT_TRUE(store.acquire(window, "k")->allowed);
   EXPECT_FALSE(store.acquire(window, "k")->allowed);
-  // Same name, other algorithm: the old state does not carry over.
   auto d = store.acquire(bucket, "k");
+  EXPECT_FALSE(d->allowed);
+  EXPECT_EQ(d->reason, DecisionReason::kPolicyConflict);
+  EXPECT_EQ(d->remaining, 0);
+  EXPECT_EQ(d->limit, 5);
+  EXPECT_EQ(d->retry_after, Micros{59'000'000});  // when the window's count ends
+  EXPECT_EQ(d->reset_after, d->retry_after);
+  EXPECT_EQ(store.peek(bucket, "k")->reason, DecisionReason::kPolicyConflict);
+  // Nothing was counted: the window's own definition still sees its 2.
+  EXPECT_EQ(store.peek(window, "k")->remaining, 0);
+  // 1 µs before the state ends: still refused; at its end the bucket starts the key afresh.
+  clock.set(Micros{60'000'000 - 1});
+  EXPECT_EQ(store.acquire(bucket, "k")->reason, DecisionReason::kPolicyConflict);
+  clock.set(Micros{60'000'000});
+  d = store.acquire(bucket, "k");
   EXPECT_TRUE(d->allowed);
   EXPECT_EQ(d->remaining, 4);
-  auto l = store.acquire(log, "k");
-  EXPECT_TRUE(l->allowed);
-  EXPECT_EQ(l->remaining, 2);
-  d = store.acquire(bucket, "k");
-  EXPECT_EQ(d->remaining, 4);
+  // Now the window is the other meaning, until the bucket's token is back (1 s).
+  EXPECT_EQ(store.acquire(window, "k")->reason, DecisionReason::kPolicyConflict);
+  EXPECT_EQ(store.acquire(window, "k")->retry_after, kSecond);
   EXPECT_EQ(store.key_count(), 1U);
+  // A reset forgets the key under any meaning.
+  ASSERT_TRUE(store.reset(window, "k").is_ok());
+  EXPECT_TRUE(store.acquire(window, "k")->allowed);
+}
+
+TEST(MemoryStoreNamespacing, ALimitChangeKeepsTheCountAndAWindowOrCountingChangeConflicts) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store.acquire(fixed(3, "api"), "k")->allowed);
+  // A new limit is the same meaning: it applies to the live count (a reload that raised it).
+  auto d = store.acquire(fixed(5, "api"), "k");
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 1);
+  // Another window, the count-denied mode, every-hit counting: other meanings.
+  const Policy hourly = Policy::fixed_window(5, Micros{3'600'000'000}).value().with_name("api").value();
+  EXPECT_EQ(store.acquire(hourly, "k")->reason, DecisionReason::kPolicyConflict);
+  EXPECT_EQ(store.acquire(fixed(5, "api").with_count_denied(), "k")->reason,
+            DecisionReason::kPolicyConflict);
+  const Policy every = Policy::fixed_window_every_hit(5, Micros{60'000'000}).value().with_name("api").value();
+  EXPECT_EQ(store.acquire(every, "k")->reason, DecisionReason::kPolicyConflict);
+  // A bucket's rate is a capacity: changing it keeps the bucket's level.
+  const Policy slow = Policy::token_bucket(1, 5).value().with_name("b").value();
+  const Policy fast = Policy::token_bucket(100, 5).value().with_name("b").value();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store.acquire(slow, "k")->allowed);
+  EXPECT_FALSE(store.acquire(fast, "k")->allowed);
+  EXPECT_EQ(store.acquire(fast, "k")->reason, DecisionReason::kOverLimit);
+  // Another key under the other meaning is its own state: no conflict there.
+  EXPECT_TRUE(store.acquire(hourly, "other")->allowed);
+}
+
+TEST(MemoryStoreNamespacing, AConflictInAnAllOrNothingCallRefusesItAndCountsNothing) {
+  ManualClock clock(kSecond);
+  MemoryStore store(manual(clock));
+  const Policy bucket = Policy::token_bucket(1, 5).value().with_name("api").value();
+  ASSERT_TRUE(store.acquire(fixed(2, "api"), "k")->allowed);
+  const Policy both[] = {fixed(10, "other"), bucket};
+  auto got = store.acquire_all(both, "k");
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2U);
+  EXPECT_TRUE((*got)[0].allowed);  // the peek of the limit that had room
+  EXPECT_EQ((*got)[0].remaining, 9);
+  EXPECT_EQ((*got)[1].reason, DecisionReason::kPolicyConflict);
+  // Nothing was taken (a peek answers what one more would leave: 10 - 1, and 2 - (1 + 1)).
+  EXPECT_EQ(store.peek(fixed(10, "other"), "k")->remaining, 9);
+  EXPECT_EQ(store.peek(fixed(2, "api"), "k")->remaining, 0);
+  // Once the window's state is idle, the call goes through and the bucket starts afresh.
+  clock.set(Micros{60'000'000});
+  got = store.acquire_all(both, "k");
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE((*got)[0].allowed && (*got)[1].allowed);
+  EXPECT_EQ((*got)[1].remaining, 4);
 }
 
 TEST(MemoryStoreNamespacing, ManyPolicyNamesComeAndGo) {

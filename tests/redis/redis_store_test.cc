@@ -278,9 +278,9 @@ std::map<std::string, std::string> hash_of(RedisClient& client, const std::strin
   return out;
 }
 
-// A fixed window is a hash with one field, named by the window's start, holding its count
-// (fixed_window.lua, layout 2): a new window, a clock stepping back and a denial leave exactly
-// one field, the core's state.
+// A fixed window is a hash with one field, named by the window's start and its definition,
+// holding its count (fixed_window.lua, layout 3): a new window, a clock stepping back and a
+// denial leave exactly one field, the core's state.
 TEST_F(RedisStoreTest, FixedWindowHoldsOneFieldNamedByItsWindow) {
   ManualClock clock(Micros{5'000'000'300'000});
   auto o = options_for(url_);
@@ -292,16 +292,16 @@ TEST_F(RedisStoreTest, FixedWindowHoldsOneFieldNamedByItsWindow) {
   const std::string key = redis_state_key(o.key_prefix, "u", p.name());
   using Fields = std::map<std::string, std::string>;
   ASSERT_TRUE(store->acquire(p, "u")->allowed);
-  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000", "1"}}));
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000/0:1000000:0", "1"}}));
   ASSERT_TRUE(store->acquire(p, "u")->allowed);
   EXPECT_FALSE(store->acquire(p, "u")->allowed);  // the denial is undone: still 2
-  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000", "2"}}));
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000/0:1000000:0", "2"}}));
   clock.advance(Micros{-400'000});  // back into the previous window: counted in the stored one
   EXPECT_FALSE(store->acquire(p, "u")->allowed);
-  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000", "2"}}));
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000000000000/0:1000000:0", "2"}}));
   clock.advance(Micros{1'500'000});  // the next window (test mode: the old key has not expired)
   ASSERT_TRUE(store->acquire(p, "u")->allowed);
-  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000001000000", "1"}}));
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"5000001000000/0:1000000:0", "1"}}));
   EXPECT_GT(client_->command({"PTTL", key})->integer, 0);
 }
 
@@ -327,10 +327,126 @@ TEST_F(RedisStoreTest, FixedWindowKeepsTheCountOfTheOlderLayout) {
   EXPECT_TRUE(d->allowed);
   EXPECT_EQ(d->remaining, 1);
   using Fields = std::map<std::string, std::string>;
-  EXPECT_EQ(hash_of(*client_, key), (Fields{{"7000000000000", "4"}}));
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"7000000000000/0:1000000:0", "4"}}));
   EXPECT_GT(client_->command({"PTTL", key})->integer, 800'000);  // the TTL it had
   ASSERT_TRUE(store->acquire(p, "u")->allowed);
   EXPECT_FALSE(store->acquire(p, "u")->allowed);
+}
+
+// A key written by the build before definitions were kept (layout 2: one field named by the
+// window's start alone) is read as this definition's count and rewritten in layout 3.
+TEST_F(RedisStoreTest, FixedWindowKeepsTheCountOfLayoutTwo) {
+  ManualClock clock(Micros{7'000'000'250'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("layout2");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const auto p = named(Policy::fixed_window(5, seconds(1)), "fw");
+  const std::string key = redis_state_key(o.key_prefix, "u", p.name());
+  ASSERT_TRUE(client_->command({"HSET", key, "7000000000000", "3"}).ok());
+  ASSERT_TRUE(client_->command({"PEXPIRE", key, "900000"}).ok());
+  auto d = store->acquire(p, "u");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 1);
+  using Fields = std::map<std::string, std::string>;
+  EXPECT_EQ(hash_of(*client_, key), (Fields{{"7000000000000/0:1000000:0", "4"}}));
+  ASSERT_TRUE(store->acquire(p, "u")->allowed);
+  EXPECT_FALSE(store->acquire(p, "u")->allowed);
+}
+
+// --- Two definitions of one name (issue 31) -----------------------------------------------------
+
+// Two clients using one policy name with different algorithms used to share one hash, each
+// reading its own fields: together they admitted 21 against a limit of 10. A state now keeps
+// its definition; a call under another meaning (Policy::same_state_meaning) is refused with
+// kPolicyConflict, counts nothing and leaves the state as it was, and the name's definitions
+// never admit more together than the first one's limit while its state lives.
+TEST_F(RedisStoreTest, AnotherMeaningOfTheNameIsRefusedAndCountsNothing) {
+  ManualClock clock(Micros{9'000'000'000'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("conflict");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const Micros minute{60'000'000};
+  const Policy defs[] = {
+      named(Policy::fixed_window(10, minute), "api"),
+      named(Policy::sliding_window_log(10, minute), "api"),
+      named(Policy::sliding_window_counter(10, minute), "api"),
+      named(Policy::token_bucket(0.1, 10), "api"),
+      named(Policy::leaky_bucket(0.1, 10), "api"),
+      named(Policy::concurrency(10, minute), "api"),
+      named(Policy::fixed_window(10, Micros{3'600'000'000}), "api"),  // another window
+      named(Policy::fixed_window(10, minute).value().with_count_denied(), "api"),
+      named(Policy::fixed_window_every_hit(10, minute), "api"),
+  };
+  const size_t n = std::size(defs);
+  for (size_t first = 0; first < n; ++first) {
+    for (size_t second = 0; second < n; ++second) {
+      if (first == second) continue;
+      const std::string user = "u" + std::to_string(first) + "_" + std::to_string(second);
+      const std::string key = redis_state_key(o.key_prefix, user, "api");
+      int admitted = 0;
+      for (int i = 0; i < 3; ++i) admitted += store->acquire(defs[first], user)->allowed;
+      ASSERT_EQ(admitted, 3);
+      const auto before = hash_of(*client_, key);
+      for (int i = 0; i < 30; ++i) {
+        auto d = store->acquire(defs[second], user);
+        ASSERT_TRUE(d.ok()) << first << " then " << second;
+        ASSERT_FALSE(d->allowed) << first << " then " << second;
+        ASSERT_EQ(d->reason, DecisionReason::kPolicyConflict) << first << " then " << second;
+        EXPECT_EQ(d->remaining, 0);
+        EXPECT_EQ(d->limit, 10);
+        EXPECT_GT(d->retry_after.count(), 0);
+        EXPECT_EQ(d->reset_after, d->retry_after);
+      }
+      auto peek = store->peek(defs[second], user);
+      ASSERT_TRUE(peek.ok());
+      EXPECT_EQ(peek->reason, DecisionReason::kPolicyConflict) << first << " then " << second;
+      EXPECT_EQ(hash_of(*client_, key), before) << first << " then " << second;
+      // The first definition still sees its own 3 and admits 7 more, no more.
+      for (int i = 0; i < 20; ++i) admitted += store->acquire(defs[first], user)->allowed;
+      EXPECT_EQ(admitted, 10) << first << " then " << second;
+    }
+  }
+}
+
+// What does not change a state's meaning applies to the live state: a new limit, a bucket's
+// rate. A batch answers a conflict for its item alone; an all-or-nothing call is refused whole.
+TEST_F(RedisStoreTest, ALimitChangeKeepsTheCountAndAConflictStaysInItsItem) {
+  ManualClock clock(Micros{9'100'000'000'000});
+  auto o = options_for(url_);
+  o.test_clock = &clock;
+  o.key_prefix = unique_prefix("conflict2");
+  auto store = must_connect(o);
+  ASSERT_NE(store, nullptr);
+  const Micros minute{60'000'000};
+  const Policy three = named(Policy::fixed_window(3, minute), "api");
+  const Policy five = named(Policy::fixed_window(5, minute), "api");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store->acquire(three, "k")->allowed);
+  auto d = store->acquire(five, "k");
+  EXPECT_TRUE(d->allowed);
+  EXPECT_EQ(d->remaining, 1);
+  const Policy slow = named(Policy::token_bucket(1, 5), "b");
+  const Policy fast = named(Policy::token_bucket(100, 5), "b");
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->acquire(slow, "k")->allowed);
+  EXPECT_EQ(store->acquire(fast, "k")->reason, DecisionReason::kOverLimit);
+
+  const Policy bucket = named(Policy::token_bucket(1, 5), "api");
+  const Policy other = named(Policy::fixed_window(10, minute), "other");
+  const StoreOp ops[] = {{&other, "k"}, {&bucket, "k"}, {&other, "k2"}};
+  auto batch = store->decide_many(ops, Atomicity::kIndependent);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_TRUE((*batch)[0].allowed);
+  EXPECT_EQ((*batch)[1].reason, DecisionReason::kPolicyConflict);
+  EXPECT_TRUE((*batch)[2].allowed);
+  const Policy both[] = {other, bucket};
+  auto all = store->acquire_all(both, "k");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)[1].reason, DecisionReason::kPolicyConflict);
+  EXPECT_EQ(store->peek(other, "k")->remaining, 8);  // only the batch's one: the call took none
 }
 
 // --- TTL ------------------------------------------------------------------------------------

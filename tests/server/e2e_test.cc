@@ -443,6 +443,43 @@ TEST_F(E2E, ConnectionCapClosesExtraConnections) {
   EXPECT_GE(std::atoi(m.c_str() + at + 39), 1) << m;
 }
 
+// Issue 31: a reload that changes a policy's meaning (here its algorithm) keeps the name, so
+// the keys' live state under the old definition is refused — 409 policy_conflict, nothing
+// counted, Retry-After until that state ends — and the reload says so; a new key, and the old
+// key once its state ended, are decided under the new definition. A changed limit is not a
+// conflict: it applies to the live count.
+TEST_F(E2E, AReloadThatChangesAPolicysMeaningAnswers409UntilItsStateEnds) {
+  start(std::string(kBase) + "  newp: { algorithm: fixed_window, limit: 3, window: 2s }\n");
+  ASSERT_EQ(acquire(R"({"key":"old","policy":"newp"})").status, 200u);
+  d.rewrite_config(std::string(kBase) + "  newp: { algorithm: fixed_window, limit: 5, window: 2s }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok: generation 2", std::chrono::seconds(5))) << d.log();
+  Reply r = acquire(R"({"key":"old","policy":"newp"})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_NE(r.body.find("\"remaining\":3"), std::string::npos) << r.body;  // 5 - 2: the count stayed
+  EXPECT_EQ(d.log().find("changes its algorithm"), std::string::npos);
+
+  d.rewrite_config(std::string(kBase) + "  newp: { algorithm: sliding_window_log, limit: 5, window: 2s }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok: generation 3", std::chrono::seconds(5))) << d.log();
+  EXPECT_NE(d.log().find("policy 'newp' changes its algorithm, window or counting mode"), std::string::npos)
+      << d.log();
+  r = acquire(R"({"key":"old","policy":"newp"})");
+  EXPECT_EQ(r.status, 409u) << r.body;
+  EXPECT_NE(r.body.find("\"error\":\"policy_conflict\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"policy\":\"newp\""), std::string::npos) << r.body;
+  const int retry = std::atoi(r.header("Retry-After").c_str());
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 2);
+  EXPECT_EQ(acquire(R"({"key":"fresh","policy":"newp"})").status, 200u);
+  // Once the old window's count ends (at most 2 s), the old key starts afresh under the log.
+  EXPECT_TRUE(testing::eventually([&] { return acquire(R"({"key":"old","policy":"newp"})").status == 200u; },
+                                  std::chrono::seconds(4), std::chrono::milliseconds(50)));
+  r = acquire(R"({"key":"old","policy":"newp"})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_NE(r.body.find("\"remaining\":3"), std::string::npos) << r.body;  // the log's own count
+}
+
 TEST_F(E2E, ReloadGoodBadAndNotReloadable) {
   start();
   EXPECT_EQ(acquire(R"({"key":"rl","policy":"newp"})").status, 400u);

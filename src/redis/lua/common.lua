@@ -22,6 +22,7 @@ local kWithinLimit = 0 -- DecisionReason, same order as include/ratelimit/decisi
 local kOverLimit = 1
 local kExceedsCapacity = 2
 local kLeaseNotHeld = 5
+local kPolicyConflict = 6
 
 -- In test mode (time given by the caller) TTLs are computed from a fake clock and mean
 -- nothing in real time; they are raised to this floor so state cannot expire mid-test.
@@ -128,6 +129,52 @@ local function read_policy(argv, i)
   local window_us = rate > 0 and time_to_drain_us(limit * kUnit, rate) or tonumber(argv[i + 1])
   return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
+end
+
+-- The definition a state is written under (Policy::same_state_meaning in src/core/policy.cc):
+-- the algorithm's id, the window for the window algorithms (empty for the buckets, whose rate
+-- is a capacity: changing it applies to the live state, as changing a limit does) and the
+-- counting mode. A state's hash keeps it in field 'd' (fixed_window.lua: in its field names),
+-- so a call under another definition of the same policy name is refused (kPolicyConflict)
+-- instead of reading the state under another meaning (issue 31: two clients using one name
+-- with different algorithms admitted 21 against a limit of 10).
+local function state_def(id, policy, windowed)
+  local counting = '0'
+  if policy.every_hit then counting = '2' elseif policy.count_denied then counting = '1' end
+  local window = ''
+  if windowed then window = int(policy.window_us) end
+  return id .. ':' .. window .. ':' .. counting
+end
+
+-- HGETALL of `key` as {field = value} over the fields `known` names. foreign: the hash holds
+-- another field, or a definition 'd' other than `def` (state of another definition of this
+-- name). A state written before definitions were kept has no 'd': it is read as this
+-- definition's, and gets one when it is next written.
+local function load_fields(key, known, def)
+  local v = redis.call('HGETALL', key)
+  local f, foreign = {}, false
+  for i = 1, #v, 2 do
+    local name = v[i]
+    if known[name] then
+      f[name] = v[i + 1]
+    elseif name ~= 'd' or v[i + 1] ~= def then
+      foreign = true
+    end
+  end
+  return f, foreign
+end
+
+-- algo::conflict_decision: the answer to a call whose policy does not share the meaning of the
+-- live state at `key`: denied, nothing counted, retry_after = reset_after = until that state
+-- ends — its TTL, which persist() set to its idle time (ms here; µs in the memory store).
+local function conflict_decision(policy, key)
+  local d = new_decision(policy.limit)
+  d.reason = kPolicyConflict
+  local ttl_ms = redis.call('PTTL', key)
+  local until_idle = 1
+  if ttl_ms > 0 then until_idle = ttl_ms * 1000 end
+  d.reset_after, d.retry_after = until_idle, until_idle
+  return d
 end
 
 -- The TTL of a state that is idle again at `idle_at` (algo::idle_at_us, > now_us), rounded up

@@ -2,8 +2,8 @@
 -- held at once per key, by leases released by id or expiring after lease_ttl (policy.window_us).
 -- State: a sorted set at KEYS[2] (lease id -> expires_us: expired leases are a prefix, and the
 -- soonest to expire come first, the order of the C++ vector) and a hash at KEYS[1] holding
--- `held` (units held) and the weight of each lease whose weight is not 1 (1 when absent: the
--- usual lease costs no hash field). Both keys share the user key's hash tag and one TTL, ending
+-- `held` (units held), `d` (the definition: common.lua state_def) and the weight of each lease
+-- whose weight is not 1 (1 when absent: the usual lease costs no hash field). Both keys share the user key's hash tag and one TTL, ending
 -- when the last lease expires; with no lease held both are deleted.
 -- Unlike the rate algorithms this one works on Redis' structures in place instead of loading the
 -- whole state: a decision costs O(log n) plus the leases that expire, not O(n).
@@ -92,7 +92,15 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
     if tonumber(la) >= 0 then latency = tonumber(la) end
   end
   local h, z = keys[1], keys[2]
-  local held = tonumber(redis.call('HGET', h, 'held')) or 0
+  -- The hash's definition (state_def: the algorithm alone, as Policy::same_state_meaning has
+  -- it) is written beside `held`. Another one, or a hash with neither that a rate algorithm
+  -- wrote (fixed_window.lua keeps its definition in its field names), is a policy conflict.
+  local def = algorithm_id.concurrency .. '::'
+  local meta = redis.call('HMGET', h, 'held', 'd')
+  if (meta[2] and meta[2] ~= def) or (not meta[1] and not meta[2] and redis.call('EXISTS', h) == 1) then
+    return conflict_decision(policy, h)
+  end
+  local held = tonumber(meta[1]) or 0
   local s = c and load_adaptive(h)
   local dirty = false
   -- Leases whose time has come free themselves (a prefix: the set is in expiry order); under an
@@ -180,7 +188,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
       redis.call('DEL', h, z)
     else
       local ttl_ms = ttl_ms_arg(idle_at, now_us, test_mode)
-      redis.call('HSET', h, 'held', int(held))
+      redis.call('HSET', h, 'held', int(held), 'd', def)
       if c and s.limit_m ~= 0 then save_adaptive(h, s) end
       redis.call('PEXPIRE', h, ttl_ms)
       if #last > 0 then redis.call('PEXPIRE', z, ttl_ms) end

@@ -7,6 +7,11 @@
 local distributed_algorithms = {[algorithm_id.fixed_window] = fixed_window,
                                [algorithm_id.sliding_window_counter] = sliding_window_counter}
 
+-- A reserve or a push on a state written under another definition of the name (load's
+-- s.foreign) is refused as an error: these calls answer a SharedView, which has no reason to
+-- carry it, and the store answers an error by its failure policy.
+local kPolicyConflictError = 'POLICY_CONFLICT the key holds live state of another definition of this policy name'
+
 -- consistency.cc roll(): the state read the way decide() reads it.
 local function roll(id, policy, s, now_us)
   local window = policy.window_us
@@ -80,7 +85,8 @@ local function run_reserve(keys, args)
   local id = tonumber(args[2])
   local algorithm = distributed_algorithms[id]
   local policy = read_policy(args, 6)
-  local s = algorithm.load(keys)
+  local s = algorithm.load(keys, policy)
+  if s.foreign then return redis.error_reply(kPolicyConflictError) end
   local idle_before = algorithm.idle_at_us(policy, s)
   local r = roll(id, policy, s, now_us)
   local changed = take_back(id, policy, r, tonumber(args[4]), tonumber(args[5]))
@@ -97,7 +103,8 @@ local function run_add_hits(keys, args)
   local id = tonumber(args[2])
   local algorithm = distributed_algorithms[id]
   local policy = read_policy(args, 5)
-  local s = algorithm.load(keys)
+  local s = algorithm.load(keys, policy)
+  if s.foreign then return redis.error_reply(kPolicyConflictError) end
   local idle_before = algorithm.idle_at_us(policy, s)
   local r = roll(id, policy, s, now_us)
   local changed, dropped = add(id, policy, r, tonumber(args[3]), tonumber(args[4]))

@@ -6,7 +6,8 @@
 -- item of run_batch do. cost_arg is cost as a decimal string (an argument as it came).
 -- An algorithm with an `acquire` (fixed_window.lua) decides the acquires its `fast` accepts
 -- itself, with fewer commands; one with a `run` (concurrency.lua) works on its keys in place and
--- takes the lease id; every other decision is load + decide + persist.
+-- takes the lease id; every other decision is load + decide + persist, or a policy conflict
+-- when the state was written under another definition of the name (load's s.foreign).
 -- algo::report (src/core/decide.cc): records a report (cost may be negative: a refund) and
 -- answers the state after it as a cost-0 peek sees it, admitted (a report is never refused).
 local function report(algorithm, policy, s, now_us, cost)
@@ -32,7 +33,11 @@ local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost
     algorithm.acquire(policy, keys[1], now_us, test_mode, cost, cost_arg, out)
     return
   end
-  local s = algorithm.load(keys)
+  local s = algorithm.load(keys, policy)
+  if s.foreign then
+    push_decision(out, conflict_decision(policy, keys[1]))
+    return
+  end
   local idle_before = algorithm.idle_at_us(policy, s)
   local d = decide_state(algorithm, policy, s, now_us, cost, op)
   persist(algorithm, policy, keys, s, now_us, test_mode, idle_before)

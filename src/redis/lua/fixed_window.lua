@@ -1,23 +1,31 @@
 -- fixed_window.lua — mirrors src/core/fixed_window.cc decide() step by step, and decides the
 -- common acquire in one Redis command (fixed_window.acquire).
 --
--- State (layout 2): a hash at KEYS[1] with one field, named by the window's start (µs, '%d'),
--- whose value is the count of units in that window (>= 1: a state counting nothing is deleted).
--- Why a field named by its window: an acquire is then HINCRBY key <start> cost, whose reply
--- (count + cost) is all the decision needs when the field was there — one command instead of
--- HMGET + HSET (+ PEXPIRE), the largest share of what a decision cost Redis. When the field was
--- not there (a new window, a new key, a clock that stepped back, or a key of layout 1) the full
--- state is read and the mirror below decides, so every decision is still src/core's.
--- Layout 1 (before): fields window_start_us and count. It is read as a state (so a key written
--- by an older build keeps its count) and replaced by layout 2 on its next write.
+-- State (layout 3): a hash at KEYS[1] with one field, named by the window's start (µs, '%d')
+-- and the definition it counts under: '<start>/<def>' (def: state_def in common.lua), whose
+-- value is the count of units in that window (>= 1: a state counting nothing is deleted).
+-- Why a field named by its window: an acquire is then HINCRBY key <start>/<def> cost, whose
+-- reply (count + cost) is all the decision needs when the field was there — one command
+-- instead of HMGET + HSET (+ PEXPIRE), the largest share of what a decision cost Redis. When
+-- the field was not there (a new window, a new key, a clock that stepped back, an older
+-- layout, or another definition's state) the full state is read and the mirror below decides,
+-- so every decision is still src/core's.
+-- Why the definition in the name: a field that exists was written under this very definition,
+-- so the one-command path needs no check; any other field is seen on the full read, where a
+-- field of another definition (another window or counting mode, or another algorithm's
+-- fields) makes the call a policy conflict (common.lua conflict_decision), counting nothing.
+-- Older layouts are read as this definition's state and replaced by layout 3 on their next
+-- write: layout 2 (a field named by the start alone) and layout 1 (fields window_start_us and
+-- count).
 local fixed_window = {}
 
--- The state of HGETALL's reply `v`, leaving out field `skip` (the one an acquire just created).
--- s.fields lists every field read, so a write can remove the ones the new state does not use.
+-- The state of HGETALL's reply `v` under definition `def`, leaving out field `skip` (the one an
+-- acquire just created). s.fields lists every field read, so a write can remove the ones the
+-- new state does not use; s.foreign: a field of another definition is there.
 -- Several windows in one hash (an older build writing beside this one) read as the latest,
 -- with the larger count at equal starts: a count is never invented, never summed past a limit.
-local function parse_state(v, skip)
-  local s = {window_start_us = 0, count = 0, fields = {}}
+local function parse_state(v, skip, def)
+  local s = {window_start_us = 0, count = 0, fields = {}, def = def, foreign = false}
   local old_start, old_count
   for i = 1, #v, 2 do
     local name, value = v[i], tonumber(v[i + 1])
@@ -28,8 +36,12 @@ local function parse_state(v, skip)
       elseif name == 'count' then
         old_count = value
       else
-        local start = tonumber(name)
-        if start ~= nil and value ~= nil and value > 0 and
+        local start_text, field_def = string.match(name, '^(%d+)/(.+)$')
+        if start_text == nil then start_text, field_def = name, def end  -- layout 2
+        local start = tonumber(start_text)
+        if field_def ~= def or start == nil then
+          s.foreign = true
+        elseif value ~= nil and value > 0 and
            (s.count == 0 or start > s.window_start_us or
             (start == s.window_start_us and value > s.count)) then
           s.window_start_us, s.count = start, value
@@ -45,14 +57,20 @@ local function parse_state(v, skip)
   return s
 end
 
-function fixed_window.load(keys)
-  return parse_state(redis.call('HGETALL', keys[1]), nil)
+-- The definition of `policy`'s states (state_def), kept on the policy for every later item.
+local function fixed_window_def(policy)
+  if policy.fw_def == nil then policy.fw_def = state_def(algorithm_id.fixed_window, policy, true) end
+  return policy.fw_def
+end
+
+function fixed_window.load(keys, policy)
+  return parse_state(redis.call('HGETALL', keys[1]), nil, fixed_window_def(policy))
 end
 
 -- Writes the state's window field, then removes every other field that was read (they are
 -- older windows or layout 1). HSET and HDEL keep the key's TTL.
 function fixed_window.save(keys, s, ttl_ms)
-  local field = int(s.window_start_us)
+  local field = int(s.window_start_us) .. '/' .. s.def
   redis.call('HSET', keys[1], field, int(s.count))
   for _, name in ipairs(s.fields) do
     if name ~= field then redis.call('HDEL', keys[1], name) end
@@ -88,12 +106,14 @@ end
 -- count 0 at the same start and t — the same lines with c = 0 — and whose TTL is new;
 -- anything else (another window, layout 1) is decided in full (acquire_other).
 -- The window's start, its field and the time to its end are kept on `policy` for the next item
--- at the same now_us (a batch's items share the server's clock).
+-- at the same now_us (a batch's items share the server's clock). A hash holding a field of
+-- another definition is never decided here: r == cost, HLEN > 1, and acquire_other refuses it.
 function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, out)
   if policy.fw_now ~= now_us then
     local t = math.max(now_us, 0)
     local start = window_start(t, policy.window_us)
-    policy.fw_now, policy.fw_start, policy.fw_field = now_us, start, int(start)
+    policy.fw_now, policy.fw_start = now_us, start
+    policy.fw_field = int(start) .. '/' .. fixed_window_def(policy)
     policy.fw_until_end = start + policy.window_us - t
   end
   local field = policy.fw_field
@@ -130,10 +150,17 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
 end
 
 -- fixed_window.acquire when HINCRBY created `field` (holding cost) in a key that holds another
--- window (or layout 1): the state without the new field is decided in full; the field stays
--- only if it is part of the new state, which replaces every other field.
+-- window (or an older layout, or another definition's state): the state without the new field
+-- is decided in full; the field stays only if it is part of the new state, which replaces
+-- every other field. Another definition's state is left as it was (the field removed again)
+-- and the call answered with a policy conflict.
 function fixed_window.acquire_other(policy, key, field, now_us, test_mode, cost, out)
-  local s = parse_state(redis.call('HGETALL', key), field)
+  local s = parse_state(redis.call('HGETALL', key), field, fixed_window_def(policy))
+  if s.foreign then
+    redis.call('HDEL', key, field)
+    push_decision(out, conflict_decision(policy, key))
+    return
+  end
   local idle_before = fixed_window.idle_at_us(policy, s)
   local d = fixed_window.decide(policy, s, now_us, cost, kAcquire)
   if s.dirty then

@@ -1,14 +1,22 @@
 -- leaky_bucket.lua — mirrors src/core/leaky_bucket.cc decide() step by step (GCRA: a virtual
--- queue level that leaks at `rate`). State: a hash {level_u, last_us} at KEYS[1].
+-- queue level that leaks at `rate`). State: a hash {level_u, last_us, d} at KEYS[1]
+-- (d: state_def in common.lua).
 local leaky_bucket = {}
 
-function leaky_bucket.load(keys)
-  local v = redis.call('HMGET', keys[1], 'level_u', 'last_us')
-  return {level_u = tonumber(v[1]) or 0, last_us = tonumber(v[2]) or 0}
+local leaky_bucket_fields = {level_u = true, last_us = true}
+
+-- The state at keys[1]; s.foreign when it was written under another definition of the policy's
+-- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+function leaky_bucket.load(keys, policy)
+  local def = state_def(algorithm_id.leaky_bucket, policy, false)
+  local f, foreign = load_fields(keys[1], leaky_bucket_fields, def)
+  return {level_u = tonumber(f.level_u) or 0,
+          last_us = tonumber(f.last_us) or 0,
+          foreign = foreign, def = def}
 end
 
 function leaky_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us))
+  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us), 'd', s.def)
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 

@@ -17,8 +17,13 @@ local function decide_items_all_or_nothing(items, now_us, test_mode)
     -- A report is never refused: it takes part in the check as admitted.
     local peek_cost = it.cost
     if it.op == kReport then peek_cost = 0 end
-    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, peek_cost, kPeek)
-    all = all and (decisions[i].allowed or it.op == kReport)
+    if it.state.foreign then  -- another definition's state: refused, and so is the whole call
+      decisions[i] = conflict_decision(it.policy, it.keys[1])
+      all = false
+    else
+      decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, peek_cost, kPeek)
+      all = all and (decisions[i].allowed or it.op == kReport)
+    end
   end
   if all then
     for i, it in ipairs(items) do
@@ -38,7 +43,7 @@ end
 
 -- One item of an all-or-nothing call: its state loaded, and its idle time before the call.
 local function load_item(algorithm, policy, ikeys, cost, op)
-  local state = algorithm.load(ikeys)
+  local state = algorithm.load(ikeys, policy)
   return {algorithm = algorithm, policy = policy, keys = ikeys, state = state, cost = cost, op = op,
           idle_before = algorithm.idle_at_us(policy, state)}
 end

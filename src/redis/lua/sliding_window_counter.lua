@@ -1,18 +1,25 @@
 -- sliding_window_counter.lua — mirrors src/core/sliding_window_counter.cc decide() step by
--- step. State: a hash {window_start_us, prev, curr} at KEYS[1]. Every division is idiv():
--- prev * (W - elapsed) <= L * W <= 2^53, exact in a double, but its quotient must be floored
--- exactly as int64 division does.
+-- step. State: a hash {window_start_us, prev, curr, d} at KEYS[1] (d: state_def in
+-- common.lua). Every division is idiv(): prev * (W - elapsed) <= L * W <= 2^53, exact in a
+-- double, but its quotient must be floored exactly as int64 division does.
 local sliding_window_counter = {}
 
-function sliding_window_counter.load(keys)
-  local v = redis.call('HMGET', keys[1], 'window_start_us', 'prev', 'curr')
-  return {window_start_us = tonumber(v[1]) or 0, prev = tonumber(v[2]) or 0,
-          curr = tonumber(v[3]) or 0}
+local sliding_window_counter_fields = {window_start_us = true, prev = true, curr = true}
+
+-- The state at keys[1]; s.foreign when it was written under another definition of the policy's
+-- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+function sliding_window_counter.load(keys, policy)
+  local def = state_def(algorithm_id.sliding_window_counter, policy, true)
+  local f, foreign = load_fields(keys[1], sliding_window_counter_fields, def)
+  return {window_start_us = tonumber(f.window_start_us) or 0,
+          prev = tonumber(f.prev) or 0,
+          curr = tonumber(f.curr) or 0,
+          foreign = foreign, def = def}
 end
 
 function sliding_window_counter.save(keys, s, ttl_ms)
   redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
-             'curr', int(s.curr))
+             'curr', int(s.curr), 'd', s.def)
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 

@@ -1,7 +1,7 @@
 -- sliding_window_log.lua — mirrors src/core/sliding_window_log.cc decide() step by step.
 --
--- State: KEYS[1] a hash {units, seq}: the sum of cost over live entries and the last entry
--- number handed out; KEYS[2] a sorted set, one member per admitted request, score = admission
+-- State: KEYS[1] a hash {units, seq, d}: the sum of cost over live entries, the last entry
+-- number handed out and the definition (state_def in common.lua); KEYS[2] a sorted set, one member per admitted request, score = admission
 -- time (µs), member = "<seq>:<cost>". seq makes members unique per request: two requests in the
 -- same microsecond are two members and both count. Admission times never decrease
 -- (t = max(now, newest)), so score order is the C++ vector's order; members that share a score
@@ -17,18 +17,23 @@ local function entry_seq(member)
   return string.match(member, '^(%d+):')
 end
 
-function sliding_window_log.load(keys)
-  local s = {keys = keys}
-  local meta = redis.call('HMGET', keys[1], 'units', 'seq')
-  s.units = tonumber(meta[1]) or 0
-  s.seq = tonumber(meta[2]) or 0
+local sliding_window_log_fields = {units = true, seq = true}
+
+-- The state (s.foreign and s.def as token_bucket.load's).
+function sliding_window_log.load(keys, policy)
+  local def = state_def(algorithm_id.sliding_window_log, policy, true)
+  local meta, foreign = load_fields(keys[1], sliding_window_log_fields, def)
+  local s = {keys = keys, foreign = foreign, def = def}
+  s.units = tonumber(meta.units) or 0
+  s.seq = tonumber(meta.seq) or 0
+  if foreign then return s end
   local last = redis.call('ZRANGE', keys[2], -1, -1, 'WITHSCORES')
   if last[2] then s.newest = tonumber(last[2]) end  -- nil when the log is empty
   return s
 end
 
 function sliding_window_log.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq))
+  redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq), 'd', s.def)
   if ttl_ms then
     redis.call('PEXPIRE', keys[1], ttl_ms)
     redis.call('PEXPIRE', keys[2], ttl_ms)

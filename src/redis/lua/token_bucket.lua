@@ -1,14 +1,22 @@
 -- token_bucket.lua — mirrors src/core/token_bucket.cc decide() step by step.
--- State: a hash {taken_u, last_us} at KEYS[1]; a missing key is a full bucket.
+-- State: a hash {taken_u, last_us, d} at KEYS[1] (d: state_def in common.lua); a missing key
+-- is a full bucket.
 local token_bucket = {}
 
-function token_bucket.load(keys)
-  local v = redis.call('HMGET', keys[1], 'taken_u', 'last_us')
-  return {taken_u = tonumber(v[1]) or 0, last_us = tonumber(v[2]) or 0}
+local token_bucket_fields = {taken_u = true, last_us = true}
+
+-- The state at keys[1]; s.foreign when it was written under another definition of the policy's
+-- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+function token_bucket.load(keys, policy)
+  local def = state_def(algorithm_id.token_bucket, policy, false)
+  local f, foreign = load_fields(keys[1], token_bucket_fields, def)
+  return {taken_u = tonumber(f.taken_u) or 0,
+          last_us = tonumber(f.last_us) or 0,
+          foreign = foreign, def = def}
 end
 
 function token_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us))
+  redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us), 'd', s.def)
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 

@@ -48,6 +48,21 @@ SourceUpdate FileSource::read(const std::string& why, const Config& running, boo
     u.status = s;
     return u;
   }
+  // A policy whose new definition reads state differently (Policy::same_state_meaning) is
+  // reloaded, but its keys' live state under the old one is refused until it ends (issue 31):
+  // said here, once, so a 409 policy_conflict is never a surprise.
+  std::vector<std::string> changed;
+  for (const auto& [name, pc] : next->policies) {
+    auto it = running.policies.find(name);
+    if (it != running.policies.end() && !it->second.policy.same_state_meaning(pc.policy)) changed.push_back(name);
+  }
+  std::sort(changed.begin(), changed.end());
+  for (const std::string& name : changed) {
+    log_line("warning", "reload: policy '" + name +
+                            "' changes its algorithm, window or counting mode: a key holding state of the old "
+                            "definition answers 409 policy_conflict until that state ends (at most one old "
+                            "window or drain time); give a new definition a new name to start afresh");
+  }
   u.config = std::make_shared<const Config>(std::move(*next));
   u.envoy_rules = u.config->domains;  // the file's, published with it (null without grpc_listen)
   u.envoy_generation = ++envoy_generation_;

@@ -1,4 +1,4 @@
-#!lua name=ratelimit_c18bfc0dd520
+#!lua name=ratelimit_06ee2dded2b2
 -- common.lua — what every ratelimit script shares: src/core/units.h line for line, the
 -- decision record, reading time and policy from ARGV, and writing state back with its TTL.
 --
@@ -23,6 +23,7 @@ local kWithinLimit = 0 -- DecisionReason, same order as include/ratelimit/decisi
 local kOverLimit = 1
 local kExceedsCapacity = 2
 local kLeaseNotHeld = 5
+local kPolicyConflict = 6
 
 -- In test mode (time given by the caller) TTLs are computed from a fake clock and mean
 -- nothing in real time; they are raised to this floor so state cannot expire mid-test.
@@ -131,6 +132,52 @@ local function read_policy(argv, i)
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
+-- The definition a state is written under (Policy::same_state_meaning in src/core/policy.cc):
+-- the algorithm's id, the window for the window algorithms (empty for the buckets, whose rate
+-- is a capacity: changing it applies to the live state, as changing a limit does) and the
+-- counting mode. A state's hash keeps it in field 'd' (fixed_window.lua: in its field names),
+-- so a call under another definition of the same policy name is refused (kPolicyConflict)
+-- instead of reading the state under another meaning (issue 31: two clients using one name
+-- with different algorithms admitted 21 against a limit of 10).
+local function state_def(id, policy, windowed)
+  local counting = '0'
+  if policy.every_hit then counting = '2' elseif policy.count_denied then counting = '1' end
+  local window = ''
+  if windowed then window = int(policy.window_us) end
+  return id .. ':' .. window .. ':' .. counting
+end
+
+-- HGETALL of `key` as {field = value} over the fields `known` names. foreign: the hash holds
+-- another field, or a definition 'd' other than `def` (state of another definition of this
+-- name). A state written before definitions were kept has no 'd': it is read as this
+-- definition's, and gets one when it is next written.
+local function load_fields(key, known, def)
+  local v = redis.call('HGETALL', key)
+  local f, foreign = {}, false
+  for i = 1, #v, 2 do
+    local name = v[i]
+    if known[name] then
+      f[name] = v[i + 1]
+    elseif name ~= 'd' or v[i + 1] ~= def then
+      foreign = true
+    end
+  end
+  return f, foreign
+end
+
+-- algo::conflict_decision: the answer to a call whose policy does not share the meaning of the
+-- live state at `key`: denied, nothing counted, retry_after = reset_after = until that state
+-- ends — its TTL, which persist() set to its idle time (ms here; µs in the memory store).
+local function conflict_decision(policy, key)
+  local d = new_decision(policy.limit)
+  d.reason = kPolicyConflict
+  local ttl_ms = redis.call('PTTL', key)
+  local until_idle = 1
+  if ttl_ms > 0 then until_idle = ttl_ms * 1000 end
+  d.reset_after, d.retry_after = until_idle, until_idle
+  return d
+end
+
 -- The TTL of a state that is idle again at `idle_at` (algo::idle_at_us, > now_us), rounded up
 -- to the millisecond; at least kTestModeMinTtlMs in test mode. As a PEXPIRE argument.
 local function ttl_ms_arg(idle_at, now_us, test_mode)
@@ -179,23 +226,31 @@ local algorithm_id = {fixed_window = 0, sliding_window_log = 1, sliding_window_c
 -- fixed_window.lua — mirrors src/core/fixed_window.cc decide() step by step, and decides the
 -- common acquire in one Redis command (fixed_window.acquire).
 --
--- State (layout 2): a hash at KEYS[1] with one field, named by the window's start (µs, '%d'),
--- whose value is the count of units in that window (>= 1: a state counting nothing is deleted).
--- Why a field named by its window: an acquire is then HINCRBY key <start> cost, whose reply
--- (count + cost) is all the decision needs when the field was there — one command instead of
--- HMGET + HSET (+ PEXPIRE), the largest share of what a decision cost Redis. When the field was
--- not there (a new window, a new key, a clock that stepped back, or a key of layout 1) the full
--- state is read and the mirror below decides, so every decision is still src/core's.
--- Layout 1 (before): fields window_start_us and count. It is read as a state (so a key written
--- by an older build keeps its count) and replaced by layout 2 on its next write.
+-- State (layout 3): a hash at KEYS[1] with one field, named by the window's start (µs, '%d')
+-- and the definition it counts under: '<start>/<def>' (def: state_def in common.lua), whose
+-- value is the count of units in that window (>= 1: a state counting nothing is deleted).
+-- Why a field named by its window: an acquire is then HINCRBY key <start>/<def> cost, whose
+-- reply (count + cost) is all the decision needs when the field was there — one command
+-- instead of HMGET + HSET (+ PEXPIRE), the largest share of what a decision cost Redis. When
+-- the field was not there (a new window, a new key, a clock that stepped back, an older
+-- layout, or another definition's state) the full state is read and the mirror below decides,
+-- so every decision is still src/core's.
+-- Why the definition in the name: a field that exists was written under this very definition,
+-- so the one-command path needs no check; any other field is seen on the full read, where a
+-- field of another definition (another window or counting mode, or another algorithm's
+-- fields) makes the call a policy conflict (common.lua conflict_decision), counting nothing.
+-- Older layouts are read as this definition's state and replaced by layout 3 on their next
+-- write: layout 2 (a field named by the start alone) and layout 1 (fields window_start_us and
+-- count).
 local fixed_window = {}
 
--- The state of HGETALL's reply `v`, leaving out field `skip` (the one an acquire just created).
--- s.fields lists every field read, so a write can remove the ones the new state does not use.
+-- The state of HGETALL's reply `v` under definition `def`, leaving out field `skip` (the one an
+-- acquire just created). s.fields lists every field read, so a write can remove the ones the
+-- new state does not use; s.foreign: a field of another definition is there.
 -- Several windows in one hash (an older build writing beside this one) read as the latest,
 -- with the larger count at equal starts: a count is never invented, never summed past a limit.
-local function parse_state(v, skip)
-  local s = {window_start_us = 0, count = 0, fields = {}}
+local function parse_state(v, skip, def)
+  local s = {window_start_us = 0, count = 0, fields = {}, def = def, foreign = false}
   local old_start, old_count
   for i = 1, #v, 2 do
     local name, value = v[i], tonumber(v[i + 1])
@@ -206,8 +261,12 @@ local function parse_state(v, skip)
       elseif name == 'count' then
         old_count = value
       else
-        local start = tonumber(name)
-        if start ~= nil and value ~= nil and value > 0 and
+        local start_text, field_def = string.match(name, '^(%d+)/(.+)$')
+        if start_text == nil then start_text, field_def = name, def end  -- layout 2
+        local start = tonumber(start_text)
+        if field_def ~= def or start == nil then
+          s.foreign = true
+        elseif value ~= nil and value > 0 and
            (s.count == 0 or start > s.window_start_us or
             (start == s.window_start_us and value > s.count)) then
           s.window_start_us, s.count = start, value
@@ -223,14 +282,20 @@ local function parse_state(v, skip)
   return s
 end
 
-function fixed_window.load(keys)
-  return parse_state(redis.call('HGETALL', keys[1]), nil)
+-- The definition of `policy`'s states (state_def), kept on the policy for every later item.
+local function fixed_window_def(policy)
+  if policy.fw_def == nil then policy.fw_def = state_def(algorithm_id.fixed_window, policy, true) end
+  return policy.fw_def
+end
+
+function fixed_window.load(keys, policy)
+  return parse_state(redis.call('HGETALL', keys[1]), nil, fixed_window_def(policy))
 end
 
 -- Writes the state's window field, then removes every other field that was read (they are
 -- older windows or layout 1). HSET and HDEL keep the key's TTL.
 function fixed_window.save(keys, s, ttl_ms)
-  local field = int(s.window_start_us)
+  local field = int(s.window_start_us) .. '/' .. s.def
   redis.call('HSET', keys[1], field, int(s.count))
   for _, name in ipairs(s.fields) do
     if name ~= field then redis.call('HDEL', keys[1], name) end
@@ -266,12 +331,14 @@ end
 -- count 0 at the same start and t — the same lines with c = 0 — and whose TTL is new;
 -- anything else (another window, layout 1) is decided in full (acquire_other).
 -- The window's start, its field and the time to its end are kept on `policy` for the next item
--- at the same now_us (a batch's items share the server's clock).
+-- at the same now_us (a batch's items share the server's clock). A hash holding a field of
+-- another definition is never decided here: r == cost, HLEN > 1, and acquire_other refuses it.
 function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, out)
   if policy.fw_now ~= now_us then
     local t = math.max(now_us, 0)
     local start = window_start(t, policy.window_us)
-    policy.fw_now, policy.fw_start, policy.fw_field = now_us, start, int(start)
+    policy.fw_now, policy.fw_start = now_us, start
+    policy.fw_field = int(start) .. '/' .. fixed_window_def(policy)
     policy.fw_until_end = start + policy.window_us - t
   end
   local field = policy.fw_field
@@ -308,10 +375,17 @@ function fixed_window.acquire(policy, key, now_us, test_mode, cost, cost_arg, ou
 end
 
 -- fixed_window.acquire when HINCRBY created `field` (holding cost) in a key that holds another
--- window (or layout 1): the state without the new field is decided in full; the field stays
--- only if it is part of the new state, which replaces every other field.
+-- window (or an older layout, or another definition's state): the state without the new field
+-- is decided in full; the field stays only if it is part of the new state, which replaces
+-- every other field. Another definition's state is left as it was (the field removed again)
+-- and the call answered with a policy conflict.
 function fixed_window.acquire_other(policy, key, field, now_us, test_mode, cost, out)
-  local s = parse_state(redis.call('HGETALL', key), field)
+  local s = parse_state(redis.call('HGETALL', key), field, fixed_window_def(policy))
+  if s.foreign then
+    redis.call('HDEL', key, field)
+    push_decision(out, conflict_decision(policy, key))
+    return
+  end
   local idle_before = fixed_window.idle_at_us(policy, s)
   local d = fixed_window.decide(policy, s, now_us, cost, kAcquire)
   if s.dirty then
@@ -389,8 +463,8 @@ function fixed_window.record(policy, s, now_us, cost)
 end
 -- sliding_window_log.lua — mirrors src/core/sliding_window_log.cc decide() step by step.
 --
--- State: KEYS[1] a hash {units, seq}: the sum of cost over live entries and the last entry
--- number handed out; KEYS[2] a sorted set, one member per admitted request, score = admission
+-- State: KEYS[1] a hash {units, seq, d}: the sum of cost over live entries, the last entry
+-- number handed out and the definition (state_def in common.lua); KEYS[2] a sorted set, one member per admitted request, score = admission
 -- time (µs), member = "<seq>:<cost>". seq makes members unique per request: two requests in the
 -- same microsecond are two members and both count. Admission times never decrease
 -- (t = max(now, newest)), so score order is the C++ vector's order; members that share a score
@@ -406,18 +480,23 @@ local function entry_seq(member)
   return string.match(member, '^(%d+):')
 end
 
-function sliding_window_log.load(keys)
-  local s = {keys = keys}
-  local meta = redis.call('HMGET', keys[1], 'units', 'seq')
-  s.units = tonumber(meta[1]) or 0
-  s.seq = tonumber(meta[2]) or 0
+local sliding_window_log_fields = {units = true, seq = true}
+
+-- The state (s.foreign and s.def as token_bucket.load's).
+function sliding_window_log.load(keys, policy)
+  local def = state_def(algorithm_id.sliding_window_log, policy, true)
+  local meta, foreign = load_fields(keys[1], sliding_window_log_fields, def)
+  local s = {keys = keys, foreign = foreign, def = def}
+  s.units = tonumber(meta.units) or 0
+  s.seq = tonumber(meta.seq) or 0
+  if foreign then return s end
   local last = redis.call('ZRANGE', keys[2], -1, -1, 'WITHSCORES')
   if last[2] then s.newest = tonumber(last[2]) end  -- nil when the log is empty
   return s
 end
 
 function sliding_window_log.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq))
+  redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq), 'd', s.def)
   if ttl_ms then
     redis.call('PEXPIRE', keys[1], ttl_ms)
     redis.call('PEXPIRE', keys[2], ttl_ms)
@@ -556,20 +635,27 @@ function sliding_window_log.record(policy, s, now_us, cost)
   s.dirty = true
 end
 -- sliding_window_counter.lua — mirrors src/core/sliding_window_counter.cc decide() step by
--- step. State: a hash {window_start_us, prev, curr} at KEYS[1]. Every division is idiv():
--- prev * (W - elapsed) <= L * W <= 2^53, exact in a double, but its quotient must be floored
--- exactly as int64 division does.
+-- step. State: a hash {window_start_us, prev, curr, d} at KEYS[1] (d: state_def in
+-- common.lua). Every division is idiv(): prev * (W - elapsed) <= L * W <= 2^53, exact in a
+-- double, but its quotient must be floored exactly as int64 division does.
 local sliding_window_counter = {}
 
-function sliding_window_counter.load(keys)
-  local v = redis.call('HMGET', keys[1], 'window_start_us', 'prev', 'curr')
-  return {window_start_us = tonumber(v[1]) or 0, prev = tonumber(v[2]) or 0,
-          curr = tonumber(v[3]) or 0}
+local sliding_window_counter_fields = {window_start_us = true, prev = true, curr = true}
+
+-- The state at keys[1]; s.foreign when it was written under another definition of the policy's
+-- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+function sliding_window_counter.load(keys, policy)
+  local def = state_def(algorithm_id.sliding_window_counter, policy, true)
+  local f, foreign = load_fields(keys[1], sliding_window_counter_fields, def)
+  return {window_start_us = tonumber(f.window_start_us) or 0,
+          prev = tonumber(f.prev) or 0,
+          curr = tonumber(f.curr) or 0,
+          foreign = foreign, def = def}
 end
 
 function sliding_window_counter.save(keys, s, ttl_ms)
   redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
-             'curr', int(s.curr))
+             'curr', int(s.curr), 'd', s.def)
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -663,16 +749,24 @@ function sliding_window_counter.record(policy, s, now_us, cost)
   s.curr = recorded(curr, cost, max_recorded(policy, true))
 end
 -- token_bucket.lua — mirrors src/core/token_bucket.cc decide() step by step.
--- State: a hash {taken_u, last_us} at KEYS[1]; a missing key is a full bucket.
+-- State: a hash {taken_u, last_us, d} at KEYS[1] (d: state_def in common.lua); a missing key
+-- is a full bucket.
 local token_bucket = {}
 
-function token_bucket.load(keys)
-  local v = redis.call('HMGET', keys[1], 'taken_u', 'last_us')
-  return {taken_u = tonumber(v[1]) or 0, last_us = tonumber(v[2]) or 0}
+local token_bucket_fields = {taken_u = true, last_us = true}
+
+-- The state at keys[1]; s.foreign when it was written under another definition of the policy's
+-- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+function token_bucket.load(keys, policy)
+  local def = state_def(algorithm_id.token_bucket, policy, false)
+  local f, foreign = load_fields(keys[1], token_bucket_fields, def)
+  return {taken_u = tonumber(f.taken_u) or 0,
+          last_us = tonumber(f.last_us) or 0,
+          foreign = foreign, def = def}
 end
 
 function token_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us))
+  redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us), 'd', s.def)
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -731,16 +825,24 @@ function token_bucket.record(policy, s, now_us, cost)
   s.dirty = true
 end
 -- leaky_bucket.lua — mirrors src/core/leaky_bucket.cc decide() step by step (GCRA: a virtual
--- queue level that leaks at `rate`). State: a hash {level_u, last_us} at KEYS[1].
+-- queue level that leaks at `rate`). State: a hash {level_u, last_us, d} at KEYS[1]
+-- (d: state_def in common.lua).
 local leaky_bucket = {}
 
-function leaky_bucket.load(keys)
-  local v = redis.call('HMGET', keys[1], 'level_u', 'last_us')
-  return {level_u = tonumber(v[1]) or 0, last_us = tonumber(v[2]) or 0}
+local leaky_bucket_fields = {level_u = true, last_us = true}
+
+-- The state at keys[1]; s.foreign when it was written under another definition of the policy's
+-- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+function leaky_bucket.load(keys, policy)
+  local def = state_def(algorithm_id.leaky_bucket, policy, false)
+  local f, foreign = load_fields(keys[1], leaky_bucket_fields, def)
+  return {level_u = tonumber(f.level_u) or 0,
+          last_us = tonumber(f.last_us) or 0,
+          foreign = foreign, def = def}
 end
 
 function leaky_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us))
+  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us), 'd', s.def)
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -956,8 +1058,8 @@ end
 -- held at once per key, by leases released by id or expiring after lease_ttl (policy.window_us).
 -- State: a sorted set at KEYS[2] (lease id -> expires_us: expired leases are a prefix, and the
 -- soonest to expire come first, the order of the C++ vector) and a hash at KEYS[1] holding
--- `held` (units held) and the weight of each lease whose weight is not 1 (1 when absent: the
--- usual lease costs no hash field). Both keys share the user key's hash tag and one TTL, ending
+-- `held` (units held), `d` (the definition: common.lua state_def) and the weight of each lease
+-- whose weight is not 1 (1 when absent: the usual lease costs no hash field). Both keys share the user key's hash tag and one TTL, ending
 -- when the last lease expires; with no lease held both are deleted.
 -- Unlike the rate algorithms this one works on Redis' structures in place instead of loading the
 -- whole state: a decision costs O(log n) plus the leases that expire, not O(n).
@@ -1046,7 +1148,15 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
     if tonumber(la) >= 0 then latency = tonumber(la) end
   end
   local h, z = keys[1], keys[2]
-  local held = tonumber(redis.call('HGET', h, 'held')) or 0
+  -- The hash's definition (state_def: the algorithm alone, as Policy::same_state_meaning has
+  -- it) is written beside `held`. Another one, or a hash with neither that a rate algorithm
+  -- wrote (fixed_window.lua keeps its definition in its field names), is a policy conflict.
+  local def = algorithm_id.concurrency .. '::'
+  local meta = redis.call('HMGET', h, 'held', 'd')
+  if (meta[2] and meta[2] ~= def) or (not meta[1] and not meta[2] and redis.call('EXISTS', h) == 1) then
+    return conflict_decision(policy, h)
+  end
+  local held = tonumber(meta[1]) or 0
   local s = c and load_adaptive(h)
   local dirty = false
   -- Leases whose time has come free themselves (a prefix: the set is in expiry order); under an
@@ -1134,7 +1244,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
       redis.call('DEL', h, z)
     else
       local ttl_ms = ttl_ms_arg(idle_at, now_us, test_mode)
-      redis.call('HSET', h, 'held', int(held))
+      redis.call('HSET', h, 'held', int(held), 'd', def)
       if c and s.limit_m ~= 0 then save_adaptive(h, s) end
       redis.call('PEXPIRE', h, ttl_ms)
       if #last > 0 then redis.call('PEXPIRE', z, ttl_ms) end
@@ -1155,7 +1265,8 @@ local kAlgorithmCount = 6
 -- item of run_batch do. cost_arg is cost as a decimal string (an argument as it came).
 -- An algorithm with an `acquire` (fixed_window.lua) decides the acquires its `fast` accepts
 -- itself, with fewer commands; one with a `run` (concurrency.lua) works on its keys in place and
--- takes the lease id; every other decision is load + decide + persist.
+-- takes the lease id; every other decision is load + decide + persist, or a policy conflict
+-- when the state was written under another definition of the name (load's s.foreign).
 -- algo::report (src/core/decide.cc): records a report (cost may be negative: a refund) and
 -- answers the state after it as a cost-0 peek sees it, admitted (a report is never refused).
 local function report(algorithm, policy, s, now_us, cost)
@@ -1181,7 +1292,11 @@ local function decide_one(algorithm, policy, keys, now_us, test_mode, cost, cost
     algorithm.acquire(policy, keys[1], now_us, test_mode, cost, cost_arg, out)
     return
   end
-  local s = algorithm.load(keys)
+  local s = algorithm.load(keys, policy)
+  if s.foreign then
+    push_decision(out, conflict_decision(policy, keys[1]))
+    return
+  end
   local idle_before = algorithm.idle_at_us(policy, s)
   local d = decide_state(algorithm, policy, s, now_us, cost, op)
   persist(algorithm, policy, keys, s, now_us, test_mode, idle_before)
@@ -1221,8 +1336,13 @@ local function decide_items_all_or_nothing(items, now_us, test_mode)
     -- A report is never refused: it takes part in the check as admitted.
     local peek_cost = it.cost
     if it.op == kReport then peek_cost = 0 end
-    decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, peek_cost, kPeek)
-    all = all and (decisions[i].allowed or it.op == kReport)
+    if it.state.foreign then  -- another definition's state: refused, and so is the whole call
+      decisions[i] = conflict_decision(it.policy, it.keys[1])
+      all = false
+    else
+      decisions[i] = it.algorithm.decide(it.policy, it.state, now_us, peek_cost, kPeek)
+      all = all and (decisions[i].allowed or it.op == kReport)
+    end
   end
   if all then
     for i, it in ipairs(items) do
@@ -1242,7 +1362,7 @@ end
 
 -- One item of an all-or-nothing call: its state loaded, and its idle time before the call.
 local function load_item(algorithm, policy, ikeys, cost, op)
-  local state = algorithm.load(ikeys)
+  local state = algorithm.load(ikeys, policy)
   return {algorithm = algorithm, policy = policy, keys = ikeys, state = state, cost = cost, op = op,
           idle_before = algorithm.idle_at_us(policy, state)}
 end
@@ -1363,6 +1483,11 @@ end
 local distributed_algorithms = {[algorithm_id.fixed_window] = fixed_window,
                                [algorithm_id.sliding_window_counter] = sliding_window_counter}
 
+-- A reserve or a push on a state written under another definition of the name (load's
+-- s.foreign) is refused as an error: these calls answer a SharedView, which has no reason to
+-- carry it, and the store answers an error by its failure policy.
+local kPolicyConflictError = 'POLICY_CONFLICT the key holds live state of another definition of this policy name'
+
 -- consistency.cc roll(): the state read the way decide() reads it.
 local function roll(id, policy, s, now_us)
   local window = policy.window_us
@@ -1436,7 +1561,8 @@ local function run_reserve(keys, args)
   local id = tonumber(args[2])
   local algorithm = distributed_algorithms[id]
   local policy = read_policy(args, 6)
-  local s = algorithm.load(keys)
+  local s = algorithm.load(keys, policy)
+  if s.foreign then return redis.error_reply(kPolicyConflictError) end
   local idle_before = algorithm.idle_at_us(policy, s)
   local r = roll(id, policy, s, now_us)
   local changed = take_back(id, policy, r, tonumber(args[4]), tonumber(args[5]))
@@ -1453,7 +1579,8 @@ local function run_add_hits(keys, args)
   local id = tonumber(args[2])
   local algorithm = distributed_algorithms[id]
   local policy = read_policy(args, 5)
-  local s = algorithm.load(keys)
+  local s = algorithm.load(keys, policy)
+  if s.foreign then return redis.error_reply(kPolicyConflictError) end
   local idle_before = algorithm.idle_at_us(policy, s)
   local r = roll(id, policy, s, now_us)
   local changed, dropped = add(id, policy, r, tonumber(args[3]), tonumber(args[4]))
@@ -1464,22 +1591,22 @@ end
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
 -- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the algorithm files (with the
--- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces c18bfc0dd520 by the version (12 hex digits of the SHA1 of the
+-- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 06ee2dded2b2 by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
--- Function names: rlc18bfc0dd520_<algorithm> (keys/args of run_single), rlc18bfc0dd520_acquire_all (run_all),
--- rlc18bfc0dd520_batch (run_batch), rlc18bfc0dd520_decide_many (run_many), rlc18bfc0dd520_reserve (run_reserve),
--- rlc18bfc0dd520_add_hits (run_add_hits).
+-- Function names: rl06ee2dded2b2_<algorithm> (keys/args of run_single), rl06ee2dded2b2_acquire_all (run_all),
+-- rl06ee2dded2b2_batch (run_batch), rl06ee2dded2b2_decide_many (run_many), rl06ee2dded2b2_reserve (run_reserve),
+-- rl06ee2dded2b2_add_hits (run_add_hits).
 -- `algorithms`, `algorithm_names` and kAlgorithmCount: generated from kAlgorithmTable by the
 -- build (embed_lua.cmake). (A numeric loop: Redis 7.0 loads a library with only some globals,
 -- and `pairs` is not one.)
 for id = 0, kAlgorithmCount - 1 do
   local algorithm = algorithms[id]
-  redis.register_function('rlc18bfc0dd520_' .. algorithm_names[id],
+  redis.register_function('rl06ee2dded2b2_' .. algorithm_names[id],
                           function(keys, args) return run_single(algorithm, keys, args) end)
 end
-redis.register_function('rlc18bfc0dd520_acquire_all', run_all)
-redis.register_function('rlc18bfc0dd520_batch', run_batch)
-redis.register_function('rlc18bfc0dd520_decide_many', run_many)
-redis.register_function('rlc18bfc0dd520_reserve', run_reserve)
-redis.register_function('rlc18bfc0dd520_add_hits', run_add_hits)
+redis.register_function('rl06ee2dded2b2_acquire_all', run_all)
+redis.register_function('rl06ee2dded2b2_batch', run_batch)
+redis.register_function('rl06ee2dded2b2_decide_many', run_many)
+redis.register_function('rl06ee2dded2b2_reserve', run_reserve)
+redis.register_function('rl06ee2dded2b2_add_hits', run_add_hits)
