@@ -478,6 +478,14 @@ TEST_F(E2E, AReloadThatChangesAPolicysMeaningAnswers409UntilItsStateEnds) {
   r = acquire(R"({"key":"old","policy":"newp"})");
   EXPECT_EQ(r.status, 200u);
   EXPECT_NE(r.body.find("\"remaining\":3"), std::string::npos) << r.body;  // the log's own count
+
+  // A lease under a name whose key holds a rate state: refused the same way.
+  d.rewrite_config(std::string(kBase) + "  newp: { algorithm: concurrency, limit: 5, lease_ttl: 10s }\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload ok: generation 4", std::chrono::seconds(5))) << d.log();
+  r = http_post(port(), "/v1/leases", R"({"key":"old","policy":"newp"})");
+  EXPECT_EQ(r.status, 409u) << r.body;
+  EXPECT_NE(r.body.find("\"error\":\"policy_conflict\""), std::string::npos) << r.body;
 }
 
 TEST_F(E2E, ReloadGoodBadAndNotReloadable) {

@@ -106,6 +106,10 @@ void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
       if (d.reason == DecisionReason::kWithinLimit || d.reason == DecisionReason::kLeaseNotHeld) {
         metrics.renewed(st.policy, st.token.id, st.ttl, held);
       }
+      if (d.reason == DecisionReason::kPolicyConflict) {  // another definition's state: 409
+        http::render_decisions({&d, 1}, {&st.info, 1}, out, st.render);
+        return;
+      }
       if (!held && d.reason != DecisionReason::kLeaseNotHeld) {  // the store failed open/closed
         http::render_error(503, "store_error", "the store could not renew the lease", out);
         return;
@@ -123,6 +127,10 @@ void render_lease(LeaseState& st, LeaseMetrics& metrics, http::Response& out) {
     }
     case LeaseOp::kRelease: {
       const bool held = d.reason == DecisionReason::kWithinLimit;
+      if (d.reason == DecisionReason::kPolicyConflict) {
+        http::render_decisions({&d, 1}, {&st.info, 1}, out, st.render);
+        return;
+      }
       if (!held && d.reason != DecisionReason::kLeaseNotHeld) {
         http::render_error(503, "store_error", "the store could not release the lease", out);
         return;

@@ -61,6 +61,12 @@ void reply_throttle(const RespState& st, RespCall& call) {
     return;
   }
   const Decision& d = st.decisions.front();
+  if (d.reason == DecisionReason::kPolicyConflict) {  // the key holds another definition's state
+    resp_refuse(call, "ERR policy_conflict the key holds live state of another definition of this policy name; "
+                      "retry in " + std::to_string(cell_seconds(d.retry_after)) + " s",
+                409);
+    return;
+  }
   RespReply r = call.reply();
   r.array(5);
   r.integer(d.allowed ? 0 : 1);
