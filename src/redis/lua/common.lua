@@ -127,7 +127,8 @@ end
 local function read_policy(argv, i)
   local limit, rate = tonumber(argv[i]), tonumber(argv[i + 2])
   local window_us = rate > 0 and time_to_drain_us(limit * kUnit, rate) or tonumber(argv[i + 1])
-  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
+  return {limit = limit, window_us = window_us, window_arg = argv[i + 1], rate = rate,
+          shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
@@ -137,42 +138,41 @@ end
 -- counting mode. A state's hash keeps it in field 'd' (fixed_window.lua: in its field names),
 -- so a call under another definition of the same policy name is refused (kPolicyConflict)
 -- instead of reading the state under another meaning (issue 31: two clients using one name
--- with different algorithms admitted 21 against a limit of 10).
+-- with different algorithms admitted 21 against a limit of 10). The window is the argument as
+-- it came (a decimal integer, as every caller sends it): formatting it again costs every call.
 local function state_def(id, policy, windowed)
   local counting = '0'
   if policy.every_hit then counting = '2' elseif policy.count_denied then counting = '1' end
-  local window = ''
-  if windowed then window = int(policy.window_us) end
-  return id .. ':' .. window .. ':' .. counting
+  if windowed then return id .. ':' .. policy.window_arg .. ':' .. counting end
+  return id .. '::' .. counting
 end
 
--- HGETALL of `key` as {field = value} over the fields `known` names. foreign: the hash holds
--- another field, or a definition 'd' other than `def` (state of another definition of this
--- name). A state written before definitions were kept has no 'd': it is read as this
--- definition's, and gets one when it is next written.
-local function load_fields(key, known, def)
-  local v = redis.call('HGETALL', key)
-  local f, foreign = {}, false
-  for i = 1, #v, 2 do
-    local name = v[i]
-    if known[name] then
-      f[name] = v[i + 1]
-    elseif name ~= 'd' or v[i + 1] ~= def then
-      foreign = true
-    end
+-- Whether the state at `key` was written under another definition than `def`: `v` is the HMGET
+-- of the algorithm's own fields, then 'd' last. A 'd' says so at once; with none, a state that
+-- has one of this algorithm's fields is read as this definition's (written before definitions
+-- were kept; it gets one on its next write), and a key with none of them is another
+-- algorithm's state if it exists at all (one HLEN, for a fresh key only: HLEN, not EXISTS, as
+-- the ACL docs/redis.md documents already allows it).
+local function foreign_state(key, v, def)
+  local n = #v
+  if v[n] then return v[n] ~= def end
+  for i = 1, n - 1 do
+    if v[i] then return false end
   end
-  return f, foreign
+  return redis.call('HLEN', key) > 0
 end
 
 -- algo::conflict_decision: the answer to a call whose policy does not share the meaning of the
 -- live state at `key`: denied, nothing counted, retry_after = reset_after = until that state
 -- ends — its TTL, which persist() set to its idle time (ms here; µs in the memory store).
+-- PTTL through pcall: an ACL user of an older docs/redis.md has no +pttl, and a conflict must
+-- stay an answer, not an error; it then says 1 s (the failure policy's closed retry).
 local function conflict_decision(policy, key)
   local d = new_decision(policy.limit)
   d.reason = kPolicyConflict
-  local ttl_ms = redis.call('PTTL', key)
-  local until_idle = 1
-  if ttl_ms > 0 then until_idle = ttl_ms * 1000 end
+  local ttl_ms = redis.pcall('PTTL', key)
+  local until_idle = 1000000
+  if type(ttl_ms) == 'number' and ttl_ms > 0 then until_idle = ttl_ms * 1000 end
   d.reset_after, d.retry_after = until_idle, until_idle
   return d
 end

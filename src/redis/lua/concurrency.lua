@@ -97,7 +97,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
   -- wrote (fixed_window.lua keeps its definition in its field names), is a policy conflict.
   local def = algorithm_id.concurrency .. '::'
   local meta = redis.call('HMGET', h, 'held', 'd')
-  if (meta[2] and meta[2] ~= def) or (not meta[1] and not meta[2] and redis.call('EXISTS', h) == 1) then
+  if (meta[2] and meta[2] ~= def) or (not meta[1] and not meta[2] and redis.call('HLEN', h) > 0) then
     return conflict_decision(policy, h)
   end
   local held = tonumber(meta[1]) or 0

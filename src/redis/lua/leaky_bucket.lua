@@ -3,20 +3,22 @@
 -- (d: state_def in common.lua).
 local leaky_bucket = {}
 
-local leaky_bucket_fields = {level_u = true, last_us = true}
-
 -- The state at keys[1]; s.foreign when it was written under another definition of the policy's
--- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+-- name (foreign_state); s.def, this definition, written with the state when it has none.
 function leaky_bucket.load(keys, policy)
   local def = state_def(algorithm_id.leaky_bucket, policy, false)
-  local f, foreign = load_fields(keys[1], leaky_bucket_fields, def)
-  return {level_u = tonumber(f.level_u) or 0,
-          last_us = tonumber(f.last_us) or 0,
-          foreign = foreign, def = def}
+  local v = redis.call('HMGET', keys[1], 'level_u', 'last_us', 'd')
+  return {level_u = tonumber(v[1]) or 0,
+          last_us = tonumber(v[2]) or 0,
+          foreign = foreign_state(keys[1], v, def), def = def, has_def = v[3] ~= false}
 end
 
 function leaky_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us), 'd', s.def)
+  if s.has_def then
+    redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us))
+  else
+    redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us), 'd', s.def)
+  end
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 

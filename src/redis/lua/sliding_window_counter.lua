@@ -4,22 +4,25 @@
 -- double, but its quotient must be floored exactly as int64 division does.
 local sliding_window_counter = {}
 
-local sliding_window_counter_fields = {window_start_us = true, prev = true, curr = true}
-
 -- The state at keys[1]; s.foreign when it was written under another definition of the policy's
--- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+-- name (foreign_state); s.def, this definition, written with the state when it has none.
 function sliding_window_counter.load(keys, policy)
   local def = state_def(algorithm_id.sliding_window_counter, policy, true)
-  local f, foreign = load_fields(keys[1], sliding_window_counter_fields, def)
-  return {window_start_us = tonumber(f.window_start_us) or 0,
-          prev = tonumber(f.prev) or 0,
-          curr = tonumber(f.curr) or 0,
-          foreign = foreign, def = def}
+  local v = redis.call('HMGET', keys[1], 'window_start_us', 'prev', 'curr', 'd')
+  return {window_start_us = tonumber(v[1]) or 0,
+          prev = tonumber(v[2]) or 0,
+          curr = tonumber(v[3]) or 0,
+          foreign = foreign_state(keys[1], v, def), def = def, has_def = v[4] ~= false}
 end
 
 function sliding_window_counter.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
+  if s.has_def then
+    redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
+             'curr', int(s.curr))
+  else
+    redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
              'curr', int(s.curr), 'd', s.def)
+  end
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 

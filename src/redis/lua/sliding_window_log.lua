@@ -17,23 +17,26 @@ local function entry_seq(member)
   return string.match(member, '^(%d+):')
 end
 
-local sliding_window_log_fields = {units = true, seq = true}
-
--- The state (s.foreign and s.def as token_bucket.load's).
+-- The state (s.foreign, s.def and s.has_def as token_bucket.load's).
 function sliding_window_log.load(keys, policy)
   local def = state_def(algorithm_id.sliding_window_log, policy, true)
-  local meta, foreign = load_fields(keys[1], sliding_window_log_fields, def)
-  local s = {keys = keys, foreign = foreign, def = def}
-  s.units = tonumber(meta.units) or 0
-  s.seq = tonumber(meta.seq) or 0
-  if foreign then return s end
+  local meta = redis.call('HMGET', keys[1], 'units', 'seq', 'd')
+  local s = {keys = keys, foreign = foreign_state(keys[1], meta, def), def = def,
+             has_def = meta[3] ~= false}
+  s.units = tonumber(meta[1]) or 0
+  s.seq = tonumber(meta[2]) or 0
+  if s.foreign then return s end
   local last = redis.call('ZRANGE', keys[2], -1, -1, 'WITHSCORES')
   if last[2] then s.newest = tonumber(last[2]) end  -- nil when the log is empty
   return s
 end
 
 function sliding_window_log.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq), 'd', s.def)
+  if s.has_def then
+    redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq))
+  else
+    redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq), 'd', s.def)
+  end
   if ttl_ms then
     redis.call('PEXPIRE', keys[1], ttl_ms)
     redis.call('PEXPIRE', keys[2], ttl_ms)

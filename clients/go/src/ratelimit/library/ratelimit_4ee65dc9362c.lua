@@ -1,4 +1,4 @@
-#!lua name=ratelimit_06ee2dded2b2
+#!lua name=ratelimit_4ee65dc9362c
 -- common.lua — what every ratelimit script shares: src/core/units.h line for line, the
 -- decision record, reading time and policy from ARGV, and writing state back with its TTL.
 --
@@ -128,7 +128,8 @@ end
 local function read_policy(argv, i)
   local limit, rate = tonumber(argv[i]), tonumber(argv[i + 2])
   local window_us = rate > 0 and time_to_drain_us(limit * kUnit, rate) or tonumber(argv[i + 1])
-  return {limit = limit, window_us = window_us, rate = rate, shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
+  return {limit = limit, window_us = window_us, window_arg = argv[i + 1], rate = rate,
+          shape = argv[i + 3] == '1', shape_arg = argv[i + 3],
           count_denied = argv[i + 4] == '1', every_hit = argv[i + 4] == '2'}
 end
 
@@ -138,42 +139,41 @@ end
 -- counting mode. A state's hash keeps it in field 'd' (fixed_window.lua: in its field names),
 -- so a call under another definition of the same policy name is refused (kPolicyConflict)
 -- instead of reading the state under another meaning (issue 31: two clients using one name
--- with different algorithms admitted 21 against a limit of 10).
+-- with different algorithms admitted 21 against a limit of 10). The window is the argument as
+-- it came (a decimal integer, as every caller sends it): formatting it again costs every call.
 local function state_def(id, policy, windowed)
   local counting = '0'
   if policy.every_hit then counting = '2' elseif policy.count_denied then counting = '1' end
-  local window = ''
-  if windowed then window = int(policy.window_us) end
-  return id .. ':' .. window .. ':' .. counting
+  if windowed then return id .. ':' .. policy.window_arg .. ':' .. counting end
+  return id .. '::' .. counting
 end
 
--- HGETALL of `key` as {field = value} over the fields `known` names. foreign: the hash holds
--- another field, or a definition 'd' other than `def` (state of another definition of this
--- name). A state written before definitions were kept has no 'd': it is read as this
--- definition's, and gets one when it is next written.
-local function load_fields(key, known, def)
-  local v = redis.call('HGETALL', key)
-  local f, foreign = {}, false
-  for i = 1, #v, 2 do
-    local name = v[i]
-    if known[name] then
-      f[name] = v[i + 1]
-    elseif name ~= 'd' or v[i + 1] ~= def then
-      foreign = true
-    end
+-- Whether the state at `key` was written under another definition than `def`: `v` is the HMGET
+-- of the algorithm's own fields, then 'd' last. A 'd' says so at once; with none, a state that
+-- has one of this algorithm's fields is read as this definition's (written before definitions
+-- were kept; it gets one on its next write), and a key with none of them is another
+-- algorithm's state if it exists at all (one HLEN, for a fresh key only: HLEN, not EXISTS, as
+-- the ACL docs/redis.md documents already allows it).
+local function foreign_state(key, v, def)
+  local n = #v
+  if v[n] then return v[n] ~= def end
+  for i = 1, n - 1 do
+    if v[i] then return false end
   end
-  return f, foreign
+  return redis.call('HLEN', key) > 0
 end
 
 -- algo::conflict_decision: the answer to a call whose policy does not share the meaning of the
 -- live state at `key`: denied, nothing counted, retry_after = reset_after = until that state
 -- ends — its TTL, which persist() set to its idle time (ms here; µs in the memory store).
+-- PTTL through pcall: an ACL user of an older docs/redis.md has no +pttl, and a conflict must
+-- stay an answer, not an error; it then says 1 s (the failure policy's closed retry).
 local function conflict_decision(policy, key)
   local d = new_decision(policy.limit)
   d.reason = kPolicyConflict
-  local ttl_ms = redis.call('PTTL', key)
-  local until_idle = 1
-  if ttl_ms > 0 then until_idle = ttl_ms * 1000 end
+  local ttl_ms = redis.pcall('PTTL', key)
+  local until_idle = 1000000
+  if type(ttl_ms) == 'number' and ttl_ms > 0 then until_idle = ttl_ms * 1000 end
   d.reset_after, d.retry_after = until_idle, until_idle
   return d
 end
@@ -480,23 +480,26 @@ local function entry_seq(member)
   return string.match(member, '^(%d+):')
 end
 
-local sliding_window_log_fields = {units = true, seq = true}
-
--- The state (s.foreign and s.def as token_bucket.load's).
+-- The state (s.foreign, s.def and s.has_def as token_bucket.load's).
 function sliding_window_log.load(keys, policy)
   local def = state_def(algorithm_id.sliding_window_log, policy, true)
-  local meta, foreign = load_fields(keys[1], sliding_window_log_fields, def)
-  local s = {keys = keys, foreign = foreign, def = def}
-  s.units = tonumber(meta.units) or 0
-  s.seq = tonumber(meta.seq) or 0
-  if foreign then return s end
+  local meta = redis.call('HMGET', keys[1], 'units', 'seq', 'd')
+  local s = {keys = keys, foreign = foreign_state(keys[1], meta, def), def = def,
+             has_def = meta[3] ~= false}
+  s.units = tonumber(meta[1]) or 0
+  s.seq = tonumber(meta[2]) or 0
+  if s.foreign then return s end
   local last = redis.call('ZRANGE', keys[2], -1, -1, 'WITHSCORES')
   if last[2] then s.newest = tonumber(last[2]) end  -- nil when the log is empty
   return s
 end
 
 function sliding_window_log.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq), 'd', s.def)
+  if s.has_def then
+    redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq))
+  else
+    redis.call('HSET', keys[1], 'units', int(s.units), 'seq', int(s.seq), 'd', s.def)
+  end
   if ttl_ms then
     redis.call('PEXPIRE', keys[1], ttl_ms)
     redis.call('PEXPIRE', keys[2], ttl_ms)
@@ -640,22 +643,25 @@ end
 -- double, but its quotient must be floored exactly as int64 division does.
 local sliding_window_counter = {}
 
-local sliding_window_counter_fields = {window_start_us = true, prev = true, curr = true}
-
 -- The state at keys[1]; s.foreign when it was written under another definition of the policy's
--- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+-- name (foreign_state); s.def, this definition, written with the state when it has none.
 function sliding_window_counter.load(keys, policy)
   local def = state_def(algorithm_id.sliding_window_counter, policy, true)
-  local f, foreign = load_fields(keys[1], sliding_window_counter_fields, def)
-  return {window_start_us = tonumber(f.window_start_us) or 0,
-          prev = tonumber(f.prev) or 0,
-          curr = tonumber(f.curr) or 0,
-          foreign = foreign, def = def}
+  local v = redis.call('HMGET', keys[1], 'window_start_us', 'prev', 'curr', 'd')
+  return {window_start_us = tonumber(v[1]) or 0,
+          prev = tonumber(v[2]) or 0,
+          curr = tonumber(v[3]) or 0,
+          foreign = foreign_state(keys[1], v, def), def = def, has_def = v[4] ~= false}
 end
 
 function sliding_window_counter.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
+  if s.has_def then
+    redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
+             'curr', int(s.curr))
+  else
+    redis.call('HSET', keys[1], 'window_start_us', int(s.window_start_us), 'prev', int(s.prev),
              'curr', int(s.curr), 'd', s.def)
+  end
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -753,20 +759,22 @@ end
 -- is a full bucket.
 local token_bucket = {}
 
-local token_bucket_fields = {taken_u = true, last_us = true}
-
 -- The state at keys[1]; s.foreign when it was written under another definition of the policy's
--- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+-- name (foreign_state); s.def, this definition, written with the state when it has none.
 function token_bucket.load(keys, policy)
   local def = state_def(algorithm_id.token_bucket, policy, false)
-  local f, foreign = load_fields(keys[1], token_bucket_fields, def)
-  return {taken_u = tonumber(f.taken_u) or 0,
-          last_us = tonumber(f.last_us) or 0,
-          foreign = foreign, def = def}
+  local v = redis.call('HMGET', keys[1], 'taken_u', 'last_us', 'd')
+  return {taken_u = tonumber(v[1]) or 0,
+          last_us = tonumber(v[2]) or 0,
+          foreign = foreign_state(keys[1], v, def), def = def, has_def = v[3] ~= false}
 end
 
 function token_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us), 'd', s.def)
+  if s.has_def then
+    redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us))
+  else
+    redis.call('HSET', keys[1], 'taken_u', int(s.taken_u), 'last_us', int(s.last_us), 'd', s.def)
+  end
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -829,20 +837,22 @@ end
 -- (d: state_def in common.lua).
 local leaky_bucket = {}
 
-local leaky_bucket_fields = {level_u = true, last_us = true}
-
 -- The state at keys[1]; s.foreign when it was written under another definition of the policy's
--- name (load_fields); s.def, this definition, which every write keeps in field 'd'.
+-- name (foreign_state); s.def, this definition, written with the state when it has none.
 function leaky_bucket.load(keys, policy)
   local def = state_def(algorithm_id.leaky_bucket, policy, false)
-  local f, foreign = load_fields(keys[1], leaky_bucket_fields, def)
-  return {level_u = tonumber(f.level_u) or 0,
-          last_us = tonumber(f.last_us) or 0,
-          foreign = foreign, def = def}
+  local v = redis.call('HMGET', keys[1], 'level_u', 'last_us', 'd')
+  return {level_u = tonumber(v[1]) or 0,
+          last_us = tonumber(v[2]) or 0,
+          foreign = foreign_state(keys[1], v, def), def = def, has_def = v[3] ~= false}
 end
 
 function leaky_bucket.save(keys, s, ttl_ms)
-  redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us), 'd', s.def)
+  if s.has_def then
+    redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us))
+  else
+    redis.call('HSET', keys[1], 'level_u', int(s.level_u), 'last_us', int(s.last_us), 'd', s.def)
+  end
   if ttl_ms then redis.call('PEXPIRE', keys[1], ttl_ms) end
 end
 
@@ -1153,7 +1163,7 @@ function concurrency.run(policy, keys, now_us, test_mode, cost, op, lease)
   -- wrote (fixed_window.lua keeps its definition in its field names), is a policy conflict.
   local def = algorithm_id.concurrency .. '::'
   local meta = redis.call('HMGET', h, 'held', 'd')
-  if (meta[2] and meta[2] ~= def) or (not meta[1] and not meta[2] and redis.call('EXISTS', h) == 1) then
+  if (meta[2] and meta[2] ~= def) or (not meta[1] and not meta[2] and redis.call('HLEN', h) > 0) then
     return conflict_decision(policy, h)
   end
   local held = tonumber(meta[1]) or 0
@@ -1591,22 +1601,22 @@ end
 -- scripts, registered once when the library is loaded (FUNCTION LOAD REPLACE on connect), so a
 -- call builds none of the algorithms' tables and closures again, as every EVALSHA call must.
 -- The build prepends `#!lua name=ratelimit_<version>`, common.lua, the algorithm files (with the
--- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 06ee2dded2b2 by the version (12 hex digits of the SHA1 of the
+-- generated `algorithms` table), entry.lua, multi.lua and distributed.lua, and replaces 4ee65dc9362c by the version (12 hex digits of the SHA1 of the
 -- library's text): versions never share a library or function name, so instances running
 -- different builds can share one Redis, each calling its own code.
--- Function names: rl06ee2dded2b2_<algorithm> (keys/args of run_single), rl06ee2dded2b2_acquire_all (run_all),
--- rl06ee2dded2b2_batch (run_batch), rl06ee2dded2b2_decide_many (run_many), rl06ee2dded2b2_reserve (run_reserve),
--- rl06ee2dded2b2_add_hits (run_add_hits).
+-- Function names: rl4ee65dc9362c_<algorithm> (keys/args of run_single), rl4ee65dc9362c_acquire_all (run_all),
+-- rl4ee65dc9362c_batch (run_batch), rl4ee65dc9362c_decide_many (run_many), rl4ee65dc9362c_reserve (run_reserve),
+-- rl4ee65dc9362c_add_hits (run_add_hits).
 -- `algorithms`, `algorithm_names` and kAlgorithmCount: generated from kAlgorithmTable by the
 -- build (embed_lua.cmake). (A numeric loop: Redis 7.0 loads a library with only some globals,
 -- and `pairs` is not one.)
 for id = 0, kAlgorithmCount - 1 do
   local algorithm = algorithms[id]
-  redis.register_function('rl06ee2dded2b2_' .. algorithm_names[id],
+  redis.register_function('rl4ee65dc9362c_' .. algorithm_names[id],
                           function(keys, args) return run_single(algorithm, keys, args) end)
 end
-redis.register_function('rl06ee2dded2b2_acquire_all', run_all)
-redis.register_function('rl06ee2dded2b2_batch', run_batch)
-redis.register_function('rl06ee2dded2b2_decide_many', run_many)
-redis.register_function('rl06ee2dded2b2_reserve', run_reserve)
-redis.register_function('rl06ee2dded2b2_add_hits', run_add_hits)
+redis.register_function('rl4ee65dc9362c_acquire_all', run_all)
+redis.register_function('rl4ee65dc9362c_batch', run_batch)
+redis.register_function('rl4ee65dc9362c_decide_many', run_many)
+redis.register_function('rl4ee65dc9362c_reserve', run_reserve)
+redis.register_function('rl4ee65dc9362c_add_hits', run_add_hits)
