@@ -262,6 +262,39 @@ TEST_F(Resp, HostileInputIsRefusedWithBoundedMemory) {
   EXPECT_NE(metrics.find("ratelimitd_http_requests_total{endpoint=\"other\",status=\"400\"} 4"), std::string::npos) << metrics;
 }
 
+// CL.THROTTLE decides under the policy name "cl.throttle" (a token bucket; ratelimitd reserves
+// the name). A client library on the same Redis may still use that name with another algorithm:
+// a key whose live state it wrote (here a fixed window's, layout 3, written as it would) makes
+// CL.THROTTLE a policy conflict (issue 31) — an error naming it, nothing counted, never a reply
+// that reads as a decision.
+TEST(RespConflict, ThrottleOnAKeyHeldByAnotherDefinitionOfItsNameIsAnError) {
+  auto url = testing::shared_test_redis_url();
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string prefix = "e2e-resp-conflict:" + std::to_string(getpid()) + ":";
+  Daemon d;
+  ASSERT_TRUE(d.start("store: { type: redis, url: \"" + *url + "\", key_prefix: \"" + prefix + "\" }\n" +
+                      kPolicies + "resp_listen: 127.0.0.1:0\n"))
+      << d.log();
+  const uint16_t port = resp_port(d);
+  ASSERT_NE(port, 0) << d.log();
+  const std::string redis_port = url->substr(url->rfind(':') + 1, url->find('/', 10) - url->rfind(':') - 1);
+  const std::string key = prefix + "{k}:cl.throttle";
+  for (const std::vector<std::string>& c : std::vector<std::vector<std::string>>{
+           {"HSET", key, "1000000/0:60000000:0", "2"}, {"PEXPIRE", key, "60000"}}) {
+    std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", redis_port};
+    argv.insert(argv.end(), c.begin(), c.end());
+    ASSERT_TRUE(testing::run_program(argv, 10s, d.dir() + "/setup.out").is_ok());
+  }
+  const std::string out = redis_cli(port, {"CL.THROTTLE", "k", "15", "30", "60", "1"}, d);
+  EXPECT_EQ(out.rfind("ERR policy_conflict", 0), 0u) << out;
+  EXPECT_EQ(redis_cli(port, {"CL.THROTTLE", "other", "15", "30", "60", "1"}, d), "0\n16\n15\n-1\n2\n");
+  std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", redis_port, "HGETALL", key};
+  ASSERT_TRUE(testing::run_program(argv, 10s, d.dir() + "/after.out").is_ok());
+  std::ifstream in(d.dir() + "/after.out");
+  const std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(after, "1000000/0:60000000:0\n2\n");  // the other definition's state, untouched
+}
+
 class RespWithPassword : public Resp {
  protected:
   RespWithPassword() { extra_ = "resp_password: s3cret-pass\nadmin_token: 0123456789abcdef-admin\n"; }
