@@ -69,7 +69,7 @@ struct MemoryStore::Impl {
     shard.begin_op(now);
     bool conflict;
     uint32_t i = shard.find_named(policy, w.name_hash, key, w.hash, conflict);
-    if (conflict) {
+    if (conflict) [[unlikely]] {
       // The key's state was written under another meaning of this name (issue 31): refused
       // while it lives; once idle it is dropped and this definition starts the key afresh.
       const int64_t idle_at = shard.idle_at(i);

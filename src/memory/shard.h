@@ -124,19 +124,21 @@ class alignas(64) Shard {
   // the same parameters costs one comparison more than the probe.
   uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
                       uint64_t hash, bool& conflict) RL_REQUIRES(mu) {
-    const uint32_t i = find_name(policy, name_hash, key, hash);
     conflict = false;
-    if (i != kNil) {
+    for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {  // find_name's probe
+      const uint32_t i = next_with_key(pos, key, hash);
+      if (i == kNil) return kNil;
       PolicyEntry& e = policies_[slot(i).policy];
-      if (!same_parameters(e.policy, policy)) {
+      if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
+      if (!same_parameters(e.policy, policy)) [[unlikely]] {
         if (e.policy.same_state_meaning(policy)) {
           e.policy = policy;  // redefined: the latest rules
         } else {
           conflict = true;
         }
       }
+      return i;
     }
-    return i;
   }
   // algo::decide on the slot's state, in place (the O(1) states on a local copy of their
   // packed bytes; the log on its in-slot state; a state of another algorithm through the
