@@ -12,7 +12,7 @@ import (
 // Decision is what a limiter answers; a "no" is a Decision, never an error.
 type Decision struct {
 	Allowed    bool
-	Reason     string // within_limit, over_limit, exceeds_capacity, failed_open, failed_closed
+	Reason     string // within_limit, over_limit, exceeds_capacity, policy_conflict, failed_open, failed_closed
 	Limit      int64  // the policy's capacity
 	Remaining  int64
 	ResetAfter time.Duration // until the limit is fully available again
@@ -46,12 +46,16 @@ func failureDecision(p FailurePolicy, limit int64) Decision {
 	return Decision{Allowed: true, Reason: "failed_open", Limit: limit}
 }
 
-var reasons = []string{"within_limit", "over_limit", "exceeds_capacity"}
+// The function library's reason numbers (include/ratelimit/decision.h); "" is one a rate
+// decision never answers. 6, policy_conflict: the key holds live state of another definition of
+// the policy's name (another algorithm, window or counting mode); nothing was counted, and
+// RetryAfter says when that state ends (docs/redis-functions.md).
+var reasons = []string{"within_limit", "over_limit", "exceeds_capacity", "", "", "", "policy_conflict"}
 
 // decodeAt: decision i of a reply of four integers per decision (reason, remaining,
 // reset_after_us, delay_us when allowed else retry_after_us).
 func decodeAt(reply []int64, i int, limit int64) (Decision, error) {
-	if len(reply) < 4*(i+1) || reply[4*i] < 0 || reply[4*i] > 2 {
+	if len(reply) < 4*(i+1) || reply[4*i] < 0 || reply[4*i] >= int64(len(reasons)) || reasons[reply[4*i]] == "" {
 		return Decision{}, &Error{Code: "protocol", Message: fmt.Sprintf("unexpected reply from the function library: %v", reply)}
 	}
 	f := reply[4*i : 4*i+4]

@@ -147,6 +147,10 @@ func (l *RatelimitdLimiter) AcquireLease(ctx context.Context, policy, key string
 	case status == 400 && m["error"] == "cost_exceeds_capacity":
 		lease.Reason = "exceeds_capacity"
 		return lease, nil
+	case status == 409 && m["error"] == "policy_conflict": // another definition of the name holds the key
+		lease.Reason = "policy_conflict"
+		lease.RetryAfter = time.Duration(num("retry_after_ms")) * time.Millisecond
+		return lease, nil
 	case status != 200 && status != 429:
 		return Lease{}, leaseError(status, m)
 	}
@@ -207,6 +211,9 @@ func (l *RatelimitdLimiter) ReleaseLease(ctx context.Context, lease Lease, o Out
 		}
 		return false, err
 	}
+	if status == 409 && m["error"] == "policy_conflict" {
+		return false, nil // nothing released: the key now holds another definition's state
+	}
 	if status != 200 {
 		return false, leaseError(status, m)
 	}
@@ -226,8 +233,8 @@ func (l *RatelimitdLimiter) RenewLease(ctx context.Context, lease *Lease) (bool,
 		}
 		return false, err
 	}
-	if status == 404 && m["error"] == "lease_not_held" {
-		return false, nil
+	if (status == 404 && m["error"] == "lease_not_held") || (status == 409 && m["error"] == "policy_conflict") {
+		return false, nil // not held (a conflict: the key now holds another definition's state)
 	}
 	if status != 200 {
 		return false, leaseError(status, m)

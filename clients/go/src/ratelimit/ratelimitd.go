@@ -155,6 +155,10 @@ func (l *RatelimitdLimiter) read(status int, header http.Header, body []byte) (D
 	if status == 400 && m["error"] == "cost_exceeds_capacity" {
 		return Decision{Reason: "exceeds_capacity", Limit: num("limit")}, nil
 	}
+	if status == 409 && m["error"] == "policy_conflict" { // another definition of the name holds the key
+		wait := time.Duration(num("retry_after_ms")) * time.Millisecond
+		return Decision{Reason: "policy_conflict", RetryAfter: wait, ResetAfter: wait}, nil
+	}
 	if status != 200 && status != 429 {
 		return Decision{}, errorOf(status, body)
 	}
