@@ -5,8 +5,12 @@
 
 import { RateLimitError } from './errors';
 
-export type Reason = 'within_limit' | 'over_limit' | 'exceeds_capacity' | 'failed_open' | 'failed_closed';
-const REASONS: readonly Reason[] = ['within_limit', 'over_limit', 'exceeds_capacity'];
+export type Reason = 'within_limit' | 'over_limit' | 'exceeds_capacity' | 'policy_conflict' | 'failed_open' | 'failed_closed';
+/** The function library's reason numbers (include/ratelimit/decision.h); undefined: one a rate
+ *  decision never answers. 6, policy_conflict: the key holds live state of another definition of
+ *  the policy's name (another algorithm, window or counting mode); nothing was counted, and
+ *  retryAfterUs says when that state ends (docs/redis-functions.md). */
+const REASONS: readonly (Reason | undefined)[] = ['within_limit', 'over_limit', 'exceeds_capacity', undefined, undefined, undefined, 'policy_conflict'];
 
 export interface Decision {
   allowed: boolean;

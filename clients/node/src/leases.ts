@@ -117,6 +117,9 @@ export async function acquireLease(t: LeaseTransport, policy: string, key: strin
   lease.rateLimit = a.headers.get('ratelimit');
   lease.limit = Number(a.body.limit ?? 0);
   if (a.status === 400 && a.body.error === 'cost_exceeds_capacity') return { ...lease, reason: 'exceeds_capacity' };
+  if (a.status === 409 && a.body.error === 'policy_conflict') { // another definition of the name holds the key
+    return { ...lease, reason: 'policy_conflict', retryAfterUs: Number(a.body.retry_after_ms ?? 0) * 1000 };
+  }
   if (a.status !== 200 && a.status !== 429) throw thrown(a);
   lease.remaining = Number(a.body.remaining ?? 0);
   if (a.status === 429) return { ...lease, retryAfterUs: Number(a.body.retry_after_ms ?? 0) * 1000 };
@@ -140,6 +143,7 @@ export async function releaseLease(t: LeaseTransport, lease: Lease, options: Rel
   if (l !== undefined) body.latency_ms = l;
   const a = await call(t, 'DELETE', `/v1/leases/${encodeURIComponent(lease.id)}`, Object.keys(body).length > 0 ? body : undefined);
   if (a === null) return false;
+  if (a.status === 409 && a.body.error === 'policy_conflict') return false; // the key now holds another definition's state
   if (a.status !== 200) throw thrown(a);
   return a.body.released === true;
 }
@@ -151,7 +155,7 @@ export async function renewLease(t: LeaseTransport, lease: Lease): Promise<boole
   if (lease.id === null) return true;
   const a = await call(t, 'POST', `/v1/leases/${encodeURIComponent(lease.id)}/renew`);
   if (a === null) return t.onFailure === 'open';
-  if (a.status === 404 && a.body.error === 'lease_not_held') return false;
+  if ((a.status === 404 && a.body.error === 'lease_not_held') || (a.status === 409 && a.body.error === 'policy_conflict')) return false;
   if (a.status !== 200) throw thrown(a);
   if (typeof a.body.expires_ms === 'number') lease.expiresMs = a.body.expires_ms;
   return a.body.renewed === true;

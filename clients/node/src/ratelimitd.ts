@@ -124,6 +124,10 @@ export class RatelimitdLimiter {
     if (res.status === 400 && body.error === 'cost_exceeds_capacity') {
       return { allowed: false, reason: 'exceeds_capacity', limit: Number(body.limit), remaining: 0, resetAfterUs: 0, retryAfterUs: 0, delayUs: 0 };
     }
+    if (res.status === 409 && body.error === 'policy_conflict') { // another definition of the name holds the key
+      const waitUs = Number(body.retry_after_ms ?? 0) * 1000;
+      return { allowed: false, reason: 'policy_conflict', limit: 0, remaining: 0, resetAfterUs: waitUs, retryAfterUs: waitUs, delayUs: 0 };
+    }
     if (res.status !== 200 && res.status !== 429) throw errorOf(res.status, text);
     const allowed = body.allowed === true;
     const info = this.infos.get(policy);

@@ -5,7 +5,11 @@ from dataclasses import dataclass
 
 from .errors import RateLimitError
 
-REASONS = ("within_limit", "over_limit", "exceeds_capacity")
+# The function library's reason numbers (include/ratelimit/decision.h); None: one a rate
+# decision never answers. 6, policy_conflict: the key holds live state of another definition of
+# the policy's name (another algorithm, window or counting mode); nothing was counted, and
+# retry_after_us says when that state ends (docs/redis-functions.md).
+REASONS = ("within_limit", "over_limit", "exceeds_capacity", None, None, None, "policy_conflict")
 FAILED_CLOSED_RETRY_AFTER_US = 1_000_000
 
 
@@ -37,7 +41,7 @@ def decode_reply(reply, limits) -> list:
     for i, limit in enumerate(limits):
         b = 4 * i
         r, remaining, reset, last = reply[b:b + 4]
-        if type(remaining) is not int or type(reset) is not int or type(last) is not int or r not in (0, 1, 2):
+        if type(remaining) is not int or type(reset) is not int or type(last) is not int or r not in (0, 1, 2, 6):
             raise RateLimitError("protocol", f"unexpected decision in the library's reply: {reply[b:b + 4]!r}")
         allowed = r == 0
         out.append(_decision(allowed, REASONS[r], limit, remaining, reset, 0 if allowed else last, last if allowed else 0))

@@ -107,6 +107,8 @@ def lease_answer(policy, key, status, headers, text) -> Lease:
                   ratelimit_policy=headers.get("ratelimit-policy"), ratelimit=headers.get("ratelimit"))
     if status == 400 and body.get("error") == "cost_exceeds_capacity":
         return replace(lease, reason="exceeds_capacity")
+    if status == 409 and body.get("error") == "policy_conflict":  # another definition holds the key
+        return replace(lease, reason="policy_conflict", retry_after_us=int(body.get("retry_after_ms") or 0) * 1000)
     if status not in (200, 429):
         raise _raised(status, body)
     lease.remaining = int(body.get("remaining") or 0)
@@ -124,6 +126,8 @@ def lease_answer(policy, key, status, headers, text) -> Lease:
 
 def release_answer(status, text) -> bool:
     body = _json(status, text)
+    if status == 409 and body.get("error") == "policy_conflict":
+        return False  # nothing released: the key now holds another definition's state
     if status != 200:
         raise _raised(status, body)
     return body.get("released") is True
@@ -131,7 +135,8 @@ def release_answer(status, text) -> bool:
 
 def renew_answer(lease: Lease, status, text) -> bool:
     body = _json(status, text)
-    if status == 404 and body.get("error") == "lease_not_held":
+    if (status == 404 and body.get("error") == "lease_not_held") or \
+            (status == 409 and body.get("error") == "policy_conflict"):
         return False
     if status != 200:
         raise _raised(status, body)

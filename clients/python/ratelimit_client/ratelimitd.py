@@ -64,6 +64,9 @@ class _Common:
                 self._infos[name] = PolicyInfo(name, int(m.group(2)), int(m.group(3)) * 1_000_000)
         if status == 400 and body.get("error") == "cost_exceeds_capacity":
             return Decision(False, "exceeds_capacity", int(body["limit"]), 0, 0, 0, 0)
+        if status == 409 and body.get("error") == "policy_conflict":  # another definition holds the key
+            wait_us = int(body.get("retry_after_ms") or 0) * 1000
+            return Decision(False, "policy_conflict", 0, 0, wait_us, wait_us, 0)
         if status not in (200, 429):
             raise _error(status, body, text)
         allowed = body.get("allowed") is True
