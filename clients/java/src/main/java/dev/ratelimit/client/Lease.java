@@ -42,7 +42,7 @@ public final class Lease {
   /** Granted: the work may run (with a lease to release when id() is not null). */
   public boolean allowed() { return allowed; }
 
-  /** within_limit, over_limit, exceeds_capacity, failed_open or failed_closed. */
+  /** within_limit, over_limit, exceeds_capacity, policy_conflict, failed_open or failed_closed. */
   public String reason() { return reason; }
 
   /** The lease id ratelimitd issued; null for a refusal or the failure policy's grant. */

@@ -48,6 +48,10 @@ final class Leases {
     int status = r.statusCode();
     Map<String, Object> m = Json.parseObject(r.body());
     String rlp = r.headers().firstValue("RateLimit-Policy").orElse(null), rl = r.headers().firstValue("RateLimit").orElse(null);
+    if (status == 409 && "policy_conflict".equals(m.get("error"))) {  // another definition holds the key
+      return new Lease(false, "policy_conflict", null, policy, key, 0, 0, Duration.ZERO,
+          Duration.ofMillis(num(m, "retry_after_ms")), rlp, rl);
+    }
     long limit = num(m, "limit");
     if (status == 400 && "cost_exceeds_capacity".equals(m.get("error"))) {
       return new Lease(false, "exceeds_capacity", null, policy, key, limit, 0, Duration.ZERO, Duration.ZERO, rlp, rl);
@@ -86,6 +90,7 @@ final class Leases {
     HttpResponse<String> r = call(c, "DELETE", path(lease, ""), body, Duration.ZERO);
     if (r == null) return false;
     Map<String, Object> m = Json.parseObject(r.body());
+    if (r.statusCode() == 409 && "policy_conflict".equals(m.get("error"))) return false;  // another definition's state
     if (r.statusCode() != 200) throw error(r.statusCode(), m);
     return Boolean.TRUE.equals(m.get("released"));
   }
@@ -97,6 +102,7 @@ final class Leases {
     if (r == null) return c.onFailure() == FailurePolicy.OPEN;
     Map<String, Object> m = Json.parseObject(r.body());
     if (r.statusCode() == 404 && "lease_not_held".equals(m.get("error"))) return false;
+    if (r.statusCode() == 409 && "policy_conflict".equals(m.get("error"))) return false;  // another definition's state
     if (r.statusCode() != 200) throw error(r.statusCode(), m);
     if (m.get("expires_ms") instanceof Double d) lease.expires(Duration.ofMillis(d.longValue()));
     return Boolean.TRUE.equals(m.get("renewed"));

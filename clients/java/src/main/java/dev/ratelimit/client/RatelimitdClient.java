@@ -148,6 +148,10 @@ public final class RatelimitdClient implements Limiter {
     if (status == 400 && "cost_exceeds_capacity".equals(o.get("error"))) {
       return new Decision(false, "exceeds_capacity", num(o, "limit"), 0, 0, 0, 0);
     }
+    if (status == 409 && "policy_conflict".equals(o.get("error"))) {  // another definition holds the key
+      long waitUs = num(o, "retry_after_ms") * 1000;
+      return new Decision(false, "policy_conflict", 0, 0, waitUs, waitUs, 0);
+    }
     if (status != 200 && status != 429) throw errorOf(status, body);
     boolean allowed = Boolean.TRUE.equals(o.get("allowed"));
     return new Decision(allowed, allowed ? "within_limit" : "over_limit", num(o, "limit"), num(o, "remaining"),

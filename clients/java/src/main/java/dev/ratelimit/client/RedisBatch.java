@@ -31,7 +31,12 @@ import java.util.function.Consumer;
 
 final class RedisBatch {
   static final int MAX_BATCH = 1024;
-  private static final String[] REASONS = {"within_limit", "over_limit", "exceeds_capacity"};
+  // The function library's reason numbers (include/ratelimit/decision.h); null: one a rate
+  // decision never answers. 6, policy_conflict: the key holds live state of another definition of
+  // the policy's name (another algorithm, window or counting mode); nothing was counted, and
+  // retryAfterUs says when that state ends (docs/redis-functions.md).
+  private static final String[] REASONS = {"within_limit", "over_limit", "exceeds_capacity", null, null, null,
+      "policy_conflict"};
 
   private final RedisCommands redis;
   private final FunctionLibrary library;
@@ -227,7 +232,9 @@ final class RedisBatch {
         }
         v[j] = n.longValue();
       }
-      if (v[0] < 0 || v[0] > 2) throw new RateLimitException("protocol", "unknown reason " + v[0] + " in the library's reply");
+      if (v[0] < 0 || v[0] >= REASONS.length || REASONS[(int) v[0]] == null) {
+        throw new RateLimitException("protocol", "unknown reason " + v[0] + " in the library's reply");
+      }
       long reason = v[0], remaining = v[1], reset = v[2], last = v[3];
       boolean allowed = reason == 0;
       out.add(new Decision(allowed, REASONS[(int) reason], batch.get(i).policy().limit(), remaining, reset,

@@ -232,6 +232,30 @@ public final class RedisLimiterTest {
       check(!mine.allowed() && mine.reason().equals("over_limit") && !theirs.allowed(),
           "the 11th, both sides: " + mine + " / " + theirs);
 
+      // Issue 31 defect 8: one name, two definitions on one key. Before, each algorithm read its
+      // own fields of the shared state (the repro admitted 21 of 10); now the second definition
+      // answers policy_conflict and counts nothing, here and through ratelimitd (409).
+      try (RedisLimiter bucket = builder(url, "rl:java-" + RUN + ":").policy(Policy.bucket("api", "token_bucket", 0.1, 10)).build()) {
+        String c = "conflict-" + RUN;
+        int admitted = 0, conflicts = 0;
+        for (int i = 0; i < 100; i++) {
+          Decision d = (i % 2 == 1 ? bucket : lim).acquire("api", c, 1);
+          if (d.allowed()) admitted++;
+          if (d.reason().equals("policy_conflict")) {
+            conflicts++;
+            check(i % 2 == 1 && !d.allowed() && d.remaining() == 0 && d.retryAfterUs() > 0 && d.retryAfterUs() <= 60_000_000,
+                "a conflict answers what it must: " + d);
+          }
+        }
+        check(admitted == 10 && conflicts == 50, "two definitions of one name: admitted " + admitted + " (10), conflicts " + conflicts + " (50)");
+        String b = "conflictd-" + RUN;
+        check(bucket.acquire("api", b, 1).allowed(), "the bucket takes its key");
+        Decision viaDaemon = daemon.acquire("api", b, 1);
+        check(!viaDaemon.allowed() && viaDaemon.reason().equals("policy_conflict") && viaDaemon.retryAfterUs() > 0,
+            "ratelimitd's 409 is a policy_conflict decision: " + viaDaemon);
+        check(bucket.peek("api", b, 1).remaining() == 8, "the bucket's own count did not move");
+      }
+
       // RateLimitFilter on this back-end in Jetty 9: 200 concurrent requests, exactly 10 admitted.
       org.eclipse.jetty.server.Server jetty = new org.eclipse.jetty.server.Server();
       var connector = new org.eclipse.jetty.server.ServerConnector(jetty);
