@@ -3,7 +3,10 @@
 // concurrency-limits servlet filter does, and as the Node and Python clients' middleware.
 // Acquired before the handler: refused → ratelimitd's 429 (Retry-After, its RateLimit fields,
 // the body headers.go renders for a rate denial); an unreachable ratelimitd answers by the
-// limiter's failure policy (failed_open runs the handler without a lease). Released once, in a
+// limiter's failure policy (failed_open runs the handler without a lease), and so does a
+// refusal for policy_conflict (another definition of the policy's name holds the key: the app's
+// configuration error, counted in Failures() and told to OnError naming the policy, never a 429
+// with the conflict's wait). Released once, in a
 // defer, with the outcome:
 //   - the handler took longer than Timeout → "timeout" (it is not cut off);
 //   - status >= 500 or a panic → "dropped" (the panic goes on); else "ok"; each with the
@@ -128,6 +131,10 @@ func concurrencyLimit(l *RatelimitdLimiter, o ConcurrencyOptions) func(http.Hand
 			if err != nil {
 				http.Error(w, "rate limiter: "+err.Error(), http.StatusInternalServerError)
 				return
+			}
+			if lease.Reason == "policy_conflict" {
+				l.conflictAsFailure(policy, Decision{Reason: lease.Reason, Limit: lease.Limit, RetryAfter: lease.RetryAfter})
+				lease = l.failureLease(lease.Policy, lease.Key)
 			}
 			if lease.RateLimitPolicy != "" {
 				w.Header().Set("RateLimit-Policy", lease.RateLimitPolicy)

@@ -68,3 +68,12 @@ func decodeAt(reply []int64, i int, limit int64) (Decision, error) {
 	}
 	return d, nil
 }
+
+// PolicyConflictError is what a policy_conflict decision tells OnError when a middleware answers
+// it by the failure policy (middleware.go): the policy whose definitions disagree, and how long
+// the other one's state lives.
+func PolicyConflictError(policy string, retryAfter time.Duration) *Error {
+	return &Error{Code: "policy_conflict", Message: fmt.Sprintf("policy %q: the key holds live state of another "+
+		"definition of this name (another algorithm, window or counting mode) for %v more; a configuration "+
+		"error of the app, answered by the failure policy: give a changed definition a new name", policy, retryAfter)}
+}

@@ -31,7 +31,7 @@ const MaxLatency = time.Hour
 // Lease is a granted lease (Allowed) or a refusal; a grant without an ID is the failure policy's.
 type Lease struct {
 	Allowed    bool
-	Reason     string // within_limit, over_limit, exceeds_capacity, failed_open, failed_closed
+	Reason     string // within_limit, over_limit, exceeds_capacity, failed_open, failed_closed, policy_conflict
 	ID         string
 	Policy     string
 	Key        string
@@ -135,10 +135,7 @@ func (l *RatelimitdLimiter) AcquireLease(ctx context.Context, policy, key string
 		if !l.failed(err) {
 			return Lease{}, err
 		}
-		if l.o.OnFailure == FailClosed {
-			return Lease{Reason: "failed_closed", Policy: policy, Key: key, RetryAfter: time.Second}, nil
-		}
-		return Lease{Allowed: true, Reason: "failed_open", Policy: policy, Key: key}, nil
+		return l.failureLease(policy, key), nil
 	}
 	num := func(k string) int64 { f, _ := m[k].(float64); return int64(f) }
 	lease := Lease{Reason: "over_limit", Policy: policy, Key: key, Limit: num("limit"),
@@ -173,6 +170,15 @@ func (l *RatelimitdLimiter) AcquireLease(ctx context.Context, policy, key string
 	lease.Allowed, lease.Reason, lease.ID = true, "within_limit", id
 	lease.Expires = time.Duration(num("expires_ms")) * time.Millisecond
 	return lease, nil
+}
+
+// failureLease: the failure policy's Lease (FailOpen: a grant without an ID, nothing to
+// release; FailClosed: refused, retry after 1 s).
+func (l *RatelimitdLimiter) failureLease(policy, key string) Lease {
+	if l.o.OnFailure == FailClosed {
+		return Lease{Reason: "failed_closed", Policy: policy, Key: key, RetryAfter: time.Second}
+	}
+	return Lease{Allowed: true, Reason: "failed_open", Policy: policy, Key: key}
 }
 
 func leasePath(lease Lease, tail string) string {
@@ -211,8 +217,12 @@ func (l *RatelimitdLimiter) ReleaseLease(ctx context.Context, lease Lease, o Out
 		}
 		return false, err
 	}
-	if status == 409 && m["error"] == "policy_conflict" {
-		return false, nil // nothing released: the key now holds another definition's state
+	if status == 409 && m["error"] == "policy_conflict" { // nothing released: the key now holds another definition's state
+		if l.o.OnError != nil {
+			f, _ := m["retry_after_ms"].(float64)
+			l.o.OnError(PolicyConflictError(lease.Policy, time.Duration(f)*time.Millisecond))
+		}
+		return false, nil
 	}
 	if status != 200 {
 		return false, leaseError(status, m)
@@ -233,8 +243,12 @@ func (l *RatelimitdLimiter) RenewLease(ctx context.Context, lease *Lease) (bool,
 		}
 		return false, err
 	}
-	if (status == 404 && m["error"] == "lease_not_held") || (status == 409 && m["error"] == "policy_conflict") {
-		return false, nil // not held (a conflict: the key now holds another definition's state)
+	if status == 404 && m["error"] == "lease_not_held" {
+		return false, nil
+	}
+	if status == 409 && m["error"] == "policy_conflict" { // not held: the key now holds another definition's state
+		lease.Reason = "policy_conflict"
+		return false, nil
 	}
 	if status != 200 {
 		return false, leaseError(status, m)

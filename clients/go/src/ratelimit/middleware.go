@@ -73,6 +73,9 @@ func serve(l Limiter, o *MiddlewareOptions, next http.Handler, w http.ResponseWr
 	if badRequest(w, err) {
 		return
 	}
+	if err == nil && d.Reason == "policy_conflict" {
+		d = conflictAsFailure(l, o, r, policy, d)
+	}
 	info, known := l.Describe(policy)
 	failure := d.Reason == "failed_open" || d.Reason == "failed_closed"
 	if err == nil && !known && !failure {
@@ -118,6 +121,24 @@ func serve(l Limiter, o *MiddlewareOptions, next http.Handler, w http.ResponseWr
 	sw := &statusWriter{ResponseWriter: w}
 	next.ServeHTTP(sw, r)
 	afterResponse(o, r, res, sw)
+}
+
+// conflictFailer is a limiter answering a policy_conflict decision by its own failure path.
+type conflictFailer interface {
+	conflictAsFailure(policy string, d Decision) Decision
+}
+
+// conflictAsFailure: the failure policy's decision for a policy_conflict one, reported as the
+// limiter reports a failure; a Limiter of the app's own is answered FailOpen (both back-ends'
+// default) and the conflict told to the middleware's OnError.
+func conflictAsFailure(l Limiter, o *MiddlewareOptions, r *http.Request, policy string, d Decision) Decision {
+	if f, ok := l.(conflictFailer); ok {
+		return f.conflictAsFailure(policy, d)
+	}
+	if o.OnError != nil {
+		o.OnError(r, PolicyConflictError(policy, d.RetryAfter))
+	}
+	return failureDecision(FailOpen, d.Limit)
 }
 
 // afterResponse settles an admitted request's reservation once its handler has returned: the

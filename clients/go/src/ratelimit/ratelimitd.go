@@ -172,6 +172,15 @@ func (l *RatelimitdLimiter) read(status int, header http.Header, body []byte) (D
 	return d, nil
 }
 
+// conflictAsFailure answers a policy_conflict decision as a failure (middleware.go).
+func (l *RatelimitdLimiter) conflictAsFailure(policy string, d Decision) Decision {
+	l.failures.Add(1)
+	if l.o.OnError != nil {
+		l.o.OnError(PolicyConflictError(policy, d.RetryAfter))
+	}
+	return failureDecision(l.o.OnFailure, d.Limit)
+}
+
 func (l *RatelimitdLimiter) learn(field string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

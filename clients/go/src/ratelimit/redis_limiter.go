@@ -319,6 +319,12 @@ func (l *RedisLimiter) failed(n int, err error) {
 	}
 }
 
+// conflictAsFailure answers a policy_conflict decision as a failure (middleware.go).
+func (l *RedisLimiter) conflictAsFailure(policy string, d Decision) Decision {
+	l.failed(1, PolicyConflictError(policy, d.RetryAfter))
+	return failureDecision(l.onFailure, d.Limit)
+}
+
 // drain sends what is queued, batch after batch, until the queue is empty.
 func (l *RedisLimiter) drain() {
 	for {
