@@ -6,7 +6,10 @@
 //  - acquired before the handler: refused → ratelimitd's 429 (Retry-After, Cache-Control, its
 //    RateLimit-Policy and RateLimit fields, the JSON body Headers renders for a rate denial; 400
 //    for a cost over the capacity); the failure policy is the client's (failed_open runs the
-//    handler without a lease, failed_closed is 429 with Retry-After: 1);
+//    handler without a lease, failed_closed is 429 with Retry-After: 1), and so does a refusal
+//    for policy_conflict (another definition of the policy's name holds the key, issue 31: the
+//    app's configuration error, counted in failures() and logged naming the policy, never a 429
+//    with the conflict's wait);
 //  - bad input from the request (no key, a key too long, a cost below 1, a priority class the
 //    policy does not have) is 400 with ratelimitd's code; any other RateLimitException is the
 //    application's bug and propagates;
@@ -120,6 +123,12 @@ final class ConcurrencyCore<Q> {
       String h = priorityHeader;
       LeaseOptions o = new LeaseOptions(h == null ? null : requestHeader.apply(req, h), maxWait);
       Lease lease = client.acquireLease(policy, k, cost.applyAsLong(req), o);
+      if ("policy_conflict".equals(lease.reason())) {
+        long waitUs = lease.retryAfter().toNanos() / 1000;
+        LOG.log(System.Logger.Level.ERROR, FilterCore.conflictError(policy, new Decision(false, lease.reason(), 0, 0, waitUs, waitUs, 0)).getMessage());
+        client.countFailure();
+        lease = Leases.failure(client, policy, k);
+      }
       return new Admission(lease, answer(lease));
     } catch (RateLimitException e) {
       return switch (e.code()) {

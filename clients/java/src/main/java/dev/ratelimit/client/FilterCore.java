@@ -11,7 +11,11 @@
 // Rules: bad input from the request (no key, a key over the length bound) is 400 missing_key /
 // invalid_key as ratelimitd answers it (issue 31 defect 6); any other RateLimitException is the
 // application's bug and propagates; the failure policy is the Limiter's; bad options throw
-// RateLimitException when the filter is configured, never per request.
+// RateLimitException when the filter is configured, never per request. A policy_conflict
+// decision (the key holds state of another definition of the policy's name, issue 31 defect 8)
+// is the app's configuration error, not its user's: answered as the Limiter failing (its failure
+// policy, counted in failures(), a RedisLimiter's onError told) and logged as an error naming the
+// policy — never a 429 with the conflict's wait.
 // Thread-safety: configured before it serves (the constructor, init, the filters' fluent
 // methods); then read-only, one instance serving concurrent requests.
 package dev.ratelimit.client;
@@ -29,6 +33,7 @@ import java.util.function.Predicate;
 import java.util.function.ToLongFunction;
 
 final class FilterCore<Q, S> {
+  private static final System.Logger LOG = System.getLogger(FilterCore.class.getName());
   final Limiter client;
   final String policy;
   private final Function<Q, String> key;  // null: the client address (ClientIp)
@@ -154,6 +159,7 @@ final class FilterCore<Q, S> {
       String k = key != null ? key.apply(req) : ClientIp.clientAddress(peer.apply(req), forwardedFor.apply(req), trusted);
       long c = cost.applyAsLong(req);
       Decision d = client.acquire(policy, k, c);
+      if (d.reason().equals("policy_conflict")) d = conflictAsFailure(client, policy, d);
       boolean settle = usage != null || skipSuccessful || skipFailed;
       Reservation r = settle && d.allowed() ? new Reservation(client, policy, k, c, d) : null;
       Headers.Answer a = answer(client, policy, d, headers, problemJson);
@@ -165,6 +171,23 @@ final class FilterCore<Q, S> {
       return new Outcome<>(new Headers.Answer(400, List.<String[]>of(new String[] {"Cache-Control", "no-store"}),
           "{\"error\":\"" + name + "\",\"message\":" + Json.quote(e.getMessage()) + "}"), null, null, null);
     }
+  }
+
+  /** What a policy_conflict decision reports: the policy and how long the other definition's
+   *  state lives. */
+  static RateLimitException conflictError(String policy, Decision d) {
+    return new RateLimitException("policy_conflict", "policy '" + policy + "': the key holds live state of another definition "
+        + "of this name (another algorithm, window or counting mode) for " + ((d.retryAfterUs() + 999) / 1000) + " ms more; "
+        + "a configuration error of the app, answered by the failure policy: give a changed definition a new name");
+  }
+
+  /** A policy_conflict decision answered as `client` answers a failure, logged as an error; a
+   *  Limiter of the app's own answers OPEN (both back-ends' default). */
+  static Decision conflictAsFailure(Limiter client, String policy, Decision d) {
+    LOG.log(System.Logger.Level.ERROR, conflictError(policy, d).getMessage());
+    if (client instanceof RedisLimiter r) return r.conflictAsFailure(policy, d);
+    if (client instanceof RatelimitdClient r) return r.conflictAsFailure(d);
+    return Decision.failure(FailurePolicy.OPEN, d.limit());
   }
 
   /** After an admitted request's response, whose status is `status`: its unit given back when the

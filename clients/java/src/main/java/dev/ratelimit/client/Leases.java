@@ -28,6 +28,13 @@ import java.util.Map;
 final class Leases {
   private Leases() {}
 
+  /** The failure policy's lease: OPEN grants one without an id, CLOSED refuses for 1 s. */
+  static Lease failure(RatelimitdClient c, String policy, String key) {
+    return c.onFailure() == FailurePolicy.OPEN
+        ? new Lease(true, "failed_open", null, policy, key, 0, 0, Duration.ZERO, Duration.ZERO, null, null)
+        : new Lease(false, "failed_closed", null, policy, key, 0, 0, Duration.ZERO, Duration.ofSeconds(1), null, null);
+  }
+
   static Lease acquire(RatelimitdClient c, String policy, String key, long cost, LeaseOptions o) {
     if (policy == null || policy.isEmpty()) throw new RateLimitException("invalid_policy", "policy must not be empty");
     if (key == null || key.isEmpty()) throw new RateLimitException("invalid_key", "key must not be empty");
@@ -40,11 +47,7 @@ final class Leases {
     if (o.priority() != null && !o.priority().isEmpty()) body.append(",\"priority\":").append(Json.quote(o.priority()));
     if (maxWait != null) body.append(",\"max_wait_ms\":").append(maxWait.isZero() ? 0 : Math.max(1, maxWait.toMillis()));
     HttpResponse<String> r = call(c, "POST", "/v1/leases", body.append('}').toString(), maxWait == null ? Duration.ZERO : maxWait);
-    if (r == null) {
-      return c.onFailure() == FailurePolicy.OPEN
-          ? new Lease(true, "failed_open", null, policy, key, 0, 0, Duration.ZERO, Duration.ZERO, null, null)
-          : new Lease(false, "failed_closed", null, policy, key, 0, 0, Duration.ZERO, Duration.ofSeconds(1), null, null);
-    }
+    if (r == null) return failure(c, policy, key);
     int status = r.statusCode();
     Map<String, Object> m = Json.parseObject(r.body());
     String rlp = r.headers().firstValue("RateLimit-Policy").orElse(null), rl = r.headers().firstValue("RateLimit").orElse(null);

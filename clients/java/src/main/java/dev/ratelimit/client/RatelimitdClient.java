@@ -137,6 +137,12 @@ public final class RatelimitdClient implements Limiter {
 
   void countFailure() { failures.incrementAndGet(); }
 
+  /** A policy_conflict decision answered as a failure (FilterCore), counted in failures(). */
+  Decision conflictAsFailure(Decision d) {
+    countFailure();
+    return Decision.failure(onFailure, d.limit());
+  }
+
   /** One of ratelimitd's answers as a Decision (learning the policies' quota and window). */
   Decision read(int status, String policyField, String body) {
     Matcher m = POLICY_ITEM.matcher(policyField);

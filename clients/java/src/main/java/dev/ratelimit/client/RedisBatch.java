@@ -121,6 +121,13 @@ final class RedisBatch {
     }
   }
 
+  /** A policy_conflict decision answered by the failure policy (FilterCore: the app's
+   *  configuration error), counted and told to onError as any failure. */
+  Decision conflictAsFailure(String policy, Decision d) {
+    failed(1, FilterCore.conflictError(policy, d));
+    return Decision.failure(onFailure, d.limit());
+  }
+
   private void failed(int n, Exception e) {
     failures.addAndGet(n);
     if (onError != null) onError.accept(e);

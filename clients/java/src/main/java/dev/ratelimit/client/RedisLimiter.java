@@ -173,6 +173,9 @@ public final class RedisLimiter implements Limiter, AutoCloseable {
   @Override
   public long failures() { return batches.failures(); }
 
+  /** A policy_conflict decision answered as a failure (FilterCore), counted and told to onError. */
+  Decision conflictAsFailure(String policy, Decision d) { return batches.conflictAsFailure(policy, d); }
+
   /** The version of the function library this limiter calls. */
   public String libraryVersion() { return library.version(); }
 

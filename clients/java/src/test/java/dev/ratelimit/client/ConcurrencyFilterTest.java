@@ -355,6 +355,42 @@ public final class ConcurrencyFilterTest {
       check(viaRedis.renewLease(r1) && viaRedis.releaseLease(r1, Outcome.ok(Duration.ofMillis(3)))
           && !viaRedis.releaseLease(r1, Outcome.NONE) && viaRedis.acquireLease("db", k, 1).allowed(), "Redis: renew, release, again");
 
+      // Issue 31 defect 8: the key holds another definition's state (a RedisLimiter's fixed
+      // window under the name db): the acquire is refused policy_conflict, and the filter answers
+      // it as ratelimitd failing — OPEN runs the handler, CLOSED is the failure's 429 with
+      // Retry-After 1 — counted in failures(), never a 429 with the conflict's wait.
+      String kc = "conflict-" + RUN;
+      try (RedisLimiter window = RedisLimiter.builder("redis://127.0.0.1:" + rp + "/0").keyPrefix("rl:javalease-" + RUN + ":")
+          .timeout(Duration.ofSeconds(30)).policy(Policy.window("db", "fixed_window", 10, Duration.ofMinutes(1))).build()) {
+        check(window.acquire("db", kc, 1).allowed(), "the fixed window takes its key");
+      }
+      Lease conflict = viaRedis.acquireLease("db", kc, 1);
+      check(!conflict.allowed() && "policy_conflict".equals(conflict.reason()) && conflict.id() == null
+          && conflict.retryAfter().compareTo(Duration.ZERO) > 0, "a lease on another definition's key: " + conflict);
+      for (FailurePolicy fp : new FailurePolicy[] {FailurePolicy.OPEN, FailurePolicy.CLOSED}) {
+        RatelimitdClient cc = new RatelimitdClient("http://127.0.0.1:" + rdp, fp, Duration.ofSeconds(30), null);
+        Server small = new Server();
+        ServerConnector sc = new ServerConnector(small);
+        sc.setHost("127.0.0.1");
+        sc.setPort(0);
+        small.addConnector(sc);
+        ServletContextHandler sctx = new ServletContextHandler();
+        sctx.addServlet(new ServletHolder(new Status()), "/conflict");
+        sctx.addFilter(new FilterHolder(new ConcurrencyFilter(cc, "db", r -> r.getHeader("X-Client"), null, null)), "/conflict", req);
+        small.setHandler(sctx);
+        small.start();
+        try {
+          int served = Status.SERVED.get();
+          var got = get(http, sc.getLocalPort(), "/conflict", "X-Client", kc);
+          boolean answered = fp == FailurePolicy.OPEN ? got.status() == 200 && Status.SERVED.get() == served + 1
+              : got.status() == 429 && "1".equals(got.h("Retry-After")) && Status.SERVED.get() == served;
+          check(answered && cc.failures() == 1, "the filter on a conflict, " + fp + ": " + got.status() + " " + got.headers().map()
+              + " " + got.body() + ", failures " + cc.failures());
+        } finally {
+          small.stop();
+        }
+      }
+
       // (3) ratelimitd stopped: the failure policy.
       Lease held = client.acquireLease("db", "held-" + RUN, 1);
       check(held.allowed() && held.id() != null, "held before the stop: " + held);

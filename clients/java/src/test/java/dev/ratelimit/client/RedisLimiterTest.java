@@ -218,6 +218,37 @@ public final class RedisLimiterTest {
     }
   }
 
+  /** Jetty 9 serving /items behind a RateLimitFilter of `l` and `policy` keyed by X-Client, started. */
+  static org.eclipse.jetty.server.Server filtered(Limiter l, String policy) throws Exception {
+    org.eclipse.jetty.server.Server jetty = new org.eclipse.jetty.server.Server();
+    var connector = new org.eclipse.jetty.server.ServerConnector(jetty);
+    connector.setHost("127.0.0.1");
+    connector.setPort(0);
+    jetty.addConnector(connector);
+    var ctx = new org.eclipse.jetty.servlet.ServletContextHandler();
+    ctx.addServlet(new org.eclipse.jetty.servlet.ServletHolder(new RateLimitFilterTest.Items()), "/items");
+    ctx.addFilter(new org.eclipse.jetty.servlet.FilterHolder(new RateLimitFilter(l, policy, r -> r.getHeader("X-Client"), null, null)),
+        "/*", null);
+    jetty.setHandler(ctx);
+    jetty.start();
+    return jetty;
+  }
+
+  static int port(org.eclipse.jetty.server.Server jetty) {
+    return ((org.eclipse.jetty.server.ServerConnector) jetty.getConnectors()[0]).getLocalPort();
+  }
+
+  /** One GET of /items through filtered(l, policy) as `client`. */
+  static RateLimitFilterTest.Got throughFilter(Limiter l, String policy, String client) throws Exception {
+    org.eclipse.jetty.server.Server jetty = filtered(l, policy);
+    try {
+      var http = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1).build();
+      return RateLimitFilterTest.get(http, port(jetty), "/items", client);
+    } finally {
+      jetty.stop();
+    }
+  }
+
   /** One count with ratelimitd on the same Redis, prefix and policy; the filter on this back-end. */
   static void withRatelimitd(String url, String daemonUrl) throws Exception {
     RatelimitdClient daemon = new RatelimitdClient(daemonUrl, FailurePolicy.CLOSED, Duration.ofSeconds(30), null);
@@ -254,23 +285,34 @@ public final class RedisLimiterTest {
         check(!viaDaemon.allowed() && viaDaemon.reason().equals("policy_conflict") && viaDaemon.retryAfterUs() > 0,
             "ratelimitd's 409 is a policy_conflict decision: " + viaDaemon);
         check(bucket.peek("api", b, 1).remaining() == 8, "the bucket's own count did not move");
+
+        // The filter answers a conflict as the limiter failing (the app's configuration error,
+        // not its user's): OPEN lets the request through, CLOSED gives the store failure's 429
+        // with Retry-After 1; counted in failures(), told to a RedisLimiter's onError naming the
+        // policy. Before, it was a 429 with the conflict's wait, and nobody was told.
+        for (FailurePolicy fp : new FailurePolicy[] {FailurePolicy.OPEN, FailurePolicy.CLOSED}) {
+          List<Exception> heard = Collections.synchronizedList(new ArrayList<>());
+          try (RedisLimiter window = builder(url, "rl:java-" + RUN + ":").onFailure(fp).onError(heard::add)
+              .policy(Policy.window("api", "sliding_window_log", 10, Duration.ofSeconds(60))).build()) {
+            RatelimitdClient viaD = new RatelimitdClient(daemonUrl, fp, Duration.ofSeconds(30), null);
+            for (Limiter l : new Limiter[] {window, viaD}) {
+              RateLimitFilterTest.Got g = throughFilter(l, "api", b);
+              boolean answered = fp == FailurePolicy.OPEN ? g.status() == 200 && g.body().equals("{\"items\":[]}")
+                  : g.status() == 429 && "1".equals(g.h("Retry-After"));
+              check(answered && l.failures() == 1, "filter on a conflict, " + fp + ", " + l.getClass().getSimpleName() + ": "
+                  + g.status() + " " + g.headers().map() + " " + g.body() + ", failures " + l.failures());
+            }
+            check(heard.size() == 1 && heard.get(0) instanceof RateLimitException e && e.code().equals("policy_conflict")
+                && e.getMessage().contains("policy 'api'"), "onError heard the conflict: " + heard);
+          }
+        }
       }
 
       // RateLimitFilter on this back-end in Jetty 9: 200 concurrent requests, exactly 10 admitted.
-      org.eclipse.jetty.server.Server jetty = new org.eclipse.jetty.server.Server();
-      var connector = new org.eclipse.jetty.server.ServerConnector(jetty);
-      connector.setHost("127.0.0.1");
-      connector.setPort(0);
-      jetty.addConnector(connector);
-      var ctx = new org.eclipse.jetty.servlet.ServletContextHandler();
-      ctx.addServlet(new org.eclipse.jetty.servlet.ServletHolder(new RateLimitFilterTest.Items()), "/items");
-      ctx.addFilter(new org.eclipse.jetty.servlet.FilterHolder(new RateLimitFilter(lim, "web", r -> r.getHeader("X-Client"), null, null)),
-          "/*", null);
-      jetty.setHandler(ctx);
-      jetty.start();
+      org.eclipse.jetty.server.Server jetty = filtered(lim, "web");
       try {
         var http = java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1).build();
-        int port = connector.getLocalPort();
+        int port = port(jetty);
         List<RateLimitFilterTest.Got> got = inFlight(200, 200, () -> RateLimitFilterTest.get(http, port, "/items", "web-" + RUN));
         long ok = got.stream().filter(g -> g.status() == 200).count(), denied = got.stream().filter(g -> g.status() == 429).count();
         check(ok == 10 && denied == 190, "filter on RedisLimiter: " + ok + " admitted, " + denied + " denied; want 10 and 190");
