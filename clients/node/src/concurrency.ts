@@ -3,7 +3,8 @@
 // concurrency-limits servlet filter does. Acquired before the handler: refused → ratelimitd's
 // 429 (Retry-After, its RateLimit fields, the body rendered by headers.ts as the rate middleware
 // renders a denial); the failure policy answers as on the rate path (failed_open runs the handler
-// without a lease). Released once, when the response's socket side is done ('close', which Node
+// without a lease), and answers a policy_conflict too (logged: the app's configuration error).
+// Released once, when the response's socket side is done ('close', which Node
 // emits after 'finish' too, and alone when the client went away):
 //   - the handler took longer than `timeoutMs` → outcome 'timeout' (the handler is not cut off:
 //     Node cannot stop it; a response that finishes late is counted as a timeout);
@@ -16,7 +17,7 @@
 import type { ServerResponse } from 'http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Decision } from './decision';
+import { Decision, FAILED_CLOSED_RETRY_AFTER_US, FailurePolicy, reportConflict } from './decision';
 import { RateLimitError } from './errors';
 import { RenderedAnswer, renderDecisions } from './headers';
 import { Lease, LeaseOptions, ReleaseOptions } from './leases';
@@ -25,6 +26,8 @@ import { Lease, LeaseOptions, ReleaseOptions } from './leases';
 export interface LeaseLimiter {
   acquireLease(policy: string, key: string, options?: LeaseOptions): Promise<Lease>;
   releaseLease(lease: Lease, options?: ReleaseOptions): Promise<boolean>;
+  /** The limiter's failure policy, which also answers a policy_conflict (default 'open'). */
+  readonly onFailure?: FailurePolicy;
 }
 
 export interface ConcurrencyOptions<Req> {
@@ -84,6 +87,13 @@ async function take<Req>(opts: ConcurrencyOptions<Req>, req: Req, headers: Recor
   } catch (e) {
     if (!(e instanceof RateLimitError) || !BAD_REQUEST.has(e.code)) throw e;
     return { answer: { status: 400, headers: [['Cache-Control', 'no-store']], body: JSON.stringify({ error: e.code, message: e.message }) } };
+  }
+  if (lease.reason === 'policy_conflict') {
+    // The app's configuration error, not the caller's: logged and answered as ratelimitd failing.
+    reportConflict(policy, key, lease.retryAfterUs);
+    lease = (opts.limiter.onFailure ?? 'open') === 'open'
+      ? { ...lease, allowed: true, reason: 'failed_open', id: null, retryAfterUs: 0 }
+      : { ...lease, reason: 'failed_closed', retryAfterUs: FAILED_CLOSED_RETRY_AFTER_US };
   }
   if (!lease.allowed) return { answer: renderRefusal(lease) };
   const h: [string, string][] = [];

@@ -36,6 +36,14 @@ export function failureDecision(policy: FailurePolicy, limit: number): Decision 
     : { allowed: false, reason: 'failed_closed', limit, remaining: 0, resetAfterUs: 0, retryAfterUs: FAILED_CLOSED_RETRY_AFTER_US, delayUs: 0 };
 }
 
+/** How the middleware answers a policy_conflict: the app's configuration error, not the end
+ *  user's excess (issue 31 defect 8), so it is logged naming the policy and answered as the
+ *  limiter failing ('open' passes the request, 'closed' answers as for a store failure), never
+ *  as a 429 of its own. This logs; the callers answer. */
+export function reportConflict(policy: string, key: string, retryAfterUs: number): void {
+  console.error(`ratelimit: policy '${policy}' (key '${key}') is refused as policy_conflict: its state was written under another definition of that name (another algorithm, window or counting mode), which lives ${Math.ceil(retryAfterUs / 1000)} ms more; give a changed definition a new name. Answered by the failure policy.`);
+}
+
 /** Decision `i` of a library reply: four integers per decision (reason, remaining,
  *  reset_after_us, delay_us when allowed else retry_after_us). */
 export function decodeAt(reply: unknown, i: number, limit: number): Decision {

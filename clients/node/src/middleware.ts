@@ -6,7 +6,9 @@
 // a key or cost the request brought that ratelimitd would refuse (RateLimitError invalid_key or
 // invalid_cost: empty, too long) answers ratelimitd's 400 {"error", "message"} on either
 // back-end (issue 31 defect 6: it was a 500); any other exception from a key/cost function is
-// the application's bug and is passed on.
+// the application's bug and is passed on. A policy_conflict decision (issue 31 defect 8: another
+// definition of the policy's name holds the key) is the application's configuration error:
+// logged, and answered as the limiter failing (its onFailure), never as a 429 of its own.
 // Usage after the response (docs/usage.md): with `usage`, an admitted request's acquire of
 // `cost` is a Reservation (usage.ts) that the adapter reconciles once the response is sent, with
 // the units `usage` reads from the request and response (e.g. an LLM answer's token count).
@@ -16,7 +18,7 @@
 // trusted proxies only, client_ip.ts) and skipSuccessfulRequests / skipFailedRequests (the
 // admitted unit refunded after the response, by the same Reservation).
 
-import { Decision } from './decision';
+import { Decision, FailurePolicy, failureDecision, reportConflict } from './decision';
 import { RateLimitError } from './errors';
 import { TrustedProxies, clientAddress } from './client_ip';
 import { HEADER_SETS, HeaderSet, PolicyInfo, RenderedAnswer, renderDecisions } from './headers';
@@ -27,6 +29,8 @@ import { Reservation } from './usage';
 export interface Limiter {
   acquire(policy: string, key: string, options?: { cost?: number }): Promise<Decision>;
   describe(policy: string): PolicyInfo | undefined;
+  /** The limiter's failure policy, which also answers a policy_conflict (default 'open'). */
+  readonly onFailure?: FailurePolicy;
   /** Needed only with the `usage` option (both back-ends have it). */
   report?(policy: string, key: string, cost: number): Promise<Decision>;
 }
@@ -145,6 +149,10 @@ export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req,
   } catch (e) {
     if (!(e instanceof RateLimitError) || !BAD_REQUEST.has(e.code)) throw e;
     return { status: 400, headers: [['Cache-Control', 'no-store']], contentType: 'application/json', body: JSON.stringify({ error: e.code, message: e.message }) };
+  }
+  if (decision.reason === 'policy_conflict') {
+    reportConflict(policy, key, decision.retryAfterUs);
+    decision = failureDecision(opts.limiter.onFailure ?? 'open', decision.limit || (opts.limiter.describe(policy)?.quota ?? 0));
   }
   const render = { headers: opts.headers, problemJson: opts.problemJson };
   const rateLimit: RateLimitInfo = {

@@ -35,7 +35,8 @@ const POLICY_ITEM = /"((?:[^"\\]|\\.)*)";q=(\d+);w=(\d+)/g;
 export class RatelimitdLimiter {
   failures = 0;
   private readonly base: string;
-  private readonly onFailure: FailurePolicy;
+  /** What a decision answers when ratelimitd cannot ('open' admits, 'closed' denies). */
+  readonly onFailure: FailurePolicy;
   private readonly timeoutMs: number;
   private readonly infos = new Map<string, PolicyInfo>();
 

@@ -102,7 +102,8 @@ export class RedisLimiter {
   private readonly cluster: Cluster | null;
   private readonly owned: boolean;
   private readonly prefix: string;
-  private readonly onFailure: FailurePolicy;
+  /** What a decision answers when Redis cannot ('open' admits, 'closed' denies). */
+  readonly onFailure: FailurePolicy;
   private readonly maxInFlight: number;
   private readonly timeoutMs: number;
   private readonly onError?: (err: Error) => void;

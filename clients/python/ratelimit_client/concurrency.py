@@ -3,7 +3,8 @@ concurrency_flask.py) share: each request holds a lease of a ratelimitd concurre
 (leases.py) while its handler runs, as Netflix's concurrency-limits servlet filter does.
 Acquired before the handler: refused → ratelimitd's 429 (Retry-After, its RateLimit fields, the
 body headers.py renders for the rate middleware's denials); an unreachable ratelimitd answers by
-the limiter's failure policy (failed_open runs the handler without a lease). Released once,
+the limiter's failure policy (failed_open runs the handler without a lease), which answers a
+policy_conflict too (logged: the app's configuration error, not the caller's). Released once,
 whatever happens (finally), with the outcome of `outcome()`:
   - the handler took longer than `timeout` seconds → 'timeout' (it is not cut off);
   - status >= 500 or an exception → 'dropped'; else 'ok'; each with the measured latency;
@@ -11,9 +12,10 @@ whatever happens (finally), with the outcome of `outcome()`:
     grant-to-release as the round trip: a cancel says nothing about the backend's load).
 A priority class is read from `priority_header` when configured and sent as `priority`."""
 import json
+from dataclasses import replace
 from typing import Optional
 
-from .decision import Decision
+from .decision import Decision, FAILED_CLOSED_RETRY_AFTER_US, log_conflict
 from .errors import RateLimitError
 from .headers import Answer, PolicyInfo, render_decisions
 from .leases import MAX_LATENCY_MS, Lease
@@ -41,6 +43,16 @@ def render_refusal(lease: Lease) -> Answer:
         own = [h for h in own if h[0] == "RateLimit-Policy"]
     return Answer(answer.status, own + [(k, v) for k, v in answer.headers if k not in ("RateLimit-Policy", "RateLimit")],
                   answer.body)
+
+
+def unless_conflict(limiter, lease: Lease) -> Lease:
+    """`lease`, or for a policy_conflict the failure policy's lease, the conflict logged."""
+    if lease.reason != "policy_conflict":
+        return lease
+    log_conflict(lease.policy, lease.key, lease.retry_after_us)
+    if getattr(limiter, "on_failure", "open") == "open":
+        return replace(lease, allowed=True, reason="failed_open", id=None, retry_after_us=0)
+    return replace(lease, reason="failed_closed", retry_after_us=FAILED_CLOSED_RETRY_AFTER_US)
 
 
 def granted_headers(lease: Lease):

@@ -11,7 +11,7 @@ import time
 
 from flask import Response, make_response, request
 
-from .concurrency import bad_request, check_lease_options, granted_headers, lease_args, outcome, render_refusal
+from .concurrency import bad_request, check_lease_options, granted_headers, lease_args, outcome, render_refusal, unless_conflict
 from .errors import RateLimitError
 
 
@@ -26,7 +26,7 @@ def concurrency_limit(limiter, policy, *, key, cost=1, skip=None, priority_heade
                 return view(*args, **kwargs)
             name, k, c, options = lease_args(policy, key, cost, priority_header, max_wait_ms, request, request.headers)
             try:
-                lease = limiter.acquire_lease(name, k, c, **options)
+                lease = unless_conflict(limiter, limiter.acquire_lease(name, k, c, **options))
                 answer = None if lease.allowed else render_refusal(lease)
             except RateLimitError as e:
                 answer = bad_request(e)

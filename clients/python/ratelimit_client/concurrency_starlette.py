@@ -11,7 +11,7 @@ import time
 
 from starlette.requests import Request
 
-from .concurrency import bad_request, check_lease_options, granted_headers, lease_args, outcome, render_refusal
+from .concurrency import bad_request, check_lease_options, granted_headers, lease_args, outcome, render_refusal, unless_conflict
 from .errors import RateLimitError
 
 
@@ -37,7 +37,7 @@ class ConcurrencyLimitMiddleware:
         if hasattr(k, "__await__"):
             k = await k
         try:
-            lease = await self.limiter.acquire_lease(name, k, c, **options)
+            lease = unless_conflict(self.limiter, await self.limiter.acquire_lease(name, k, c, **options))
             answer = None if lease.allowed else render_refusal(lease)
         except RateLimitError as e:
             answer = bad_request(e)

@@ -1,6 +1,7 @@
 """decision.py — the Decision every back-end answers (ratelimitd's and the C++ library's
 fields), the function library's reply decoding, and the failure-policy decision.
 Invariants: allowed iff reason is within_limit or failed_open; integer microseconds."""
+import logging
 from dataclasses import dataclass
 
 from .errors import RateLimitError
@@ -11,6 +12,7 @@ from .errors import RateLimitError
 # retry_after_us says when that state ends (docs/redis-functions.md).
 REASONS = ("within_limit", "over_limit", "exceeds_capacity", None, None, None, "policy_conflict")
 FAILED_CLOSED_RETRY_AFTER_US = 1_000_000
+_log = logging.getLogger("ratelimit_client")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,21 @@ def failure_decision(policy: str, limit: int) -> Decision:
     if policy == "open":
         return Decision(True, "failed_open", limit, 0, 0, 0, 0)
     return Decision(False, "failed_closed", limit, 0, 0, FAILED_CLOSED_RETRY_AFTER_US, 0)
+
+
+def log_conflict(policy: str, key: str, retry_after_us: int) -> None:
+    """The middleware's error log of a policy_conflict (issue 31 defect 8), naming the policy: the
+    app's configuration error, not the end user's excess, answered by the failure policy."""
+    _log.error("ratelimit: policy %r (key %r) is refused as policy_conflict: its state was written under another "
+               "definition of that name (another algorithm, window or counting mode), which lives %d ms more; give a "
+               "changed definition a new name. Answered by the failure policy.", policy, key, -(-retry_after_us // 1000))
+
+
+def answer_conflict(on_failure: str, policy: str, key: str, d: Decision) -> Decision:
+    """How the middleware answers a policy_conflict: logged, then the limiter's failure policy
+    ('open' passes, 'closed' answers as for a store failure), never a 429 of its own."""
+    log_conflict(policy, key, d.retry_after_us)
+    return failure_decision(on_failure, d.limit)
 
 
 def decode_reply(reply, limits) -> list:
