@@ -1,9 +1,136 @@
 // clock.cc — the system and monotonic clocks (see include/ratelimit/clock.h).
+//
+// SystemClock reads CLOCK_REALTIME through the TSC: clock_gettime costs ~25 ns on this kind of
+// VM (kvm-clock, tsc=unstable keeps the vDSO off the TSC) and rdtsc ~10 ns. Each thread keeps an
+// anchor (tsc, realtime ns) read exactly and extrapolates from it at a rate calibrated once
+// against CLOCK_REALTIME over kCalibrationNs; it re-anchors (one exact read) whenever its anchor
+// is older than kReanchorNs, so a step of the system clock is seen at most kReanchorNs late.
+// Invariants: until the rate is calibrated, and without an invariant TSC, now() is the exact
+// read; a re-anchor that finds more than kMaxDriftNs between the extrapolated and the exact time
+// (a wrong rate, a migrated VM, a clock step) discards the rate and calibrates again, reading
+// exactly meanwhile. Bound: see SystemClock in clock.h.
 #include "ratelimit/clock.h"
 
-namespace ratelimit {
+#include <time.h>
 
-Micros SystemClock::now() const {
+#include <mutex>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+namespace ratelimit {
+namespace {
+
+__extension__ using U128 = unsigned __int128;  // products of cycles and a 32.32 rate
+
+constexpr int64_t kCalibrationNs = 10'000'000;  // 10 ms: 1 µs of read jitter is 1e-4 of rate
+constexpr int64_t kReanchorNs = 1'000'000;      // 1 ms: the longest extrapolation
+constexpr int64_t kMaxDriftNs = 20'000;         // mismatch at a re-anchor that drops the rate
+constexpr int64_t kMaxPairSpreadCycles = 20'000;  // a (tsc, ns) pair read across a preemption
+
+int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+#if defined(__x86_64__)
+bool invariant_tsc() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000007, &a, &b, &c, &d) == 0) return false;
+  return (d & (1U << 8)) != 0;
+}
+
+struct Pair {
+  uint64_t tsc;
+  int64_t ns;
+};
+
+// A (tsc, ns) pair whose reads were not split by a preemption (else {0, ns}).
+Pair read_pair() {
+  const uint64_t before = __rdtsc();
+  const int64_t ns = realtime_ns();
+  const uint64_t after = __rdtsc();
+  if (after - before > kMaxPairSpreadCycles) return {0, ns};
+  return {before + (after - before) / 2, ns};
+}
+
+// The process-wide rate: ns per cycle as a 32.32 fixed-point multiplier; 0 = not calibrated.
+std::atomic<uint64_t> g_mult{0};
+std::mutex g_calibration_mu;
+Pair g_start{0, 0};  // guarded by g_calibration_mu: the first pair of the calibration under way
+
+// Called on the exact path while uncalibrated: finishes a calibration once kCalibrationNs passed.
+void calibrate(const Pair& p) {
+  std::lock_guard<std::mutex> lock(g_calibration_mu);
+  if (g_mult.load(std::memory_order_relaxed) != 0 || p.tsc == 0) return;
+  if (g_start.tsc == 0 || p.tsc <= g_start.tsc || p.ns <= g_start.ns) {
+    g_start = p;
+    return;
+  }
+  const int64_t dns = p.ns - g_start.ns;
+  if (dns < kCalibrationNs) return;
+  const auto mult = static_cast<uint64_t>(
+      (static_cast<U128>(dns) << 32) / (p.tsc - g_start.tsc));
+  g_start = {0, 0};
+  g_mult.store(mult, std::memory_order_release);
+}
+
+void drop_rate() {
+  std::lock_guard<std::mutex> lock(g_calibration_mu);
+  g_mult.store(0, std::memory_order_release);
+  g_start = {0, 0};
+}
+
+struct Anchor {
+  uint64_t tsc = 0;
+  int64_t ns = 0;
+  uint64_t mult = 0;          // the rate this anchor extrapolates with
+  uint64_t max_cycles = 0;    // kReanchorNs in cycles at that rate
+};
+thread_local Anchor t_anchor;
+
+int64_t tsc_realtime_ns() {
+  static const bool usable = invariant_tsc();
+  if (!usable) return realtime_ns();
+  Anchor& a = t_anchor;
+  const uint64_t now = __rdtsc();
+  const uint64_t delta = now - a.tsc;
+  if (a.mult != 0 && delta <= a.max_cycles) {
+    // delta <= max_cycles (1 ms) and mult < 2^32 (a cycle is under 1 ns): fits 64 bits.
+    return a.ns + static_cast<int64_t>((delta * a.mult) >> 32);
+  }
+  const Pair p = read_pair();
+  if (a.mult != 0 && p.tsc != 0) {
+    const int64_t predicted =
+        a.ns + static_cast<int64_t>((static_cast<U128>(p.tsc - a.tsc) * a.mult) >> 32);
+    const int64_t drift = predicted - p.ns;
+    if (drift > kMaxDriftNs || drift < -kMaxDriftNs) drop_rate();
+  }
+  uint64_t mult = g_mult.load(std::memory_order_acquire);
+  if (mult == 0) {
+    calibrate(p);
+    mult = g_mult.load(std::memory_order_acquire);
+  }
+  if (p.tsc == 0 || mult == 0) {
+    a.mult = 0;
+    return p.ns;
+  }
+  a = {p.tsc, p.ns, mult,
+       static_cast<uint64_t>((static_cast<U128>(kReanchorNs) << 32) / mult)};
+  return p.ns;
+}
+#else
+int64_t tsc_realtime_ns() { return realtime_ns(); }
+#endif
+
+}  // namespace
+
+Micros SystemClock::now() const { return Micros{tsc_realtime_ns() / 1000}; }
+
+Micros SystemClock::exact_now() {
   return std::chrono::duration_cast<Micros>(
       std::chrono::system_clock::now().time_since_epoch());
 }
