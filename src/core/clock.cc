@@ -3,8 +3,9 @@
 // SystemClock reads CLOCK_REALTIME through the TSC: clock_gettime costs ~25 ns on this kind of
 // VM (kvm-clock, tsc=unstable keeps the vDSO off the TSC) and rdtsc ~10 ns. Each thread keeps an
 // anchor (tsc, realtime ns) read exactly and extrapolates from it at a rate calibrated once
-// against CLOCK_REALTIME over kCalibrationNs; it re-anchors (one exact read) whenever its anchor
-// is older than kReanchorNs, so a step of the system clock is seen at most kReanchorNs late.
+// against CLOCK_REALTIME over kCalibrationNs (two halves that must agree); it re-anchors (one
+// exact read) whenever its anchor is older than kReanchorNs, so a step of the system clock is
+// seen at most kReanchorNs late.
 // Invariants: until the rate is calibrated, and without an invariant TSC, now() is the exact
 // read; a re-anchor that finds more than kMaxDriftNs between the extrapolated and the exact time
 // (a wrong rate, a migrated VM, a clock step) discards the rate and calibrates again, reading
@@ -25,10 +26,10 @@ namespace {
 
 __extension__ using U128 = unsigned __int128;  // products of cycles and a 32.32 rate
 
-constexpr int64_t kCalibrationNs = 10'000'000;  // 10 ms: 1 µs of read jitter is 1e-4 of rate
+constexpr int64_t kCalibrationNs = 10'000'000;  // 10 ms, in two halves that must agree
 constexpr int64_t kReanchorNs = 1'000'000;      // 1 ms: the longest extrapolation
 constexpr int64_t kMaxDriftNs = 20'000;         // mismatch at a re-anchor that drops the rate
-constexpr int64_t kMaxPairSpreadCycles = 20'000;  // a (tsc, ns) pair read across a preemption
+constexpr int64_t kMaxPairSpreadCycles = 4'000;  // a (tsc, ns) pair read across a preemption
 
 int64_t realtime_ns() {
   timespec ts{};
@@ -60,28 +61,50 @@ Pair read_pair() {
 // The process-wide rate: ns per cycle as a 32.32 fixed-point multiplier; 0 = not calibrated.
 std::atomic<uint64_t> g_mult{0};
 std::mutex g_calibration_mu;
-Pair g_start{0, 0};  // guarded by g_calibration_mu: the first pair of the calibration under way
+// Guarded by g_calibration_mu: the first and middle pairs of the calibration under way.
+Pair g_start{0, 0};
+Pair g_mid{0, 0};
 
-// Called on the exact path while uncalibrated: finishes a calibration once kCalibrationNs passed.
+// ns per cycle between two pairs, 32.32 fixed point.
+uint64_t rate(const Pair& from, const Pair& to) {
+  return static_cast<uint64_t>((static_cast<U128>(to.ns - from.ns) << 32) / (to.tsc - from.tsc));
+}
+
+// Called on the exact path while uncalibrated: once kCalibrationNs passed, publishes the rate if
+// both halves of the window agree within 1/1000 (a clock step inside the window breaks that
+// agreement: the calibration starts again instead of extrapolating at a wrong rate).
 void calibrate(const Pair& p) {
   std::lock_guard<std::mutex> lock(g_calibration_mu);
   if (g_mult.load(std::memory_order_relaxed) != 0 || p.tsc == 0) return;
   if (g_start.tsc == 0 || p.tsc <= g_start.tsc || p.ns <= g_start.ns) {
     g_start = p;
+    g_mid = {0, 0};
     return;
   }
   const int64_t dns = p.ns - g_start.ns;
-  if (dns < kCalibrationNs) return;
-  const auto mult = static_cast<uint64_t>(
-      (static_cast<U128>(dns) << 32) / (p.tsc - g_start.tsc));
+  if (g_mid.tsc == 0) {
+    if (dns >= kCalibrationNs / 2) g_mid = p;
+    return;
+  }
+  if (dns < kCalibrationNs || p.tsc <= g_mid.tsc || p.ns <= g_mid.ns) return;
+  const uint64_t first = rate(g_start, g_mid);
+  const uint64_t second = rate(g_mid, p);
+  const uint64_t diff = first > second ? first - second : second - first;
+  if (diff > first / 1000) {
+    g_start = p;
+    g_mid = {0, 0};
+    return;
+  }
+  g_mult.store(rate(g_start, p), std::memory_order_release);
   g_start = {0, 0};
-  g_mult.store(mult, std::memory_order_release);
+  g_mid = {0, 0};
 }
 
 void drop_rate() {
   std::lock_guard<std::mutex> lock(g_calibration_mu);
   g_mult.store(0, std::memory_order_release);
   g_start = {0, 0};
+  g_mid = {0, 0};
 }
 
 struct Anchor {
@@ -99,7 +122,7 @@ int64_t tsc_realtime_ns() {
   const uint64_t now = __rdtsc();
   const uint64_t delta = now - a.tsc;
   if (a.mult != 0 && delta <= a.max_cycles) {
-    // delta <= max_cycles (1 ms) and mult < 2^32 (a cycle is under 1 ns): fits 64 bits.
+    // delta * mult is about 1 ms in ns << 32 (delta <= max_cycles): ~2^52, fits 64 bits.
     return a.ns + static_cast<int64_t>((delta * a.mult) >> 32);
   }
   const Pair p = read_pair();
