@@ -222,6 +222,34 @@ TEST(Http1Connection, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
   EXPECT_FALSE(c.wait_closed(100ms)) << "a kept-alive connection stays open";
 }
 
+// The connection parses a body already buffered with its head at once and reads the socket
+// only for what is missing; it sends an answer with one non-blocking send and leaves only what
+// did not fit to an asynchronous write. Both fallbacks must serve the request whole and keep the
+// connection for the next one: a body that arrives in pieces after its head, and an answer far
+// larger than the socket's send buffer.
+TEST(Http1Connection, ABodyInLaterSegmentsAndAnAnswerLargerThanTheSendBufferAreServedWhole) {
+  ConnectionLimits limits;
+  limits.max_body_bytes = 8 * 1024 * 1024;
+  Fixture f(limits);
+  RawConn c(static_cast<uint16_t>(f.rig->port()));
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send("POST /split HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nab"));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(c.send("cd"));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(c.send("ef"));
+  EXPECT_EQ(bodies(c.read_until("/split|abcdef|", 5s)), (std::vector<std::string>{"/split|abcdef|"}));
+
+  const std::string big(4 * 1024 * 1024, 'z');
+  const std::string a = c.exchange("POST /big HTTP/1.1\r\nHost: x\r\nX-Test: end\r\nContent-Length: " +
+                                   std::to_string(big.size()) + "\r\n\r\n" + big, 10s);
+  ASSERT_EQ(status_of(a), "200") << a.substr(0, 200);
+  EXPECT_EQ(bodies(a), (std::vector<std::string>{"/big|" + big + "|end"}));
+  EXPECT_EQ(bodies(c.exchange("GET /after HTTP/1.1\r\nHost: x\r\n\r\n")), (std::vector<std::string>{"/after||"}))
+      << "the connection is kept after an answer written in parts";
+  EXPECT_EQ(f.rig->counters().requests(kEcho, 200), 3u);
+}
+
 TEST(Http1Connection, BodyAndHeaderOverTheirLimitsAreRefusedAndTheConnectionClosed) {
   ConnectionLimits limits;
   limits.max_body_bytes = 16;

@@ -40,6 +40,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void start() {
     error_code ec;
     sock_.set_option(tcp::no_delay(true), ec);
+    sock_.non_blocking(true, ec);  // send_response() writes without blocking (see there)
     wait_for_request();
   }
 
@@ -121,6 +122,8 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     if (std::memcmp(have.data(), kH2Preface.data(), n) != 0) return false;
     if (n == kH2Preface.size()) {
       state_ = State::kClosed;  // the socket is no longer ours
+      error_code ec;
+      sock_.non_blocking(false, ec);  // handed over as accepted
       served_.h2c->adopt(w_, std::move(sock_), have, std::move(slot_), served_);
       return true;
     }
@@ -178,7 +181,21 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     read_body();
   }
 
+  // The body usually arrived with the head (a small POST is one segment): parse what is
+  // buffered here, and read from the socket only for what is still missing. The parser is the
+  // same and bounds the body the same (body_limit, chunk extensions, trailers) either way; this
+  // only spares a composed read operation and its posted completion per request.
   void read_body() {
+    parser_->eager(true);
+    while (buf_.size() > 0 && !parser_->is_done()) {
+      error_code ec;
+      const size_t used = parser_->put(buf_.data(), ec);
+      buf_.consume(used);
+      if (ec == bhttp::error::need_more) break;
+      if (ec) return on_read_error(ec);
+      if (used == 0) break;
+    }
+    if (parser_->is_done()) return on_request();
     bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->on_read_error(ec);
       self->on_request();
@@ -261,11 +278,30 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     if (w_.draining()) framing_.keep_alive = false;
     write_http1_response(response, framing_, out_);
     state_ = State::kWriting;
+    // An answer fits the socket's send buffer almost always: one non-blocking send, and the
+    // connection goes straight back to reading. Only what did not fit waits for an
+    // asynchronous write (under request_timeout, as before).
+    error_code ec;
+    const size_t sent = sock_.write_some(asio::buffer(out_), ec);
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) return close();
+    if (!ec && sent == out_.size()) return after_write();
     deadline_ = SteadyClock::now() + limits().request_timeout;
-    asio::async_write(sock_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec || !self->framing_.keep_alive) return self->close();
-      self->wait_for_request();
-    });
+    asio::async_write(sock_, asio::buffer(out_.data() + sent, out_.size() - sent),
+                      [self = shared_from_this()](error_code wec, size_t) {
+                        if (wec) return self->close();
+                        self->after_write();
+                      });
+  }
+
+  void after_write() {
+    if (!framing_.keep_alive) return close();
+    // A pipelined request already buffered is served from the event loop, not from this
+    // stack: a client pipelining many requests cannot deepen the recursion.
+    if (buf_.size() > 0) {
+      asio::post(w_.io_context(), [self = shared_from_this()] { self->wait_for_request(); });
+      return;
+    }
+    wait_for_request();
   }
 
   Worker& w_;
