@@ -144,7 +144,8 @@ TEST_F(E2EDistributed, LeaseNeverOverAdmitsAndGivesBackWhatItDidNotUse) {
 // Three instances, each fed by 4 clients at most one request per 4 ms (1000/s per instance):
 // admitted − limit ≤ (3 − 1) × ⌈1000/s × (50 ms + 20 ms)⌉ = 140, the round trip allowance of
 // 20 ms covering this shared machine's scheduling; every admitted hit reaches Redis (its count
-// is the limit, and the instances' over-limit counters add up to what was admitted past it).
+// is the limit, every instance's acknowledged hits add up to what it admitted, and the
+// over-limit counters to what was admitted past it — at least, when a push had to be resent).
 TEST_F(E2EDistributed, AsyncStaysWithinItsBoundAndLosesNoHit) {
   const std::string prefix = fresh_prefix("async");
   Daemon a, b, c;
@@ -158,11 +159,22 @@ TEST_F(E2EDistributed, AsyncStaysWithinItsBoundAndLosesNoHit) {
   EXPECT_GE(n.ok, 300);
   EXPECT_LE(n.ok - 300, bound) << "async over-admitted past its bound";
   EXPECT_TRUE(eventually([&] { return redis_count(url_, prefix, "hot", "pushed") == 300; }));
+  // Every admitted hit is acknowledged by Redis (none lost). The over-limit counters add up to
+  // exactly what was admitted past the limit — unless a push failed: a timed-out push may have
+  // landed and is sent again (docs/distributed.md), and the resend's units then count as over
+  // the limit a second time (and a late reply to it counts as acknowledged). That errs toward
+  // more, never fewer, so both checks become >=.
+  int64_t over = 0, pushed = 0, failed = 0;
   EXPECT_TRUE(eventually([&] {
-    int64_t over = 0;
-    for (uint16_t p : ports) over += metric_value(p, "ratelimitd_async_units_over_limit_total");
-    return over == n.ok - 300;
-  })) << "admitted " << n.ok;
+    over = pushed = failed = 0;
+    for (uint16_t p : ports) {
+      over += metric_value(p, "ratelimitd_async_units_over_limit_total");
+      pushed += metric_value(p, "ratelimitd_async_units_pushed_total");
+      failed += metric_value(p, "ratelimitd_async_push_failures_total");
+    }
+    return failed == 0 ? pushed == n.ok && over == n.ok - 300 : pushed >= n.ok && over >= n.ok - 300;
+  })) << "admitted " << n.ok << ", acknowledged " << pushed << ", over the limit " << over
+      << ", failed pushes " << failed;
   RecordProperty("async_over_admitted", n.ok - 300);
   RecordProperty("async_bound", static_cast<int>(bound));
 }
