@@ -40,7 +40,9 @@
 # (what else ran on the two pinned cpus, lib.sh measure(): a run that shared its cores shows
 # it, and its tail latency with it).
 # Results: one JSON line per run on stdout; the medians, µs of server CPU per call, and the
-# same-round ratios on stderr; tables with bench/peers/summarize.py.
+# same-round ratios on stderr — of decisions/s, and per core (the other side's server CPU per call
+# over ours: what a load generator near 100 % of its core cannot cap); tables with
+# bench/peers/summarize.py.
 # usage: tools/bench/rls_vs_http.sh > results.jsonl   (inside /work/helpers/quiet-run when shared)
 # env: RUNS (3), CLIENT_CPU (0), SERVER_CPU (1), INFLIGHT (100; a list such as "100 10" runs
 #      each), MEASURE_SECONDS (10), BENCH_CLIENT (1), GRPCGO (1), OLD_RATELIMITD (unset),
@@ -345,4 +347,11 @@ for n in sorted({k[0] for k in by}, key=int, reverse=True):
             ratios = [x["value"] / y["value"] for x, y in zip(g, h)]
             print(f"{n:>4} in flight {a} / {b}, same rounds: " +
                   ", ".join(f"{x:.2f}" for x in ratios) + f"; median {statistics.median(ratios):.2f}")
+            # Per core: the other side's server CPU per call over ours. The line above is also
+            # bounded by the load generator (wrk near 100 % of its core caps both servers alike);
+            # this one is not, and is what "N× per core" means.
+            per_call = lambda d: d["server_cpu"] / d["value"] if d["value"] > 0 else float("inf")
+            cores = [per_call(y) / per_call(x) for x, y in zip(g, h)]
+            print(f"{n:>4} in flight {a} / {b}, per core (server CPU per call, {b} / {a}): " +
+                  ", ".join(f"{x:.2f}" for x in cores) + f"; median {statistics.median(cores):.2f}")
 PY
