@@ -15,6 +15,7 @@
 #include <random>
 #include <utility>
 
+#include "conflict_pass.h"
 #include "mutex.h"
 #include "state_peek.h"
 #include "key_hash.h"
@@ -35,11 +36,7 @@ struct MemoryStore::Impl {
   size_t shard_count = 1;
   std::unique_ptr<Shard[]> shards;
 
-  struct Where {
-    uint64_t name_hash;
-    uint64_t hash;
-    size_t shard;
-  };
+  using Where = memory::KeySite;
   // The sum over the shards of one of their (thread-safe) counts.
   size_t sum(size_t (Shard::*count)() const) const {
     size_t n = 0;
@@ -147,43 +144,8 @@ struct MemoryStore::Impl {
       if (writes && ids[k] == memory::kNoPolicy) return too_many_policies();
     }
     // A key holding live state of another meaning of its policy's name refuses the whole call
-    // (issue 31); such a state that is idle is dropped (the key starts afresh).
-    bool refused = false;
-    std::array<int64_t, kMaxOpsPerCall> conflict_until{};  // > 0: that op's conflict
-    for (size_t k = 0; k < n; ++k) {
-      Shard& shard = shards[where[k].shard];
-      bool conflict;
-      slots[k] = shard.find_named(*ops[k].policy, where[k].name_hash, ops[k].key, where[k].hash,
-                                  conflict);
-      if (conflict) {
-        const int64_t idle_at = shard.idle_at(slots[k]);
-        if (idle_at > now) {
-          conflict_until[k] = idle_at - now;
-          refused = true;
-        } else {
-          shard.remove(slots[k], where[k].hash);
-          slots[k] = kNil;
-        }
-      }
-    }
-    if (refused) {
-      for (size_t k = 0; k < n; ++k) {
-        if (conflict_until[k] > 0) {
-          out.push_back(algo::conflict_decision(*ops[k].policy, conflict_until[k]));
-          continue;
-        }
-        Shard& shard = shards[where[k].shard];
-        AlgorithmState state = slots[k] != kNil
-                                   ? shard.take_state(slots[k])
-                                   : shard.starting_state(*ops[k].policy, where[k].name_hash,
-                                                          where[k].hash, now);
-        // As algo::decide_all's check: each peeked at its cost (a report at 0), nothing taken.
-        const bool report = ops[k].kind == StoreOp::Kind::kReport;
-        out.push_back(algo::decide(*ops[k].policy, state, now, report ? 0 : ops[k].cost, Op::kPeek));
-        if (slots[k] != kNil) shard.put_state(slots[k], std::move(state));
-      }
-      return {};
-    }
+    // (issue 31): conflict_pass.h.
+    if (memory::find_or_refuse(shards.get(), ops, where.data(), now, slots.data(), out)) return {};
     for (size_t k = 0; k < n; ++k) {
       Shard& shard = shards[where[k].shard];
       states[k] = slots[k] != kNil ? shard.take_state(slots[k])

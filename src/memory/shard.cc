@@ -50,70 +50,8 @@ void Shard::init(size_t capacity, size_t byte_share, uint64_t seed, size_t sweep
   residue_.init(std::max<size_t>(capacity_ / 2, 16), capacity_ / 2, when_saturated);
   table_mask_ = 15;
   table_ = std::make_unique<uint64_t[]>(table_mask_ + 1);
-  policy_mask_ = 15;
-  policy_index_ = std::make_unique<uint16_t[]>(policy_mask_ + 1);
+  policies_.init();
 }
-
-uint16_t Shard::policy_id(const Policy& policy, uint64_t name_hash, bool create) {
-  for (size_t pos = name_hash & policy_mask_;; pos = (pos + 1) & policy_mask_) {
-    const uint16_t cell = policy_index_[pos];
-    if (cell == 0) break;
-    const auto id = static_cast<uint16_t>(cell - 1);
-    PolicyEntry& e = policies_[id];
-    if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
-    if (!same_parameters(e.policy, policy)) {
-      if (!e.policy.same_state_meaning(policy)) continue;  // another definition's entry
-      e.policy = policy;  // redefined: the latest rules
-    }
-    return id;
-  }
-  if (!create) return kNoPolicy;
-  uint16_t id;
-  if (!policies_free_.empty()) {
-    id = policies_free_.back();
-    policies_free_.pop_back();
-    policies_[id].policy = policy;
-    policies_[id].name_hash = name_hash;
-    policies_[id].users = 0;
-  } else if (policies_.size() < kNoPolicy) {
-    id = static_cast<uint16_t>(policies_.size());
-    policies_.push_back({policy, name_hash, 0});
-  } else {
-    return kNoPolicy;
-  }
-  ++policies_dead_;  // users == 0 until insert() takes it
-  if ((policies_.size() - policies_free_.size()) * 2 > policy_mask_ + 1) {
-    policy_mask_ = policy_mask_ * 2 + 1;
-    rebuild_policy_index(false);
-  } else {
-    index_policy(id);
-  }
-  return id;
-}
-
-void Shard::index_policy(uint16_t id) {
-  size_t pos = policies_[id].name_hash & policy_mask_;
-  while (policy_index_[pos] != 0) pos = (pos + 1) & policy_mask_;
-  policy_index_[pos] = static_cast<uint16_t>(id + 1);
-}
-
-void Shard::rebuild_policy_index(bool drop_dead) {
-  policy_index_ = std::make_unique<uint16_t[]>(policy_mask_ + 1);
-  std::vector<bool> is_free(policies_.size(), false);
-  for (uint16_t id : policies_free_) is_free[id] = true;
-  for (size_t k = 0; k < policies_.size(); ++k) {
-    if (is_free[k]) continue;
-    if (drop_dead && policies_[k].users == 0) {
-      policies_free_.push_back(static_cast<uint16_t>(k));
-      --policies_dead_;
-    } else {
-      index_policy(static_cast<uint16_t>(k));
-    }
-  }
-}
-
-void Shard::purge_policies() { rebuild_policy_index(true); }
-
 
 void Shard::move_to_front(uint32_t i, uint32_t standing) {
   unlink(i);
@@ -192,8 +130,7 @@ void Shard::record_residue(uint32_t i, int64_t now_us) {
 uint32_t Shard::insert(uint16_t policy, std::string_view key, uint64_t hash,
                        AlgorithmState&& state, uint32_t standing, int64_t now_us,
                        std::span<const uint32_t> keep) {
-  ++policies_[policy].users;  // before any eviction can make the id look unused
-  if (policies_[policy].users == 1) --policies_dead_;
+  policies_.take(policy);  // before any eviction can make the id look unused
   const size_t key_heap = key.size() > kInlineKeyBytes ? heap_block(key.size()) : 0;
   const auto* log = std::get_if<SlidingWindowLogState>(&state);
   const size_t log_heap = log != nullptr ? heap_block(log->entries.heap_bytes()) : 0;
@@ -272,7 +209,7 @@ void Shard::release(uint32_t i) {
   free_state(s);
   if (s.key_len > kInlineKeyBytes) delete[] key_bytes(s);
   s.key_len = 0;
-  release_policy(s.policy);
+  policies_.release(s.policy);
   s.next = free_;
   free_ = i;
 }

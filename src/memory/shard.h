@@ -8,14 +8,11 @@
 //     chasing through nodes); the table is open addressing with linear probing over 8-byte
 //     cells holding 32 bits of the hash and the slot index, so a probe rarely touches a slot
 //     that does not match, and deletion is a backward shift (no tombstones);
-//   - a slot names its policy by a 16-bit id into the shard's policy table (the latest
-//     definition seen under each name and state meaning — Policy::same_state_meaning — with a
-//     count of the slots using it; a call under another meaning than a live slot's is a
-//     policy conflict, not a new count), so long policy
-//     names cost nothing per key, keys of up to 23 bytes are stored inline, and the sweep can
-//     ask algo::idle_at_us about any entry without the caller's Policy at hand. An existing
-//     key is found in one probe (find_named: key bytes, then the slot's policy entry's name),
-//     so the hot path never consults the policy table; only a new key looks its name up;
+//   - a slot names its policy by a 16-bit id into the shard's policy table (policy_table.h),
+//     so long policy names cost nothing per key, keys of up to 23 bytes are stored inline, and
+//     the sweep can ask algo::idle_at_us about any entry without the caller's Policy at hand.
+//     An existing key is found in one probe (find_named: key bytes, then the slot's policy
+//     entry's name), so the hot path never looks a name up; only a new key does;
 //   - per-key state is stored in the slot (16-24 bytes; the sliding log's is its queue's
 //     pointer, head and size, the entries on the heap; a concurrency key's is the vector of its
 //     leases, 32 bytes per lease on the heap) and decided in place, so the decision
@@ -59,6 +56,7 @@
 #include <vector>
 
 #include "key_hash.h"
+#include "policy_table.h"
 #include "slot.h"
 #include "residue_table.h"
 #include "snapshot.h"
@@ -93,50 +91,42 @@ class alignas(64) Shard {
   // sweep when it is due.
   void begin_op(int64_t now_us) RL_REQUIRES(mu) {
     ++ops_;
-    if (policies_dead_ > kPolicyPurgeThreshold) purge_policies();
+    if (policies_.purge_due()) policies_.purge();
     if (sweep_every_ != 0 && --sweep_countdown_ == 0) {
       sweep_countdown_ = sweep_every_;
       sweep_some(now_us, sweep_batch_);
     }
   }
-  // The id of the definition of `policy`'s name that shares its state meaning
-  // (Policy::same_state_meaning; `name_hash` is the name's hash), updating the stored
-  // definition if only what does not change a state's meaning changed (a new limit); kNoPolicy
-  // if there is none and !create, or if the table is full (65,535 definitions in use in this
-  // shard). One name may have several definitions here, one per meaning; a key is held under
-  // at most one of them (find_name).
-  uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create) RL_REQUIRES(mu);
+  // PolicyTable::id: the id of `policy`'s definition of its meaning (kNoPolicy: none and
+  // !create, or the table is full).
+  uint16_t policy_id(const Policy& policy, uint64_t name_hash, bool create) RL_REQUIRES(mu) {
+    return policies_.id(policy, name_hash, create);
+  }
   // The slot holding (policy's name, key) under any definition of the name, or kNil. One
   // table probe, no lookup in the policy table. `hash` is key_hash(name_hash, key).
   uint32_t find_name(const Policy& policy, uint64_t name_hash, std::string_view key,
                      uint64_t hash) const RL_REQUIRES(mu) {
     for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {
       const uint32_t i = next_with_key(pos, key, hash);
-      if (i == kNil) return kNil;
-      const PolicyEntry& e = policies_[slot(i).policy];
-      if (e.name_hash == name_hash && same_name(e.policy, policy)) return i;
+      if (i == kNil || policies_.names(slot(i).policy, policy, name_hash)) return i;
     }
   }
-  // find_name, and on a hit what policy_id() does for a known definition (the stored one
-  // becomes `policy` if only its limit-like parameters changed). `conflict` is set when the
-  // slot's state was written under another meaning: the caller answers
-  // algo::conflict_decision while that state is live (issue 31). The hot path: a hit under
-  // the same parameters costs one comparison more than the probe.
+  // find_name, and on a hit PolicyTable::match (the stored definition becomes `policy` if
+  // only its limit-like parameters changed). `conflict` is set when the slot's state was
+  // written under another meaning: the caller answers algo::conflict_decision while that
+  // state is live (issue 31). The hot path: a hit under the same parameters costs one
+  // comparison more than the probe.
   uint32_t find_named(const Policy& policy, uint64_t name_hash, std::string_view key,
                       uint64_t hash, bool& conflict) RL_REQUIRES(mu) {
-    conflict = false;
     for (size_t pos = static_cast<uint32_t>(hash) & table_mask_;;) {  // find_name's probe
       const uint32_t i = next_with_key(pos, key, hash);
-      if (i == kNil) return kNil;
-      PolicyEntry& e = policies_[slot(i).policy];
-      if (e.name_hash != name_hash || !same_name(e.policy, policy)) continue;
-      if (!same_parameters(e.policy, policy)) [[unlikely]] {
-        if (e.policy.same_state_meaning(policy)) {
-          e.policy = policy;  // redefined: the latest rules
-        } else {
-          conflict = true;
-        }
+      if (i == kNil) {
+        conflict = false;
+        return kNil;
       }
+      const PolicyTable::Match m = policies_.match(slot(i).policy, policy, name_hash);
+      if (m == PolicyTable::Match::kOtherName) continue;
+      conflict = m == PolicyTable::Match::kConflict;
       return i;
     }
   }
@@ -248,19 +238,12 @@ class alignas(64) Shard {
  private:
   static constexpr unsigned kChunkBits = 6;  // 64 slots (4 KiB) per slab chunk: little slack
   static constexpr uint32_t kChunkMask = (1U << kChunkBits) - 1;
-  static constexpr size_t kPolicyPurgeThreshold = 64;
   static constexpr unsigned kStandingShift = 30;
   static constexpr uint32_t kStampMask = (1U << kStandingShift) - 1;
 
   struct List {
     uint32_t head = kNil;  // most recently put in front
     uint32_t tail = kNil;  // least recently
-  };
-
-  struct PolicyEntry {
-    Policy policy;       // latest definition seen under this name
-    uint64_t name_hash;  // hash_field(name, seed)
-    uint32_t users;      // live slots with this id; 0 = dead, recycled by purge_policies()
   };
 
   // algo::decide on algorithm A's state stored inline in the slot, via a local copy.
@@ -279,18 +262,6 @@ class alignas(64) Shard {
   // The rest: a state of another algorithm (a redefined policy).
   Decision decide_unpacked(uint32_t i, const Policy& policy, int64_t now_us, int64_t cost,
                            algo::Op op) RL_REQUIRES(mu);
-
-  static bool same_name(const Policy& a, const Policy& b) {
-    const std::string& x = a.name();
-    const std::string& y = b.name();
-    return x.size() == y.size() && same_bytes(x.data(), y.data(), x.size());
-  }
-  // Policy equality without comparing the names (the caller already did).
-  static bool same_parameters(const Policy& a, const Policy& b) {
-    return a.algorithm() == b.algorithm() && a.limit() == b.limit() && a.window() == b.window() &&
-           a.rate() == b.rate() && a.leaky_mode() == b.leaky_mode() &&
-           a.count_denied() == b.count_denied() && a.counts_every_hit() == b.counts_every_hit();
-  }
 
   Slot& slot(uint32_t i) RL_REQUIRES(mu) { return chunks_[i >> kChunkBits][i & kChunkMask]; }
   const Slot& slot(uint32_t i) const RL_REQUIRES(mu) { return chunks_[i >> kChunkBits][i & kChunkMask]; }
@@ -317,12 +288,6 @@ class alignas(64) Shard {
     }
   }
   uint64_t rehash(const Slot& s) const RL_REQUIRES(mu);
-  void release_policy(uint16_t id) RL_REQUIRES(mu) {
-    if (--policies_[id].users == 0) ++policies_dead_;
-  }
-  void purge_policies() RL_REQUIRES(mu);
-  void index_policy(uint16_t id) RL_REQUIRES(mu);
-  void rebuild_policy_index(bool drop_dead) RL_REQUIRES(mu);
 
   void sweep_some(int64_t now_us, size_t n) RL_REQUIRES(mu);
   void set_size(size_t n) RL_REQUIRES(mu) {
@@ -391,12 +356,7 @@ class alignas(64) Shard {
   std::unique_ptr<uint64_t[]> table_ RL_GUARDED_BY(mu);
   size_t table_mask_ RL_GUARDED_BY(mu) = 0;
 
-  std::vector<PolicyEntry> policies_ RL_GUARDED_BY(mu);    // by id
-  std::vector<uint16_t> policies_free_ RL_GUARDED_BY(mu);  // recycled ids
-  // id + 1 by name hash, linear probing; 0 = empty.
-  std::unique_ptr<uint16_t[]> policy_index_ RL_GUARDED_BY(mu);
-  size_t policy_mask_ RL_GUARDED_BY(mu) = 0;
-  size_t policies_dead_ RL_GUARDED_BY(mu) = 0;  // entries with users == 0 still indexed
+  PolicyTable policies_ RL_GUARDED_BY(mu);
 
   std::atomic<size_t> size_mirror_{0};
   std::atomic<size_t> bytes_mirror_{0};
