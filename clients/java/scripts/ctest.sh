@@ -6,7 +6,8 @@
 # its test classes: RateLimitFilterTest (Jetty 9 + the filter + a real ratelimitd on real Redis),
 # then RedisLimiterTest (the Redis back-end: conformance vectors, race, outages), then
 # JakartaFilterTest (the jakarta.servlet filter in Debian's embedded Tomcat 10), then
-# ConcurrencyFilterTest (leases and ConcurrencyFilter in Jetty 9 on a real ratelimitd). The jar bundles
+# LeaseApiTest (the lease API on a real ratelimitd), then ConcurrencyFilterTest (ConcurrencyFilter
+# in Jetty 9 on a real ratelimitd). The jar bundles
 # the build's function library (RATELIMIT_REDIS_LIBRARY). Bounded: Maven 300 s, each test 180 s.
 # Nothing outlives the run: this script, `timeout` and `java` get SIGKILL when the process that
 # started them dies (util-linux's setpriv --pdeathsig, preserved across exec), and the test starts
@@ -44,6 +45,6 @@ rm -rf "$work/maven"
 (cd "$src" && setpriv --pdeathsig KILL -- timeout 300 mvn -B -q -s /etc/maven/settings-debian.xml -o \
    "-Dratelimit.build.dir=$work/maven" "-Dratelimit.library.dir=${RATELIMIT_REDIS_LIBRARY:?ctest sets it}" package)
 jar=$(ls "$work"/maven/ratelimit-client-*.jar)
-for test in RateLimitFilterTest RedisLimiterTest JakartaFilterTest ConcurrencyFilterTest; do
+for test in RateLimitFilterTest RedisLimiterTest JakartaFilterTest LeaseApiTest ConcurrencyFilterTest; do
   setpriv --pdeathsig KILL -- timeout 180 setpriv --pdeathsig KILL -- java -cp "$jar:$work/maven/test-classes$cp" "dev.ratelimit.client.$test"
 done
