@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_docs.py — every fenced block and every internal link of README.md, CONTRIBUTING.md,
-CHANGELOG.md, clients/README.md, clients/concurrency.md and docs/ is checked, so the docs cannot go stale silently (ctest docs_blocks).
+CHANGELOG.md, clients/README.md, clients/concurrency.md, clients/docs/ and docs/ is checked, so the
+docs cannot go stale silently (ctest docs_blocks).
 
 Usage: check_docs.py SOURCE_DIR BIN_DIR [PAGE...]
 
@@ -63,6 +64,8 @@ def fail(block_or_path, line, what):
 
 def pages():
     names = sys.argv[3:] or (["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "clients/README.md", "clients/concurrency.md"] +
+                             sorted("clients/docs/" + f for f in os.listdir(os.path.join(SRC, "clients/docs"))
+                                    if f.endswith(".md")) +
                              sorted("docs/" + f for f in os.listdir(os.path.join(SRC, "docs")) if f.endswith(".md")) +
                              sorted("docs/benchmarks/" + f for f in os.listdir(os.path.join(SRC, "docs/benchmarks"))
                                     if f.endswith(".md")))
