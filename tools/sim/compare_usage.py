@@ -39,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/support"))
 from loopback import die_with_parent, free_port, listening, wait_for  # noqa: E402
-from compare_distributed import ready, stop  # noqa: E402  (this directory: starts and stops a daemon)
+from distributed_daemons import ready, stop  # noqa: E402  (this directory: starts and stops a daemon)
 
 TICK_S = 0.1
 WINDOW = "3050ms"
