@@ -10,6 +10,8 @@
 //    for policy_conflict (another definition of the policy's name holds the key, issue 31: the
 //    app's configuration error, counted in failures() and logged naming the policy, never a 429
 //    with the conflict's wait);
+//  - the default key is the client address through trusted proxies only (ClientIp), as the rate
+//    filter's (FilterCore), so one request is one key for both filters;
 //  - bad input from the request (no key, a key too long, a cost below 1, a priority class the
 //    policy does not have) is 400 with ratelimitd's code; any other RateLimitException is the
 //    application's bug and propagates;
@@ -34,10 +36,13 @@ final class ConcurrencyCore<Q> {
   private static final System.Logger LOG = System.getLogger(ConcurrencyCore.class.getName());
   final RatelimitdClient client;
   final String policy;
-  private final Function<Q, String> key;
+  private final Function<Q, String> key;  // null: the client address (ClientIp)
   private final ToLongFunction<Q> cost;
   private final Predicate<Q> skip;
+  private final Function<Q, String> peer;
+  private final Function<Q, String> forwardedFor;
   private final BiFunction<Q, String, String> requestHeader;
+  private volatile ClientIp.TrustedProxies trusted = new ClientIp.TrustedProxies(List.of());
   private volatile String priorityHeader;
   private volatile Duration maxWait;  // null: the policy's max_wait
   private volatile Duration timeout = Duration.ZERO;
@@ -48,23 +53,29 @@ final class ConcurrencyCore<Q> {
    *  the handler with these headers set; else send it as it is). */
   record Admission(Lease lease, Headers.Answer answer) {}
 
+  /** `key` null: the client address of `peer` (the connection's) and `forwardedFor` (the
+   *  request's X-Forwarded-For, occurrences joined, null when absent) through trustedProxies. */
   ConcurrencyCore(RatelimitdClient client, String policy, Function<Q, String> key, ToLongFunction<Q> cost,
-                  Predicate<Q> skip, BiFunction<Q, String, String> requestHeader) {
-    if (client == null || policy == null || policy.isEmpty() || key == null) {
-      throw new RateLimitException("invalid_request", "the concurrency filter needs a RatelimitdClient, a policy and a key function");
+                  Predicate<Q> skip, Function<Q, String> peer, Function<Q, String> forwardedFor,
+                  BiFunction<Q, String, String> requestHeader) {
+    if (client == null || policy == null || policy.isEmpty()) {
+      throw new RateLimitException("invalid_request", "the concurrency filter needs a RatelimitdClient and a policy");
     }
     this.client = client;
     this.policy = policy;
     this.key = key;
     this.cost = cost == null ? r -> 1 : cost;
     this.skip = skip == null ? r -> false : skip;
+    this.peer = peer;
+    this.forwardedFor = forwardedFor;
     this.requestHeader = requestHeader;
   }
 
   /** From init-params (web.xml): ratelimitd-url and policy required; key-header, on-failure,
-   *  timeout-ms, cost, priority-header, max-wait-ms, handler-timeout-ms optional. */
-  static <Q> ConcurrencyCore<Q> fromInitParams(Function<String, String> param, Function<Q, String> remoteAddr,
-                                               BiFunction<Q, String, String> requestHeader) {
+   *  timeout-ms, cost, priority-header, max-wait-ms, handler-timeout-ms, trusted-proxies
+   *  optional. */
+  static <Q> ConcurrencyCore<Q> fromInitParams(Function<String, String> param, Function<Q, String> peer,
+                                               Function<Q, String> forwardedFor, BiFunction<Q, String, String> requestHeader) {
     String url = param.apply("ratelimitd-url"), policy = param.apply("policy");
     if (url == null || policy == null) {
       throw new RateLimitException("invalid_request", "the concurrency filter needs init-params ratelimitd-url and policy");
@@ -76,12 +87,14 @@ final class ConcurrencyCore<Q> {
     FailurePolicy onFailure = "closed".equals(f) ? FailurePolicy.CLOSED : FailurePolicy.OPEN;
     RatelimitdClient client = new RatelimitdClient(url, onFailure, millis(param, "timeout-ms", 250), null);
     String header = param.apply("key-header");
-    Function<Q, String> key = header == null ? remoteAddr : r -> requestHeader.apply(r, header);
+    Function<Q, String> key = header == null ? null : r -> requestHeader.apply(r, header);
     String c = param.apply("cost");
     long fixed = c == null ? 1 : Long.parseLong(c);
     if (fixed < 1) throw new RateLimitException("invalid_cost", "init-param cost must be at least 1, got " + fixed);
-    ConcurrencyCore<Q> core = new ConcurrencyCore<>(client, policy, key, r -> fixed, null, requestHeader);
+    ConcurrencyCore<Q> core = new ConcurrencyCore<>(client, policy, key, r -> fixed, null, peer, forwardedFor, requestHeader);
     core.priorityHeader(param.apply("priority-header"));
+    String proxies = param.apply("trusted-proxies");
+    if (proxies != null) core.trustedProxies(FilterCore.proxyList(proxies));
     if (param.apply("max-wait-ms") != null) core.maxWait(millis(param, "max-wait-ms", 0));
     core.timeout(millis(param, "handler-timeout-ms", 0));
     return core;
@@ -93,6 +106,9 @@ final class ConcurrencyCore<Q> {
     if (ms < 0) throw new RateLimitException("invalid_request", "init-param " + name + " must not be negative, got " + ms);
     return Duration.ofMillis(ms);
   }
+
+  /** The proxies (addresses / CIDR blocks) whose X-Forwarded-For the default key believes. */
+  void trustedProxies(List<String> cidrs) { trusted = new ClientIp.TrustedProxies(cidrs); }
 
   /** The request header whose value is sent as the lease's priority class (null: none). */
   void priorityHeader(String name) { priorityHeader = name == null || name.isEmpty() ? null : name; }
@@ -118,7 +134,7 @@ final class ConcurrencyCore<Q> {
   Admission acquire(Q req) {
     if (skip.test(req)) return null;
     try {
-      String k = key.apply(req);
+      String k = key != null ? key.apply(req) : ClientIp.clientAddress(peer.apply(req), forwardedFor.apply(req), trusted);
       if (k == null || k.isEmpty()) return new Admission(null, bad("missing_key", "key must not be empty: the request has none"));
       String h = priorityHeader;
       LeaseOptions o = new LeaseOptions(h == null ? null : requestHeader.apply(req, h), maxWait);

@@ -7,11 +7,13 @@
 // learns its limit from. Refused: ratelimitd's 429 with Retry-After and its RateLimit fields.
 // Built in code (the constructor and the fluent setters, before the filter serves) or from
 // web.xml init-params:
-//   ratelimitd-url (required), policy (required), key-header (default: the client address),
+//   ratelimitd-url (required), policy (required), key-header (default: the client address,
+//   X-Forwarded-For believed only from trusted-proxies, as RateLimitFilter's),
 //   on-failure (open|closed, default open), timeout-ms (ratelimitd's answer, default 250),
 //   cost (default 1), priority-header (a request header whose value is the lease's priority
 //   class), max-wait-ms (ratelimitd may hold the request for a unit; default: the policy's),
-//   handler-timeout-ms (a handler running longer releases "timeout"; default 0: never).
+//   handler-timeout-ms (a handler running longer releases "timeout"; default 0: never),
+//   trusted-proxies (addresses / CIDR blocks whose X-Forwarded-For the default key believes).
 // The logic is ConcurrencyCore's; this class moves its answer in and out of javax.servlet. The
 // lease is released when doFilter returns: an async request (startAsync) is released then too.
 // Thread-safety: one instance serves concurrent requests (configured before it serves).
@@ -20,6 +22,7 @@ package dev.ratelimit.client;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Predicate;
@@ -39,11 +42,20 @@ public final class ConcurrencyFilter implements Filter {
   /** For web.xml: configured by init(). */
   public ConcurrencyFilter() {}
 
-  /** key null: the client's address (getRemoteAddr); cost null: 1; skip null: none skipped. */
+  /** key null: the client's address (see trustedProxies); cost null: 1; skip null: none skipped. */
   public ConcurrencyFilter(RatelimitdClient client, String policy, Function<HttpServletRequest, String> key,
                            ToLongFunction<HttpServletRequest> cost, Predicate<HttpServletRequest> skip) {
-    core = new ConcurrencyCore<>(client, policy, key != null ? key : HttpServletRequest::getRemoteAddr, cost, skip,
+    core = new ConcurrencyCore<>(client, policy, key, cost, skip, HttpServletRequest::getRemoteAddr, ConcurrencyFilter::forwardedFor,
         HttpServletRequest::getHeader);
+  }
+
+  private static String forwardedFor(HttpServletRequest r) { return FilterCore.joined(r.getHeaders("X-Forwarded-For")); }
+
+  /** The proxies whose X-Forwarded-For the default key believes: addresses or CIDR blocks
+   *  ("10.0.0.0/8", "::1"), walked from the right as ratelimitd does (ClientIp). Default none. */
+  public ConcurrencyFilter trustedProxies(String... cidrs) {
+    core.trustedProxies(List.of(cidrs));
+    return this;
   }
 
   /** Sends the value of request header `name` as the lease's priority class. */
@@ -75,7 +87,8 @@ public final class ConcurrencyFilter implements Filter {
   public void init(FilterConfig config) throws ServletException {
     if (core != null) return;
     try {
-      core = ConcurrencyCore.fromInitParams(config::getInitParameter, HttpServletRequest::getRemoteAddr, HttpServletRequest::getHeader);
+      core = ConcurrencyCore.fromInitParams(config::getInitParameter, HttpServletRequest::getRemoteAddr, ConcurrencyFilter::forwardedFor,
+          HttpServletRequest::getHeader);
     } catch (RuntimeException e) {
       throw new ServletException("ConcurrencyFilter: " + e.getMessage(), e);
     }

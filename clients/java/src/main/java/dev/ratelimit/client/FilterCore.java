@@ -106,7 +106,7 @@ final class FilterCore<Q, S> {
     }
     core.refusal(status == null ? 429 : Integer.parseInt(status), param.apply("message"));
     String proxies = param.apply("trusted-proxies");
-    if (proxies != null) core.trustedProxies(Arrays.stream(proxies.split("[,\\s]+")).filter(s -> !s.isEmpty()).toList());
+    if (proxies != null) core.trustedProxies(proxyList(proxies));
     core.skipRequests(flag(param, "skip-successful-requests"), flag(param, "skip-failed-requests"));
     return core;
   }
@@ -116,6 +116,11 @@ final class FilterCore<Q, S> {
     if (v == null || v.equals("false")) return false;
     if (v.equals("true")) return true;
     throw new RateLimitException("invalid_request", "init-param " + name + " must be true or false, got '" + v + "'");
+  }
+
+  /** init-param trusted-proxies: addresses / CIDR blocks separated by commas or white space. */
+  static List<String> proxyList(String param) {
+    return Arrays.stream(param.split("[,\\s]+")).filter(s -> !s.isEmpty()).toList();
   }
 
   /** X-Forwarded-For's occurrences joined by ", " (one list, as proxies may split it); null when absent. */

@@ -8,6 +8,7 @@ package dev.ratelimit.client;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Predicate;
@@ -27,11 +28,20 @@ public final class JakartaConcurrencyFilter implements Filter {
   /** For web.xml: configured by init(). */
   public JakartaConcurrencyFilter() {}
 
-  /** key null: the client's address (getRemoteAddr); cost null: 1; skip null: none skipped. */
+  /** key null: the client's address (see trustedProxies); cost null: 1; skip null: none skipped. */
   public JakartaConcurrencyFilter(RatelimitdClient client, String policy, Function<HttpServletRequest, String> key,
                            ToLongFunction<HttpServletRequest> cost, Predicate<HttpServletRequest> skip) {
-    core = new ConcurrencyCore<>(client, policy, key != null ? key : HttpServletRequest::getRemoteAddr, cost, skip,
+    core = new ConcurrencyCore<>(client, policy, key, cost, skip, HttpServletRequest::getRemoteAddr, JakartaConcurrencyFilter::forwardedFor,
         HttpServletRequest::getHeader);
+  }
+
+  private static String forwardedFor(HttpServletRequest r) { return FilterCore.joined(r.getHeaders("X-Forwarded-For")); }
+
+  /** The proxies whose X-Forwarded-For the default key believes: addresses or CIDR blocks
+   *  ("10.0.0.0/8", "::1"), walked from the right as ratelimitd does (ClientIp). Default none. */
+  public JakartaConcurrencyFilter trustedProxies(String... cidrs) {
+    core.trustedProxies(List.of(cidrs));
+    return this;
   }
 
   /** Sends the value of request header `name` as the lease's priority class. */
@@ -63,7 +73,8 @@ public final class JakartaConcurrencyFilter implements Filter {
   public void init(FilterConfig config) throws ServletException {
     if (core != null) return;
     try {
-      core = ConcurrencyCore.fromInitParams(config::getInitParameter, HttpServletRequest::getRemoteAddr, HttpServletRequest::getHeader);
+      core = ConcurrencyCore.fromInitParams(config::getInitParameter, HttpServletRequest::getRemoteAddr, JakartaConcurrencyFilter::forwardedFor,
+          HttpServletRequest::getHeader);
     } catch (RuntimeException e) {
       throw new ServletException("JakartaConcurrencyFilter: " + e.getMessage(), e);
     }

@@ -1,13 +1,13 @@
 // ConcurrencyFilterTest.java — ConcurrencyFilter (issue 30) in Debian's Jetty 9 against a real
 // ratelimitd (the project's build; memory store, where adaptive limits live, and a Redis store for
 // the policy conflict): at limit 2, 3 concurrent slow requests: exactly 2 run and the 3rd gets
-// ratelimitd's 429 with Retry-After; the leases come back; the key defaults to the client
-// address; a handler answering 500, throwing, or overrunning the filter's timeout lowers the
-// adaptive (AIMD) limit, read from a later acquire, while one answering 200 does not; the
-// priority header; the filter declared by init-params; the jakarta twin's init; a lease refused
-// policy_conflict answered by the failure policy; then ratelimitd stopped — open runs the
-// handler, closed answers 429 with Retry-After: 1. The lease API itself: LeaseApiTest, which
-// uses this file's daemon and helpers.
+// ratelimitd's 429 with Retry-After; the leases come back; the key defaults to the client address,
+// X-Forwarded-For believed only from trusted proxies; a handler answering 500, throwing, or
+// overrunning the filter's timeout lowers the adaptive (AIMD) limit, read from a later acquire,
+// while one answering 200 does not; the priority header; the filter declared by init-params; the
+// jakarta twin's init; a lease refused policy_conflict answered by the failure policy; then
+// ratelimitd stopped — open runs the handler, closed answers 429 with Retry-After: 1. The lease API
+// itself: LeaseApiTest, which uses this file's daemon and helpers.
 // A plain main like the other tests (RateLimitFilterTest's process and check helpers): every
 // check can fail and is counted; exit 1 if any did. Every process dies with this JVM.
 package dev.ratelimit.client;
@@ -157,7 +157,7 @@ public final class ConcurrencyFilterTest {
       jetty.addConnector(connector);
       ServletContextHandler ctx = new ServletContextHandler();
       ctx.addServlet(new ServletHolder(new Slow()), "/slow");
-      for (String p : List.of("/ad/status", "/pri", "/init", "/addr", "/open", "/closed")) ctx.addServlet(new ServletHolder(new Status()), p);
+      for (String p : List.of("/ad/status", "/pri", "/init", "/addr", "/xff", "/open", "/closed")) ctx.addServlet(new ServletHolder(new Status()), p);
       EnumSet<DispatcherType> req = EnumSet.of(DispatcherType.REQUEST);
       List<RuntimeException> releaseErrors = Collections.synchronizedList(new ArrayList<>());
       ctx.addFilter(new FilterHolder(new ConcurrencyFilter(client, "db", r -> r.getHeader("X-Client"), null, null)
@@ -171,6 +171,9 @@ public final class ConcurrencyFilterTest {
       declared.setInitParameters(Map.of("ratelimitd-url", url, "policy", "db", "key-header", "X-Client", "on-failure", "closed",
           "timeout-ms", "30000", "handler-timeout-ms", "60000"));
       ctx.addFilter(declared, "/init", req);
+      FilterHolder proxied = new FilterHolder(ConcurrencyFilter.class);
+      proxied.setInitParameters(Map.of("ratelimitd-url", url, "policy", "db", "trusted-proxies", "127.0.0.1, ::1"));
+      ctx.addFilter(proxied, "/xff", req);
       RatelimitdClient open = new RatelimitdClient(url, FailurePolicy.OPEN, Duration.ofSeconds(5), null);
       RatelimitdClient closed = new RatelimitdClient(url, FailurePolicy.CLOSED, Duration.ofSeconds(5), null);
       ctx.addFilter(new FilterHolder(new ConcurrencyFilter(open, "db", r -> r.getHeader("X-Client"), null, null)), "/open", req);
@@ -250,8 +253,19 @@ public final class ConcurrencyFilterTest {
       Lease x1 = client.acquireLease("db", "127.0.0.1", 1), x2 = client.acquireLease("db", "127.0.0.1", 1);
       g = get(http, port, "/addr");
       check(x1.allowed() && x2.allowed() && g.status() == 429, "keyed by address, both held: " + g.status());
+      g = get(http, port, "/addr", "X-Forwarded-For", "192.0.2.1");
+      check(g.status() == 429, "no trusted proxies: X-Forwarded-For ignored, keyed by the peer: " + g.status());
       client.releaseLease(x1, Outcome.NONE);
       client.releaseLease(x2, Outcome.NONE);
+      // Behind a trusted proxy (init-param trusted-proxies) the default key is the client that
+      // X-Forwarded-For names, as RateLimitFilter's (ClientIp): two clients, two keys.
+      Lease y1 = client.acquireLease("db", "192.0.2.1", 1), y2 = client.acquireLease("db", "192.0.2.1", 1);
+      g = get(http, port, "/xff", "X-Forwarded-For", "192.0.2.1");
+      Got other = get(http, port, "/xff", "X-Forwarded-For", "198.51.100.7, 192.0.2.2");
+      check(y1.allowed() && y2.allowed() && g.status() == 429 && other.status() == 200,
+          "through a trusted proxy: 192.0.2.1's units held " + g.status() + ", 192.0.2.2 free " + other.status());
+      client.releaseLease(y1, Outcome.NONE);
+      client.releaseLease(y2, Outcome.NONE);
       Map<String, String> noPolicy = Map.of("ratelimitd-url", url);
       try {
         new ConcurrencyFilter().init(new javax.servlet.FilterConfig() {
