@@ -29,7 +29,7 @@ inline constexpr Family kRequests{"ratelimitd_http_requests_total", "counter",
                            "HTTP requests answered, by endpoint and status code."};
 inline constexpr Family kDecisions{"ratelimitd_decisions_total", "counter",
                             "Rate-limit decisions by policy and outcome (allowed, denied, "
-                            "shadow_denied, failed_open, failed_closed)."};
+                            "shadow_denied, failed_open, failed_closed, conflict)."};
 inline constexpr Family kStoreErrors{"ratelimitd_store_errors_total", "counter",
                               "Store calls that returned an error instead of a decision."};
 inline constexpr Family kLatency{"ratelimitd_decision_duration_seconds", "histogram",

@@ -19,6 +19,7 @@ Outcome outcome_of(const Decision& d, bool shadow) {
   switch (d.reason) {
     case DecisionReason::kStoreFailedOpen: return Outcome::kFailedOpen;
     case DecisionReason::kStoreFailedClosed: return Outcome::kFailedClosed;
+    case DecisionReason::kPolicyConflict: return Outcome::kConflict;
     default: break;
   }
   if (d.allowed) return Outcome::kAllowed;

@@ -14,8 +14,10 @@
 
 namespace ratelimit::service {
 
-enum class Outcome : uint8_t { kAllowed, kDenied, kShadowDenied, kFailedOpen, kFailedClosed };
-inline constexpr size_t kOutcomeCount = 5;
+// kConflict: refused policy_conflict (another definition of the policy's name holds the key) —
+// a configuration error to page on, not a client over its limit, so never counted as kDenied.
+enum class Outcome : uint8_t { kAllowed, kDenied, kShadowDenied, kFailedOpen, kFailedClosed, kConflict };
+inline constexpr size_t kOutcomeCount = 6;
 
 struct RuleCounters {
   std::array<std::atomic<uint64_t>, kOutcomeCount> outcomes{};

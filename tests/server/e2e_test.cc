@@ -471,6 +471,10 @@ TEST_F(E2E, AReloadThatChangesAPolicysMeaningAnswers409UntilItsStateEnds) {
   const int retry = std::atoi(r.header("Retry-After").c_str());
   EXPECT_GE(retry, 1);
   EXPECT_LE(retry, 2);
+  // Counted as its own outcome: a configuration error to alert on, not a client over its limit.
+  const std::string m = http_get(port(), "/metrics").body;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"newp\",outcome=\"conflict\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("ratelimitd_decisions_total{policy=\"newp\",outcome=\"denied\"} 0\n"), std::string::npos) << m;
   EXPECT_EQ(acquire(R"({"key":"fresh","policy":"newp"})").status, 200u);
   // Once the old window's count ends (at most 2 s), the old key starts afresh under the log.
   EXPECT_TRUE(testing::eventually([&] { return acquire(R"({"key":"old","policy":"newp"})").status == 200u; },

@@ -33,7 +33,7 @@ constexpr Endpoint kEndpointOrder[kEndpointCount] = {
     Endpoint::kRespReset, Endpoint::kRespLeases,
     Endpoint::kReport, Endpoint::kRespReport};
 constexpr const char* kOutcomeNames[kOutcomeCount] = {"allowed", "denied", "shadow_denied",
-                                                      "failed_open", "failed_closed"};
+                                                      "failed_open", "failed_closed", "conflict"};
 constexpr unsigned kStatuses[12] = {200, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503};
 // Upper bounds in nanoseconds, and as Prometheus `le` labels.
 constexpr uint64_t kBoundsNs[19] = {1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000,
