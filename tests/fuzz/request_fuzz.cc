@@ -1,11 +1,15 @@
 // request_fuzz.cc — libFuzzer target for ratelimitd's untrusted-input parsers: JSON request
 // bodies (every kind), the forward-auth query, X-Forwarded-For and the request-head screen. Built by scripts/fuzz with
 // clang (-fsanitize=fuzzer,address,undefined); built by CMake with a corpus-replay main.
-// Invariant checked beyond "no crash": an accepted request is within its bounds.
+// Invariants checked beyond "no crash": an accepted request is within its bounds, and a body the
+// fast path (plain_key_policy) reads is read by Boost.JSON as the same two strings.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
 
 #include "client_ip.h"
 #include "head_scan.h"
@@ -27,6 +31,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (e.status != 400 || e.error.empty()) {
       std::abort();
     }
+  }
+  std::string_view plain_key, plain_policy;
+  if (plain_key_policy(in, plain_key, plain_policy)) {
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(in, ec);
+    if (ec || !v.is_object() || v.get_object().size() != 2) std::abort();
+    const boost::json::value* k = v.get_object().if_contains("key");
+    const boost::json::value* p = v.get_object().if_contains("policy");
+    if (k == nullptr || p == nullptr || !k->is_string() || !p->is_string()) std::abort();
+    if (std::string_view(k->get_string()) != plain_key || std::string_view(p->get_string()) != plain_policy) std::abort();
   }
   if (parse_forward_auth_query(in, r, e)) {
     if (r.policy_count < 1 || r.policy_count > ratelimit::kMaxPoliciesPerCall) std::abort();

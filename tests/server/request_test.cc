@@ -95,6 +95,64 @@ TEST(RequestBody, DuplicateFieldsKeepTheLastValue) {
   EXPECT_EQ(r.key, "j");
 }
 
+// The fast path (plain_key_policy) answers exactly as the full parser: each body is also parsed
+// with a "cost":1 member added (the default, and a shape the fast path never takes), and the two
+// results — values or refusal — must be the same. The other bodies are left to the full parser.
+TEST(RequestBody, PlainKeyAndPolicyBodiesReadAsTheFullParserReadsThem) {
+  struct Case {
+    std::string body;
+    bool plain;  // whether the fast path takes it
+  };
+  const std::vector<Case> cases = {
+      {R"({"key":"user:42","policy":"api"})", true},
+      {" {\n\t\"policy\" : \"api\" ,\r\n \"key\":\"k k\" } \n", true},
+      {R"({"key":"","policy":"api"})", true},                      // invalid_key
+      {R"({"key":"0123456789abcdefX","policy":"api"})", true},     // longer than max_key_length 16
+      {R"({"key":"k","policy":"no spaces"})", true},               // unknown_policy (its shape)
+      {R"({"key":"k","policy":""})", true},                        // unknown_policy (empty)
+      {R"({"key":"k\u0041","policy":"api"})", false},              // an escape: the full parser
+      {R"({"key":"caf\u00e9","policy":"api"})", false},
+      {"{\"key\":\"caf\xc3\xa9\",\"policy\":\"api\"}", false},  // non-ASCII
+      {R"({"key":"k","key":"j","policy":"api"})", false},          // a duplicate name
+      {R"({"key":"k","policy":"api","policy":"b"})", false},
+      {R"({"key":"k"})", false},
+      {R"({"key":"k","policy":"api",})", false},                   // a trailing comma: invalid JSON
+      {R"({"key":"k","policy":"api"}x)", false},
+      {R"({"key":"k","polcy":"api"})", false},
+      {R"({"key":1,"policy":"api"})", false},
+  };
+  for (const Case& c : cases) {
+    std::string_view key, policy;
+    EXPECT_EQ(plain_key_policy(c.body, key, policy), c.plain) << c.body;
+    if (!c.plain) continue;  // the full parser reads it (its own tests above)
+    std::string with_cost = c.body;
+    const size_t close = with_cost.rfind('}');
+    ASSERT_NE(close, std::string::npos);
+    with_cost.insert(close, R"(,"cost":1)");
+    for (BodyKind kind : {BodyKind::kDecision, BodyKind::kReset}) {
+      DecisionRequest fast, full;
+      RequestError fast_err, full_err;
+      const bool fast_ok = parse_request_body(c.body, kind, kBounds, fast, fast_err);
+      if (kind == BodyKind::kReset) {  // a reset refuses "cost": the same verdict as an acquire
+        EXPECT_EQ(fast_ok, parse_request_body(c.body, BodyKind::kDecision, kBounds, full, full_err)) << c.body;
+        continue;
+      }
+      const bool full_ok = parse_request_body(with_cost, kind, kBounds, full, full_err);
+      ASSERT_EQ(fast_ok, full_ok) << c.body;
+      if (fast_ok) {
+        EXPECT_EQ(fast.key, full.key) << c.body;
+        EXPECT_EQ(fast.policy_count, full.policy_count);
+        EXPECT_EQ(fast.policies[0], full.policies[0]);
+        EXPECT_EQ(fast.cost, full.cost);
+        EXPECT_EQ(fast.multi, full.multi);
+      } else {
+        EXPECT_EQ(fast_err.error, full_err.error) << c.body;
+        EXPECT_EQ(fast_err.message, full_err.message) << c.body;
+      }
+    }
+  }
+}
+
 TEST(RequestBody, ResetTakesOnlyKeyAndPolicy) {
   DecisionRequest r;
   RequestError e;

@@ -50,7 +50,59 @@ bool parse_object(std::string_view body, json::monotonic_resource& mr, int depth
   return true;
 }
 
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// A JSON string of printable ASCII without escapes at body[i] ('"'): its contents, and i moved
+// past its closing quote; false for anything else (an escape, a control or non-ASCII byte, no
+// closing quote), which the full parser then reads.
+bool plain_string(std::string_view body, size_t& i, std::string_view& out) {
+  if (i >= body.size() || body[i] != '"') return false;
+  const size_t start = ++i;
+  for (; i < body.size(); ++i) {
+    const auto c = static_cast<unsigned char>(body[i]);
+    if (c == '"') {
+      out = body.substr(start, i - start);
+      ++i;
+      return true;
+    }
+    if (c == '\\' || c < 0x20 || c > 0x7e) return false;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool plain_key_policy(std::string_view body, std::string_view& key, std::string_view& policy) {
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < body.size() && json_space(body[i])) ++i;
+  };
+  auto expect = [&](char c) {
+    skip();
+    if (i >= body.size() || body[i] != c) return false;
+    ++i;
+    skip();
+    return true;
+  };
+  bool have_key = false, have_policy = false;
+  if (!expect('{')) return false;
+  for (int member = 0; member < 2; ++member) {
+    std::string_view name, value;
+    if (member == 1 && !expect(',')) return false;
+    if (!plain_string(body, i, name) || !expect(':') || !plain_string(body, i, value)) return false;
+    if (name == "key" && !have_key) {
+      key = value;
+      have_key = true;
+    } else if (name == "policy" && !have_policy) {
+      policy = value;
+      have_policy = true;
+    } else {
+      return false;  // another field, or a name given twice: the full parser's rules apply
+    }
+  }
+  if (!expect('}')) return false;
+  return i == body.size();
+}
 
 bool check_key(std::string_view key, const RequestBounds& bounds, RequestError& err) {
   if (key.empty()) return fail(err, "invalid_key", "key must not be empty");
@@ -71,6 +123,17 @@ bool parse_request_body(std::string_view body, BodyKind kind, const RequestBound
   out.max_wait_ms = -1;
   out.priority.clear();
   out.key.clear();
+
+  // The common body, {"key": "...", "policy": "..."} with plain strings, means the same to
+  // Boost.JSON; it is read directly and checked as below (same checks, same order).
+  std::string_view plain_key, plain_policy;
+  if (kind != BodyKind::kReport && plain_key_policy(body, plain_key, plain_policy)) {
+    if (!check_key(plain_key, bounds, err) || !check_policy_name(plain_policy, err)) return false;
+    out.policies[0].assign(plain_policy);
+    out.policy_count = 1;
+    out.key.assign(plain_key);
+    return true;
+  }
 
   alignas(std::max_align_t) unsigned char arena[2048];
   json::monotonic_resource mr(arena, sizeof arena);

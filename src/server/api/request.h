@@ -66,6 +66,14 @@ enum class BodyKind : uint8_t {
 [[nodiscard]] bool parse_request_body(std::string_view body, BodyKind kind, const RequestBounds& bounds,
                         DecisionRequest& out, RequestError& err);
 
+// The fast path of parse_request_body: true when `body` is exactly a JSON object of the two
+// members "key" and "policy" (either order, each once) whose values are strings of printable
+// ASCII without escapes, with only JSON whitespace around the tokens; `key` and `policy` then
+// view their contents. Boost.JSON reads every such body as the same two strings, so the
+// answer cannot differ; anything else returns false (the full parser decides). Exposed for the
+// fuzz target, which checks that claim against Boost.JSON.
+bool plain_key_policy(std::string_view body, std::string_view& key, std::string_view& policy);
+
 // Parses the query of GET /v1/forward-auth: one or more `policy=NAME` (percent-encoded;
 // several = all or nothing), at most one `deny_status=` (429, 403 or 401) and at most one
 // `max_wait_ms=` (0 ... kMaxWaitMs). `out.key` is
