@@ -321,6 +321,35 @@ TEST(ScanRequestHead, CompleteNeedMoreAndEveryFault) {
   EXPECT_EQ(scan_request_head(ok + std::string("\0\n\r", 3)).state, S::kComplete);
 }
 
+// The scan passes printable runs a word at a time: a fault at any offset of a long line, and
+// every byte value beside printable neighbours, must be judged as one byte at a time would.
+TEST(ScanRequestHead, EveryByteAtEveryOffsetOfALongLine) {
+  using S = HeadScan::State;
+  const std::string line = "POST /v1/acquire HTTP/1.1\r\nContent-Type: application/json-and-more\r\n";
+  const size_t value_at = line.find("application");
+  for (int b = 0; b < 256; ++b) {
+    const auto c = static_cast<char>(b);
+    const bool printable = (b >= 0x20 && b != 0x7f) || b == '\t';
+    for (size_t at = value_at; at < value_at + 20; ++at) {
+      std::string head = line;
+      head[at] = c;
+      head += "\r\n";
+      const HeadScan r = scan_request_head(head);
+      if (printable) {
+        EXPECT_EQ(r.state, S::kComplete) << b << " at " << at;
+        EXPECT_EQ(r.length, head.size());
+      } else {
+        EXPECT_EQ(r.state, S::kMalformed) << b << " at " << at;
+        const std::string_view want = b == '\n' ? "a bare LF (lines must end with CRLF)"
+                                      : b == '\r' ? "a CR not followed by LF"
+                                      : b == 0 ? "a NUL byte in the header"
+                                               : "a control character in the header";
+        EXPECT_EQ(r.reason, want) << b << " at " << at;
+      }
+    }
+  }
+}
+
 TEST(TrustedProxies, RefusesBadEntries) {
   EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"10.0.0.0/33"})));
   EXPECT_FALSE(static_cast<bool>(TrustedProxies::parse({"::/129"})));
