@@ -3,7 +3,8 @@
 // concurrency-limits servlet filter does. Acquired before the handler: refused → ratelimitd's
 // 429 (Retry-After, its RateLimit fields, the body rendered by headers.ts as the rate middleware
 // renders a denial); the failure policy answers as on the rate path (failed_open runs the handler
-// without a lease), and answers a policy_conflict too (logged: the app's configuration error).
+// without a lease), and answers a policy_conflict too (counted in the limiter's failures and
+// logged: the app's configuration error).
 // Released once, when the response's socket side is done ('close', which Node
 // emits after 'finish' too, and alone when the client went away):
 //   - the handler took longer than `timeoutMs` → outcome 'timeout' (the handler is not cut off:
@@ -90,7 +91,7 @@ async function take<Req>(opts: ConcurrencyOptions<Req>, req: Req, headers: Recor
   }
   if (lease.reason === 'policy_conflict') {
     // The app's configuration error, not the caller's: logged and answered as ratelimitd failing.
-    reportConflict(policy, key, lease.retryAfterUs);
+    reportConflict(opts.limiter, policy, key, lease.retryAfterUs);
     lease = (opts.limiter.onFailure ?? 'open') === 'open'
       ? { ...lease, allowed: true, reason: 'failed_open', id: null, retryAfterUs: 0 }
       : { ...lease, reason: 'failed_closed', retryAfterUs: FAILED_CLOSED_RETRY_AFTER_US };

@@ -37,10 +37,14 @@ export function failureDecision(policy: FailurePolicy, limit: number): Decision 
 }
 
 /** How the middleware answers a policy_conflict: the app's configuration error, not the end
- *  user's excess (issue 31 defect 8), so it is logged naming the policy and answered as the
- *  limiter failing ('open' passes the request, 'closed' answers as for a store failure), never
- *  as a 429 of its own. This logs; the callers answer. */
-export function reportConflict(policy: string, key: string, retryAfterUs: number): void {
+ *  user's excess (issue 31 defect 8), so it is counted in the limiter's `failures` (both
+ *  back-ends have it; a limiter of the app's own without one is left alone), logged naming the
+ *  policy, and answered as the limiter failing ('open' passes the request, 'closed' answers as
+ *  for a store failure), never as a 429 of its own — as Go's and Java's middleware count and
+ *  report it. This counts and logs; the callers answer. */
+export function reportConflict(limiter: object, policy: string, key: string, retryAfterUs: number): void {
+  const counted = limiter as { failures?: unknown };
+  if (typeof counted.failures === 'number') counted.failures++;
   console.error(`ratelimit: policy '${policy}' (key '${key}') is refused as policy_conflict: its state was written under another definition of that name (another algorithm, window or counting mode), which lives ${Math.ceil(retryAfterUs / 1000)} ms more; give a changed definition a new name. Answered by the failure policy.`);
 }
 

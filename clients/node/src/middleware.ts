@@ -8,7 +8,8 @@
 // back-end (issue 31 defect 6: it was a 500); any other exception from a key/cost function is
 // the application's bug and is passed on. A policy_conflict decision (issue 31 defect 8: another
 // definition of the policy's name holds the key) is the application's configuration error:
-// logged, and answered as the limiter failing (its onFailure), never as a 429 of its own.
+// counted in the limiter's failures, logged, and answered as the limiter failing (its onFailure),
+// never as a 429 of its own.
 // Usage after the response (docs/usage.md): with `usage`, an admitted request's acquire of
 // `cost` is a Reservation (usage.ts) that the adapter reconciles once the response is sent, with
 // the units `usage` reads from the request and response (e.g. an LLM answer's token count).
@@ -151,7 +152,7 @@ export async function decideRequest<Req>(opts: MiddlewareOptions<Req>, req: Req,
     return { status: 400, headers: [['Cache-Control', 'no-store']], contentType: 'application/json', body: JSON.stringify({ error: e.code, message: e.message }) };
   }
   if (decision.reason === 'policy_conflict') {
-    reportConflict(policy, key, decision.retryAfterUs);
+    reportConflict(opts.limiter, policy, key, decision.retryAfterUs);
     decision = failureDecision(opts.limiter.onFailure ?? 'open', decision.limit || (opts.limiter.describe(policy)?.quota ?? 0));
   }
   const render = { headers: opts.headers, problemJson: opts.problemJson };

@@ -2,7 +2,8 @@
 // key (issue 31 defect 8; the decisions themselves: conflict.test.ts), on real Redis and a real
 // ratelimitd sharing it: a policy_conflict is the app's configuration error, so the rate and the
 // concurrency middleware answer it as the limiter failing — 'open' passes the request, 'closed'
-// answers what a store failure answers — with an error naming the policy, never a 429 of its own.
+// answers what a store failure answers — with an error naming the policy, counted in the
+// limiter's failures, never a 429 of its own.
 import { test, before, after } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as http from 'http';
@@ -77,13 +78,16 @@ async function app(use: express.RequestHandler): Promise<number> {
 test('middleware: a policy_conflict is answered by the failure policy (open passes, closed as a store failure), logged naming the policy, never a 429 of its own', async () => {
   const key = `mw-${RUN_ID}`;
   assert.equal((await viaRedis(FIXED).acquire('api', key)).allowed, true); // the other definition's live state
-  const open = await app(expressRateLimit({ limiter: viaRedis(BUCKET, 'open'), policy: 'api', key: () => key }));
+  const opened = viaRedis(BUCKET, 'open');
+  const open = await app(expressRateLimit({ limiter: opened, policy: 'api', key: () => key }));
   const passed = await capturingErrors(() => get(open));
   assert.equal(passed.value.status, 200);
   assert.equal(passed.value.body, 'handled');
   assert.ok(passed.logged.some((l) => l.includes("'api'") && l.includes('policy_conflict')), passed.logged.join('\n'));
+  assert.equal(opened.failures, 1); // counted as the limiter failing, as Go and Java count it
 
-  const closed = await app(expressRateLimit({ limiter: viaRedis(BUCKET, 'closed'), policy: 'api', key: () => key }));
+  const closedLimiter = viaRedis(BUCKET, 'closed');
+  const closed = await app(expressRateLimit({ limiter: closedLimiter, policy: 'api', key: () => key }));
   const dead = await app(expressRateLimit({ limiter: viaRedis(BUCKET, 'closed', `redis://127.0.0.1:${await freePort()}/0`, 300), policy: 'api', key: () => key }));
   const refused = await capturingErrors(() => get(closed));
   const storeDown = await get(dead);
@@ -92,6 +96,7 @@ test('middleware: a policy_conflict is answered by the failure policy (open pass
   assert.equal(refused.value.headers['retry-after'], storeDown.headers['retry-after']);
   assert.equal(refused.value.headers['retry-after'], '1'); // the failure policy's 1 s, not the conflict's TTL
   assert.ok(refused.logged.some((l) => l.includes("'api'")), refused.logged.join('\n'));
+  assert.equal(closedLimiter.failures, 1);
 });
 
 test('lease middleware: a conflicting concurrency key is answered by the failure policy, not a 429', async () => {
@@ -102,6 +107,7 @@ test('lease middleware: a conflicting concurrency key is answered by the failure
     const port = await app(expressConcurrencyLimit({ limiter, policy: 'db', key: () => key }));
     const a = await capturingErrors(() => get(port));
     assert.ok(a.logged.some((l) => l.includes("'db'")), a.logged.join('\n'));
+    assert.equal(limiter.failures, 1, onFailure);
     if (onFailure === 'open') {
       assert.equal(a.value.status, 200);
       assert.equal(a.value.body, 'handled');

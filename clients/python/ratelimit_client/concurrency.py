@@ -4,8 +4,8 @@ concurrency_flask.py) share: each request holds a lease of a ratelimitd concurre
 Acquired before the handler: refused → ratelimitd's 429 (Retry-After, its RateLimit fields, the
 body headers.py renders for the rate middleware's denials); an unreachable ratelimitd answers by
 the limiter's failure policy (failed_open runs the handler without a lease), which answers a
-policy_conflict too (logged: the app's configuration error, not the caller's). Released once,
-whatever happens (finally), with the outcome of `outcome()`:
+policy_conflict too (counted in failures and logged: the app's configuration error, not the
+caller's). Released once, whatever happens (finally), with the outcome of `outcome()`:
   - the handler took longer than `timeout` seconds → 'timeout' (it is not cut off);
   - status >= 500 or an exception → 'dropped'; else 'ok'; each with the measured latency;
   - cancelled (the client went away, the server shut down) → no outcome (ratelimitd takes
@@ -15,7 +15,7 @@ import json
 from dataclasses import replace
 from typing import Optional
 
-from .decision import Decision, FAILED_CLOSED_RETRY_AFTER_US, log_conflict
+from .decision import Decision, FAILED_CLOSED_RETRY_AFTER_US, report_conflict
 from .errors import RateLimitError
 from .headers import Answer, PolicyInfo, render_decisions
 from .leases import MAX_LATENCY_MS, Lease
@@ -46,10 +46,11 @@ def render_refusal(lease: Lease) -> Answer:
 
 
 def unless_conflict(limiter, lease: Lease) -> Lease:
-    """`lease`, or for a policy_conflict the failure policy's lease, the conflict logged."""
+    """`lease`, or for a policy_conflict the failure policy's lease, the conflict reported
+    (report_conflict: counted in the limiter's failures and logged)."""
     if lease.reason != "policy_conflict":
         return lease
-    log_conflict(lease.policy, lease.key, lease.retry_after_us)
+    report_conflict(limiter, lease.policy, lease.key, lease.retry_after_us)
     if getattr(limiter, "on_failure", "open") == "open":
         return replace(lease, allowed=True, reason="failed_open", id=None, retry_after_us=0)
     return replace(lease, reason="failed_closed", retry_after_us=FAILED_CLOSED_RETRY_AFTER_US)

@@ -33,19 +33,24 @@ def failure_decision(policy: str, limit: int) -> Decision:
     return Decision(False, "failed_closed", limit, 0, 0, FAILED_CLOSED_RETRY_AFTER_US, 0)
 
 
-def log_conflict(policy: str, key: str, retry_after_us: int) -> None:
-    """The middleware's error log of a policy_conflict (issue 31 defect 8), naming the policy: the
-    app's configuration error, not the end user's excess, answered by the failure policy."""
+def report_conflict(limiter, policy: str, key: str, retry_after_us: int) -> None:
+    """The middleware's report of a policy_conflict (issue 31 defect 8): counted in the limiter's
+    `failures` (both back-ends have it; a limiter of the app's own without one is left alone) and
+    logged as an error naming the policy — the app's configuration error, not the end user's
+    excess, answered by the failure policy, as Go's and Java's middleware count and report it."""
+    if isinstance(getattr(limiter, "failures", None), int):
+        limiter.failures += 1
     _log.error("ratelimit: policy %r (key %r) is refused as policy_conflict: its state was written under another "
                "definition of that name (another algorithm, window or counting mode), which lives %d ms more; give a "
                "changed definition a new name. Answered by the failure policy.", policy, key, -(-retry_after_us // 1000))
 
 
-def answer_conflict(on_failure: str, policy: str, key: str, d: Decision) -> Decision:
-    """How the middleware answers a policy_conflict: logged, then the limiter's failure policy
-    ('open' passes, 'closed' answers as for a store failure), never a 429 of its own."""
-    log_conflict(policy, key, d.retry_after_us)
-    return failure_decision(on_failure, d.limit)
+def answer_conflict(limiter, policy: str, key: str, d: Decision) -> Decision:
+    """How the middleware answers a policy_conflict: reported (report_conflict), then the
+    limiter's failure policy ('open' passes, 'closed' answers as for a store failure), never a 429
+    of its own."""
+    report_conflict(limiter, policy, key, d.retry_after_us)
+    return failure_decision(getattr(limiter, "on_failure", "open"), d.limit)
 
 
 def decode_reply(reply, limits) -> list:

@@ -5,7 +5,8 @@ cost the request brought that ratelimitd would refuse (RateLimitError invalid_ke
 answers ratelimitd's 400 {"error", "message"} on either back-end (issue 31 defect 6: it was a
 500); any other exception from a key or cost function is the application's bug and propagates.
 A policy_conflict decision (issue 31 defect 8: another definition of the policy's name holds the
-key) is the app's configuration error: logged, and answered by the failure policy, never a 429.
+key) is the app's configuration error: counted in the limiter's failures, logged, and answered
+by the failure policy, never a 429.
 Usage after the response (docs/usage.md): decide_sync / decide_async(..., reserve=True) also
 answer the admitted request's Reservation / AsyncReservation (usage.py), which the Flask
 decorator and the Starlette middleware reconcile once the response has been sent.
@@ -156,9 +157,10 @@ def check_usage(limiter, usage) -> None:
 
 def _decided(opts: Options, name, k, c, decision, reservation_cls):
     """The rendered answer, the reservation of an admitted request (usage.py), the RateLimitInfo.
-    A policy_conflict is the app's configuration error: logged and answered by the failure policy."""
+    A policy_conflict is the app's configuration error: counted in the limiter's failures, logged,
+    and answered by the failure policy."""
     if decision.reason == "policy_conflict":
-        decision = answer_conflict(getattr(opts.limiter, "on_failure", "open"), name, k, decision)
+        decision = answer_conflict(opts.limiter, name, k, decision)
     answer = render(opts.limiter, name, decision, opts.header_set, opts.problem_json)
     reservation = reservation_cls(opts.limiter, name, k, c, decision) if decision.allowed else None
     return answer, reservation, _info(name, k, c, decision)

@@ -3,7 +3,7 @@ key (issue 31 defect 8; the decisions themselves: test_conflict.py), on real Red
 ratelimitd sharing it: a policy_conflict is the app's configuration error, so the rate middleware
 (Flask, FastAPI) and the concurrency middleware answer it as the limiter failing — 'open' passes
 the request, 'closed' answers what a store failure answers — with an error logged naming the
-policy, never a 429 of its own."""
+policy and counted in the limiter's failures, never a 429 of its own."""
 import contextlib
 import json
 import logging
@@ -68,10 +68,12 @@ class Conflict(unittest.TestCase):
             def serve(limiter):
                 servers.append(FlaskThread(flask_app(limiter)))
                 return servers[-1].port
+            opened = self.via_redis(BUCKET, "open")
             with self.assertLogs("ratelimit_client", "ERROR") as logged:
-                status, _, body = get(serve(self.via_redis(BUCKET, "open")), "/items", key)
+                status, _, body = get(serve(opened), "/items", key)
             self.assertEqual((status, json.loads(body)), (200, {"items": []}))
             self.assertTrue(any("'api'" in m and "policy_conflict" in m for m in logged.output), logged.output)
+            self.assertEqual(opened.failures, 1)  # counted as the limiter failing, as Go and Java count it
 
             dead = self.via_redis(BUCKET, "closed", f"redis://127.0.0.1:{free_port()}/0", timeout=0.3)
             store_down = get(serve(dead), "/items", key)
@@ -88,6 +90,7 @@ class Conflict(unittest.TestCase):
             with self.assertLogs("ratelimit_client", "ERROR"):
                 status, _, body = get(servers[-1].port, "/items", key)
             self.assertEqual((status, json.loads(body)), (200, {"items": []}))
+            self.assertEqual(fa.failures, 1)
         finally:
             for s in servers:
                 s.stop()
@@ -97,10 +100,10 @@ class Conflict(unittest.TestCase):
         self.assertTrue(self.via_redis(FIXED_DB).acquire("db", key).allowed)
         for on_failure in ("open", "closed"):
             app = Flask(__name__)
+            limiter = RatelimitdLimiter(self.daemon.url, timeout=30, on_failure=on_failure)
 
             @app.get("/quick")
-            @concurrency_limit(RatelimitdLimiter(self.daemon.url, timeout=30, on_failure=on_failure), "db",
-                               key=lambda req: req.headers["x-client"])
+            @concurrency_limit(limiter, "db", key=lambda req: req.headers["x-client"])
             def quick():
                 return "quick"
             server = FlaskThread(app)
@@ -110,6 +113,7 @@ class Conflict(unittest.TestCase):
             finally:
                 server.stop()
             self.assertTrue(any("'db'" in m for m in logged), (on_failure, logged, status, body))
+            self.assertEqual(limiter.failures, 1, on_failure)
             if on_failure == "open":
                 self.assertEqual((status, body), (200, "quick"))
             else:
