@@ -73,8 +73,11 @@ struct Field {
 };
 
 // An HTTP answer in library-neutral form. Reusable: the render functions clear it first and
-// keep the buffers' capacity, so a server can render into one object per connection.
-struct Response {
+// keep the buffers' capacity — the body's, and the field values' (clear() keeps them aside for
+// add_field()) — so a server rendering into one object per connection does not allocate per
+// answer.
+class Response {
+ public:
   unsigned status = 200;
   std::vector<Field> fields;  // in the order they should be sent; no Content-Type/Length
   std::string body;
@@ -82,12 +85,28 @@ struct Response {
 
   void clear() {
     status = 200;
+    for (Field& f : fields) {
+      f.value.clear();
+      spare_.push_back(std::move(f.value));
+    }
     fields.clear();
     body.clear();
     content_type = "application/json";
   }
+  // Appends a field named `name` (a static string) with an empty value, whose buffer is one an
+  // earlier answer's field left behind when there is one, and returns that value to fill. The
+  // reference is valid until the next change to `fields`.
+  std::string& add_field(std::string_view name) {
+    if (spare_.empty()) return fields.emplace_back(Field{name, {}}).value;
+    fields.push_back(Field{name, std::move(spare_.back())});
+    spare_.pop_back();
+    return fields.back().value;
+  }
   // The value of the first field named `name` (ASCII case-insensitive), or nullptr.
   const std::string* field(std::string_view name) const;
+
+ private:
+  std::vector<std::string> spare_;  // cleared values kept for add_field (bounded by the most fields of one answer)
 };
 
 // Which rate-limit header fields an answer carries (see the rules above).

@@ -15,7 +15,7 @@ namespace ratelimit::http {
 namespace {
 
 void append_int(std::string& out, int64_t v) {
-  std::array<char, 24> buf{};
+  std::array<char, 24> buf;  // written by to_chars: no need to zero it
   auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
   (void)ec;  // 24 chars always hold an int64
   out.append(buf.data(), end);
@@ -195,14 +195,23 @@ void render_group(std::span<const Decision> decisions, std::span<const PolicyInf
     return;
   }
   out.status = d.allowed ? 200 : 429;
+  // Into field values an earlier answer left (Response::add_field): no allocation per answer.
   if (o.headers == HeaderSet::kIetf) {
-    out.fields.push_back({"RateLimit-Policy", policy_list(policies)});
-    out.fields.push_back(
-        {"RateLimit", sf_list(policies.size(), [&](std::string& v, size_t i) {
-           add_limit_item(v, policies[i].name, state_of(decisions[i]));
-         })});
+    std::string& policy = out.add_field("RateLimit-Policy");
+    for (size_t i = 0; i < policies.size(); ++i) {
+      if (i > 0) policy += ", ";
+      add_policy_item(policy, policies[i]);
+    }
+    std::string& limit = out.add_field("RateLimit");  // `policy` is not used past here
+    for (size_t i = 0; i < policies.size(); ++i) {
+      if (i > 0) limit += ", ";
+      add_limit_item(limit, policies[i].name, state_of(decisions[i]));
+    }
   } else if (const Triple* t = triple_of(o.headers)) {
-    append_triple(out.fields, *t, state_of(d));
+    const LimitState s = state_of(d);
+    append_int(out.add_field(t->limit), s.limit);
+    append_int(out.add_field(t->remaining), s.remaining);
+    append_int(out.add_field(t->reset), s.reset_seconds);
   }
   if (!d.allowed) {
     out.fields.push_back({"Retry-After", int_string(retry_after_seconds(d))});

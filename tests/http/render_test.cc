@@ -167,6 +167,37 @@ TEST(RenderResponse, ReuseClearsPreviousFields) {
   EXPECT_EQ(r.fields.size(), 2u);
 }
 
+// A reused Response renders its field values into buffers an earlier answer left
+// (Response::add_field): whatever came before, every answer equals one rendered fresh.
+TEST(RenderResponse, ReusedFieldBuffersHoldOnlyTheNewAnswer) {
+  const std::vector<Decision> two = {allowed(5, 4, 1'000'000), denied(100, 3'600'000'000, 1'800'000'000)};
+  const std::vector<PolicyInfo> two_ps = {{"per_second", 5, Micros{1'000'000}}, {"per_hour", 100, Micros{3'600'000'000}}};
+  const std::vector<Decision> one = {allowed(7, 6, 2'000'000)};
+  const std::vector<PolicyInfo> one_ps = {{"p", 7, Micros{2'000'000}}};
+  struct Step {
+    const std::vector<Decision>* ds;
+    const std::vector<PolicyInfo>* ps;
+    HeaderSet set;
+  };
+  const std::vector<Step> steps = {{&two, &two_ps, HeaderSet::kIetf}, {&one, &one_ps, HeaderSet::kIetf},
+                                   {&two, &two_ps, HeaderSet::kXRateLimit}, {&one, &one_ps, HeaderSet::kDraft6},
+                                   {&one, &one_ps, HeaderSet::kNone}, {&two, &two_ps, HeaderSet::kIetf},
+                                   {&one, &one_ps, HeaderSet::kIetf}};
+  Response reused;
+  for (const Step& s : steps) {
+    Response fresh;
+    render_decisions(*s.ds, *s.ps, fresh, {s.set});
+    render_decisions(*s.ds, *s.ps, reused, {s.set});
+    ASSERT_EQ(reused.fields.size(), fresh.fields.size());
+    for (size_t i = 0; i < fresh.fields.size(); ++i) {
+      EXPECT_EQ(reused.fields[i].name, fresh.fields[i].name);
+      EXPECT_EQ(reused.fields[i].value, fresh.fields[i].value);
+    }
+    EXPECT_EQ(reused.status, fresh.status);
+    EXPECT_EQ(reused.body, fresh.body);
+  }
+}
+
 TEST(RenderError, JsonShapeAndEscaping) {
   Response r;
   render_error(400, "invalid_json", "bad \"quote\" \\ and \x01 ctrl", r);
