@@ -79,7 +79,23 @@ class [[nodiscard]] Result {
   // OK when ok(), else the error.
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
 
+  // A Result holding make()'s value (make: a callable returning T), built where it stays: the
+  // value make() returns is written once, in place, never copied. For a value written field by
+  // field, a whole-object copy right after is a store-forwarding stall (the MemoryStore hot path).
+  template <typename F>
+  static Result from_call(F&& make) {
+    return Result(Call<F>{make});
+  }
+
  private:
+  template <typename F>
+  struct Call {
+    F& make;
+    operator T() { return make(); }  // NOLINT(google-explicit-constructor): the in-place build
+  };
+  template <typename F>
+  explicit Result(Call<F> call) : v_(std::in_place_index<0>, call) {}
+
   std::variant<T, Status> v_;
 };
 

@@ -115,16 +115,13 @@ struct Anchor {
 };
 thread_local Anchor t_anchor;
 
-int64_t tsc_realtime_ns() {
+// tsc_realtime_ns when the thread's anchor is missing or older than kReanchorNs: one exact
+// read, checked against the extrapolation, and a new anchor. Out of line, so the fast path below
+// saves no registers. Without an invariant TSC the anchor is never set (mult stays 0), so every
+// read comes here and is exact.
+[[gnu::noinline]] int64_t reanchor(Anchor& a) {
   static const bool usable = invariant_tsc();
   if (!usable) return realtime_ns();
-  Anchor& a = t_anchor;
-  const uint64_t now = __rdtsc();
-  const uint64_t delta = now - a.tsc;
-  if (a.mult != 0 && delta <= a.max_cycles) {
-    // delta * mult is about 1 ms in ns << 32 (delta <= max_cycles): ~2^52, fits 64 bits.
-    return a.ns + static_cast<int64_t>((delta * a.mult) >> 32);
-  }
   const Pair p = read_pair();
   if (a.mult != 0 && p.tsc != 0) {
     const int64_t predicted =
@@ -144,6 +141,16 @@ int64_t tsc_realtime_ns() {
   a = {p.tsc, p.ns, mult,
        static_cast<uint64_t>((static_cast<U128>(kReanchorNs) << 32) / mult)};
   return p.ns;
+}
+
+int64_t tsc_realtime_ns() {
+  Anchor& a = t_anchor;
+  const uint64_t delta = __rdtsc() - a.tsc;
+  if (a.mult != 0 && delta <= a.max_cycles) [[likely]] {
+    // delta * mult is about 1 ms in ns << 32 (delta <= max_cycles): ~2^52, fits 64 bits.
+    return a.ns + static_cast<int64_t>((delta * a.mult) >> 32);
+  }
+  return reanchor(a);
 }
 #else
 int64_t tsc_realtime_ns() { return realtime_ns(); }

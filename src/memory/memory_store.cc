@@ -53,6 +53,28 @@ struct MemoryStore::Impl {
     return Status::resource_exhausted("more than 65,534 policy names in use in one shard");
   }
 
+  // decide_one on a key held in slot `i` of `shard`, and what the decision leaves: the entry's
+  // standing, or the entry dropped once idle; bytes shed if a log grew. One named result
+  // (NRVO): the Decision algo::decide writes is the caller's, never copied.
+  static Decision decide_held(Shard& shard, uint32_t i, uint64_t hash, const Policy& policy,
+                              int64_t now, int64_t cost, Op op, const LeaseId& lease,
+                              const adaptive::ReleaseReport& report) RL_REQUIRES(shard.mu) {
+    Decision d = policy.is_concurrency()
+                     ? shard.decide_lease(i, policy, now, cost, op, lease, report)
+                     : shard.decide(i, policy, now, cost, op);
+    // An admitted acquire holds the units it took: not idle, no need to ask.
+    if (op == Op::kAcquire && d.allowed) {
+      shard.touch(i, memory::standing_after(d, memory::kRoomy));
+    } else if (shard.idle_at(i) <= now) {
+      shard.remove(i, hash);
+      return d;
+    } else if (op == Op::kAcquire || op == Op::kReport) {  // writes (a report is never refused)
+      shard.touch(i, memory::standing_after(d, shard.standing(i)));
+    }
+    if (shard.over_byte_share()) shard.shed_bytes({&i, 1}, now);  // a log grew
+    return d;
+  }
+
   // One op on one key; inputs already validated. `lease`: the lease a release or renew names
   // (a concurrency acquire draws its own, outside the lock).
   Result<Decision> decide_one(const Policy& policy, std::string_view key, int64_t cost, Op op,
@@ -74,23 +96,14 @@ struct MemoryStore::Impl {
       shard.remove(i, w.hash);
       i = kNil;
     }
+    if (i != kNil) {
+      // The Decision is written once, by algo::decide, into the Result returned (from_call).
+      return Result<Decision>::from_call([&]() RL_NO_THREAD_SAFETY_ANALYSIS {  // `lock` holds it
+        return decide_held(shard, i, w.hash, policy, now, cost, op, lease, report);
+      });
+    }
     // Acquires and reports write; a report is never refused, so what it leaves decides.
     const bool writes = op == Op::kAcquire || op == Op::kReport;
-    if (i != kNil) {
-      const Decision d = leases ? shard.decide_lease(i, policy, now, cost, op, lease, report)
-                                : shard.decide(i, policy, now, cost, op);
-      // An admitted acquire holds the units it took: not idle, no need to ask.
-      if (op == Op::kAcquire && d.allowed) {
-        shard.touch(i, memory::standing_after(d, memory::kRoomy));
-      } else if (shard.idle_at(i) <= now) {
-        shard.remove(i, w.hash);
-        return d;
-      } else if (writes) {
-        shard.touch(i, memory::standing_after(d, shard.standing(i)));
-      }
-      if (shard.over_byte_share()) shard.shed_bytes({&i, 1}, now);  // a log grew
-      return d;
-    }
     // A new key: the policy's id, creating it for a write (a peek still records a
     // redefinition under a known name).
     const uint16_t id = shard.policy_id(policy, w.name_hash, writes);
@@ -202,7 +215,12 @@ struct MemoryStore::Impl {
 
 namespace {
 
-// Cheap inline checks first, so the hot path does not call out for valid input.
+// The common input, checked inline: a key and a cost within bounds need nothing more (the hot
+// path then builds no Status); anything else goes through check_key_and_cost.
+bool plain_key_and_cost(std::string_view key, int64_t cost) {
+  return !key.empty() && key.size() <= kMaxKeyLength && cost >= 1 && cost <= kMaxCost;
+}
+
 Status check_key_and_cost(const Policy& policy, std::string_view key, int64_t cost, Op op) {
   if (key.empty() || key.size() > kMaxKeyLength) return validate_key(key);
   if (cost < 1 || cost > kMaxCost) {
@@ -239,13 +257,17 @@ MemoryStore::MemoryStore(MemoryStoreOptions options) : impl_(std::make_unique<Im
 MemoryStore::~MemoryStore() = default;
 
 Result<Decision> MemoryStore::acquire(const Policy& policy, std::string_view key, int64_t cost) {
-  if (Status s = check_key_and_cost(policy, key, cost, Op::kAcquire); !s.is_ok()) return s;
+  if (!plain_key_and_cost(key, cost)) [[unlikely]] {
+    if (Status s = check_key_and_cost(policy, key, cost, Op::kAcquire); !s.is_ok()) return s;
+  }
   return impl_->decide_one(policy, key, cost, Op::kAcquire);
 }
 
 
 Result<Decision> MemoryStore::peek(const Policy& policy, std::string_view key, int64_t cost) {
-  if (Status s = check_key_and_cost(policy, key, cost, Op::kPeek); !s.is_ok()) return s;
+  if (!plain_key_and_cost(key, cost)) [[unlikely]] {
+    if (Status s = check_key_and_cost(policy, key, cost, Op::kPeek); !s.is_ok()) return s;
+  }
   return impl_->decide_one(policy, key, cost, Op::kPeek);
 }
 
