@@ -27,13 +27,8 @@
 # Tiny correctness run (a minute): QUIET_LOCK= RUNS=1 MEASURE_SECONDS=1 INFLIGHT=10 LIB_REPETITIONS=1 bench/every_way_in.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-: "${QUIET_LOCK=/tmp/ratelimit-quiet.lock}"
-: "${QUIET_WAIT:=3600}"
-: "${QUIET_WANT=/tmp/ratelimit-quiet.want}"
-if [ -n "$QUIET_LOCK" ] && [ -z "${RATELIMIT_QUIET_HELD:-}" ]; then
-  QUIET_LOCK=$QUIET_LOCK QUIET_WANT=$QUIET_WANT QUIET_WAIT=$QUIET_WAIT exec "$ROOT/scripts/quiet-run" "$0" "$@"
-fi
 source "$ROOT/bench/peers/lib.sh"
+under_quiet_lock "$0" "$@"
 MICROBENCH=${MICROBENCH:-$ROOT/build/bin/ratelimit_microbench}
 SERVER_CPU=${SERVER_CPU:-1}
 LIB_REPETITIONS=${LIB_REPETITIONS:-5}

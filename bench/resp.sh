@@ -29,12 +29,8 @@
 # Tiny correctness run (seconds): QUIET_LOCK= RUNS=1 MEASURE_SECONDS=1 INFLIGHT=10 bench/resp.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-: "${QUIET_LOCK=/tmp/ratelimit-quiet.lock}"
-: "${QUIET_WAIT:=3600}"
-: "${QUIET_WANT=/tmp/ratelimit-quiet.want}"
-if [ -n "$QUIET_LOCK" ] && [ -z "${RATELIMIT_QUIET_HELD:-}" ]; then
-  QUIET_LOCK=$QUIET_LOCK QUIET_WANT=$QUIET_WANT QUIET_WAIT=$QUIET_WAIT exec "$ROOT/scripts/quiet-run" "$0" "$@"
-fi
+source "$ROOT/bench/peers/lib.sh"
+under_quiet_lock "$0" "$@"
 export NGINX=${NGINX:-0} GRPCGO=${GRPCGO:-0} BENCH_CLIENT=${BENCH_CLIENT:-0} RESP=1 REDISFN=1
 echo "[$(date -u +%H:%M:%S)] ratelimitd $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'); load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 exec "$ROOT/tools/bench/rls_vs_http.sh" "$@"

@@ -39,6 +39,20 @@ stop_pid() {
   if [ -n "${1:-}" ]; then kill -TERM "$1" 2> /dev/null || true; wait "$1" 2> /dev/null || true; fi
 }
 
+# under_quiet_lock SCRIPT ARGS...: re-runs SCRIPT ARGS through scripts/quiet-run, which holds
+# `flock -x` on QUIET_LOCK (/tmp/ratelimit-quiet.lock) while it runs and leaves QUIET_WANT
+# (/tmp/ratelimit-quiet.want) asking builders to pause, waiting at most QUIET_WAIT (3600 s).
+# Returns (runs on here) only when the lock is already held (RATELIMIT_QUIET_HELD) or
+# QUIET_LOCK is empty: a correctness run, never figures.
+under_quiet_lock() {
+  : "${QUIET_LOCK=/tmp/ratelimit-quiet.lock}"
+  : "${QUIET_WAIT:=3600}"
+  : "${QUIET_WANT=/tmp/ratelimit-quiet.want}"
+  if [ -n "$QUIET_LOCK" ] && [ -z "${RATELIMIT_QUIET_HELD:-}" ]; then
+    QUIET_LOCK=$QUIET_LOCK QUIET_WANT=$QUIET_WANT QUIET_WAIT=$QUIET_WAIT exec "$REPO_DIR/scripts/quiet-run" "$@"
+  fi
+}
+
 free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
