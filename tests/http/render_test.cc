@@ -3,6 +3,8 @@
 // every duration, the exceeds-capacity answer, several policies, JSON escaping.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "ratelimit/http.h"
@@ -328,6 +330,110 @@ TEST(ProblemJson, FailedClosedIsTemporaryReducedCapacity) {
   EXPECT_EQ(r.body.rfind(R"({"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",)", 0), 0u)
       << r.body;
   EXPECT_NE(r.body.find(R"("violated-policies":["p"])"), std::string::npos);
+}
+
+// The integer fields at both ends of int64: every value is written in full, in every header set
+// and in the body (ceil of INT64_MAX µs: 9223372036855 s, 9223372036854776 ms; negative
+// durations count as 0, a negative count is written as it is).
+TEST(Extremes, EveryIntegerFieldAtBothEnds) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const Decision a = allowed(kMax, kMin, kMax);
+  Decision with_delay = a;
+  with_delay.delay = Micros{kMax};
+  const PolicyInfo p{"p", kMin, Micros{kMax}};
+  Response r;
+  render_decision(with_delay, p, r);
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"p\";q=-9223372036854775808;w=9223372036855");
+  EXPECT_EQ(field(r, "RateLimit"), "\"p\";r=-9223372036854775808;t=9223372036855");
+  EXPECT_EQ(r.body,
+            R"({"allowed":true,"policy":"p","limit":9223372036854775807,"remaining":-9223372036854775808,)"
+            R"("reset_ms":9223372036854776,"retry_after_ms":0,"delay_ms":9223372036854776})");
+  render_decision(a, p, r, {HeaderSet::kDraft6});
+  EXPECT_EQ(field(r, "RateLimit-Limit"), "9223372036854775807");
+  EXPECT_EQ(field(r, "RateLimit-Remaining"), "-9223372036854775808");
+  EXPECT_EQ(field(r, "RateLimit-Reset"), "9223372036855");
+  render_decision(a, p, r, {HeaderSet::kXRateLimit});
+  EXPECT_EQ(field(r, "X-RateLimit-Limit"), "9223372036854775807");
+  EXPECT_EQ(field(r, "X-RateLimit-Remaining"), "-9223372036854775808");
+
+  // Denied with the longest wait; zero and negative durations; the other end of each count.
+  Decision d = denied(kMin, kMin, kMax);
+  d.remaining = kMax;
+  d.delay = Micros{-1};
+  render_decision(d, {"p", 0, Micros{kMin}}, r, {HeaderSet::kIetf, true});
+  EXPECT_EQ(r.status, 429u);
+  EXPECT_EQ(field(r, "RateLimit-Policy"), "\"p\";q=0;w=0");
+  EXPECT_EQ(field(r, "RateLimit"), "\"p\";r=9223372036854775807;t=9223372036855");
+  EXPECT_EQ(field(r, "Retry-After"), "9223372036855");
+  EXPECT_EQ(r.body,
+            R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
+            R"("title":"Request cannot be satisfied as assigned quota has been exceeded",)"
+            R"("violated-policies":["p"],"allowed":false,"policy":"p","limit":-9223372036854775808,)"
+            R"("remaining":9223372036854775807,"reset_ms":0,"retry_after_ms":9223372036854776,"delay_ms":0})");
+
+  // Every digit count in one field: 10^k - 1 and 10^k.
+  int64_t ten = 1;
+  for (int k = 0; k <= 18; ++k, ten *= 10) {
+    for (const int64_t v : {ten - 1, ten, -ten}) {
+      render_decision(allowed(v, 0, 0), {"p", v, Micros{0}}, r, {HeaderSet::kDraft6});
+      EXPECT_EQ(field(r, "RateLimit-Limit"), std::to_string(v));
+    }
+  }
+}
+
+TEST(Extremes, CapacityAndConflictAnswers) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Decision cap;
+  cap.reason = DecisionReason::kExceedsCapacity;
+  cap.limit = kMax;
+  Response r;
+  render_decision(cap, {"big", kMax, Micros{1}}, r, {HeaderSet::kXRateLimit});
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_EQ(field(r, "X-RateLimit-Limit"), "9223372036854775807");
+  EXPECT_EQ(r.body,
+            R"({"error":"cost_exceeds_capacity","message":"the request's cost exceeds the capacity )"
+            R"((9223372036854775807) of policy 'big': it can never be admitted","policy":"big",)"
+            R"("limit":9223372036854775807})");
+  Decision conflict = denied(5, 0, kMax);
+  conflict.reason = DecisionReason::kPolicyConflict;
+  render_decision(conflict, {"c", 5, Micros{1'000'000}}, r);
+  EXPECT_EQ(r.status, 409u);
+  EXPECT_EQ(field(r, "Retry-After"), "9223372036855");
+  EXPECT_NE(r.body.find(R"("policy":"c","retry_after_ms":9223372036854776})"), std::string::npos) << r.body;
+}
+
+// A name needing every escape, in each place a name is written: sf-strings in the fields,
+// JSON strings in the body and the problem's violated-policies.
+TEST(Escapes, OneNameInEveryPlace) {
+  const std::string name = "q\"b\\s\x01\x7f\xc3\xa9\xff";
+  const std::string sf = "\"q\\\"b\\\\s?????\"";
+  const std::string json = "\"q\\\"b\\\\s\\u0001\\u007f\xc3\xa9\xef\xbf\xbd\"";
+  const std::vector<Decision> ds = {denied(3, 2'000'000, 1'500'000), allowed(9, 8, 1'000'000)};
+  const std::vector<PolicyInfo> ps = {{name, 3, Micros{2'000'000}},
+                                      {"u", 9, Micros{0}, "concurrent-requests"}};
+  Response r;
+  render_decisions(ds, ps, r, {HeaderSet::kIetf, true});
+  EXPECT_EQ(field(r, "RateLimit-Policy"), sf + ";q=3;w=2, \"u\";q=9;qu=\"concurrent-requests\"");
+  EXPECT_EQ(field(r, "RateLimit"), sf + ";r=0;t=2, \"u\";r=8;t=1");
+  EXPECT_EQ(r.body,
+            R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
+            R"("title":"Request cannot be satisfied as assigned quota has been exceeded",)"
+            R"("violated-policies":[)" + json + R"(],"allowed":false,"policy":)" + json +
+                R"(,"limit":3,"remaining":0,"reset_ms":2000,"retry_after_ms":1500,"delay_ms":0})");
+  render_decisions(ds, ps, r, {HeaderSet::kNone, false});
+  EXPECT_EQ(r.body, R"({"allowed":false,"policy":)" + json +
+                        R"(,"limit":3,"remaining":0,"reset_ms":2000,"retry_after_ms":1500,"delay_ms":0})");
+  // append_triple / append_ietf_fields (the Envoy RLS front end's pieces): the same bytes.
+  std::vector<Field> fs;
+  append_ietf_fields(fs, ps[0], {3, -1, 7});
+  append_triple(fs, {"L", "R", "T"}, {std::numeric_limits<int64_t>::min(), 0, 1});
+  ASSERT_EQ(fs.size(), 5u);
+  EXPECT_EQ(fs[0].value, sf + ";q=3;w=2");
+  EXPECT_EQ(fs[1].value, sf + ";r=-1;t=7");
+  EXPECT_EQ(fs[2].value, "-9223372036854775808");
+  EXPECT_EQ(fs[3].value, "0");
+  EXPECT_EQ(fs[4].value, "1");
 }
 
 }  // namespace
