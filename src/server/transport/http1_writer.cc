@@ -1,58 +1,58 @@
 // http1_writer.cc — HTTP/1.1 response serialisation (see http1_writer.h).
+// The head and the body are one emitter (wire_writer.h): `out` is sized once and written through
+// a pointer, not appended to piece by piece (issue 34).
 #include "http1_writer.h"
 
-#include <charconv>
 #include <ctime>
+
+#include "wire_writer.h"
 
 namespace ratelimit::server {
 
 std::string_view http_date() {
   thread_local std::time_t cached_at = 0;
   thread_local char buf[64] = {};
+  thread_local size_t len = 0;
   const std::time_t now = std::time(nullptr);
   if (now != cached_at) {
     std::tm tm{};
     gmtime_r(&now, &tm);
-    std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    len = std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
     cached_at = now;
   }
-  return buf;
+  return {buf, len};
 }
-
-namespace {
-
-void append_number(std::string& out, uint64_t v) {
-  char buf[24];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;  // 24 chars always hold a uint64
-  out.append(buf, end);
-}
-
-}  // namespace
 
 void write_http1_response(const http::Response& response, const Http1Framing& framing, std::string& out) {
-  using namespace std::string_view_literals;  // appends of known length: no strlen per piece
+  using namespace std::string_view_literals;  // literals of known length: no strlen per piece
+  const std::string_view date = http_date();
+  const std::string_view reason = http::reason_phrase(response.status);
   out.clear();
-  out += framing.version == 10 ? "HTTP/1.0 "sv : "HTTP/1.1 "sv;
-  append_number(out, response.status);
-  out += ' ';
-  out += http::reason_phrase(response.status);
-  out += "\r\nDate: "sv;
-  out += http_date();
-  for (const http::Field& f : response.fields) {
-    out += "\r\n"sv;
-    out += f.name;
-    out += ": "sv;
-    out += f.value;
-  }
-  out += "\r\nContent-Type: "sv;
-  out += response.content_type;
-  out += "\r\nContent-Length: "sv;
-  append_number(out, response.body.size());
-  if (!framing.keep_alive) out += "\r\nConnection: close"sv;
-  else if (framing.version == 10) out += "\r\nConnection: keep-alive"sv;
-  out += "\r\n\r\n"sv;
-  if (!framing.head_only) out += response.body;
+  wire::append_with(out, [&](auto& w) {
+    w.lit(framing.version == 10 ? "HTTP/1.0 "sv : "HTTP/1.1 "sv);
+    w.num(uint64_t{response.status});
+    w.ch(' ');
+    w.lit(reason);
+    w.lit("\r\nDate: "sv);
+    w.lit(date);
+    for (const http::Field& f : response.fields) {
+      w.lit("\r\n"sv);
+      w.lit(f.name);
+      w.lit(": "sv);
+      w.lit(f.value);
+    }
+    w.lit("\r\nContent-Type: "sv);
+    w.lit(response.content_type);
+    w.lit("\r\nContent-Length: "sv);
+    w.num(uint64_t{response.body.size()});
+    if (!framing.keep_alive) {
+      w.lit("\r\nConnection: close"sv);
+    } else if (framing.version == 10) {
+      w.lit("\r\nConnection: keep-alive"sv);
+    }
+    w.lit("\r\n\r\n"sv);
+    if (!framing.head_only) w.lit(response.body);
+  });
 }
 
 }  // namespace ratelimit::server
