@@ -21,6 +21,7 @@
 #include "eventually.h"
 #include "h2c.h"
 #include "head_scan.h"
+#include "http1_fast.h"
 #include "http1_parser.h"
 #include "raw_conn.h"
 #include "transport_rig.h"
@@ -122,6 +123,126 @@ TEST(Http1Parser, ExpectContinueIsSeen) {
   EXPECT_TRUE(r.request.expect_continue);
 }
 
+// ---- the fast parse of the common request -------------------------------------------------
+
+struct Fast {
+  bool accepted = false;
+  FastParse result;
+  Http1Request request;
+};
+
+// `bytes` as the connection hands it to the fast path: screened first.
+Fast fast_parse(std::string_view bytes, size_t max_header_bytes = 8192, uint64_t max_body_bytes = 64 * 1024) {
+  Fast out;
+  const HeadScan scan = scan_request_head(bytes);
+  EXPECT_EQ(scan.state, HeadScan::State::kComplete) << bytes;
+  out.request.target = "untouched";
+  out.accepted = parse_common_request(bytes, scan.length, max_header_bytes, max_body_bytes, out.request, out.result);
+  return out;
+}
+
+TEST(Http1FastParse, TheCommonRequestIsReadAsBeastReadsIt) {
+  const std::string req =
+      "POST /v1/acquire HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n"
+      "Content-Length: 30\r\nX-Ows: \t a \t b\t \r\nX-Empty:\r\n\r\n{\"key\":\"hot\",\"policy\":\"bench\"}";
+  const Fast f = fast_parse(req + "GET /next HTTP/1.1\r\n");  // the next request's start is not consumed
+  ASSERT_TRUE(f.accepted);
+  EXPECT_EQ(f.result.consumed, req.size());
+  EXPECT_TRUE(f.result.keep_alive);
+  EXPECT_EQ(f.request.method, Method::kPost);
+  EXPECT_EQ(f.request.version, 11u);
+  EXPECT_EQ(f.request.target, "/v1/acquire");
+  EXPECT_EQ(f.request.body, "{\"key\":\"hot\",\"policy\":\"bench\"}");
+  EXPECT_EQ(f.request.headers.first("x-ows").value_or(""), "a \t b") << "OWS trimmed at both ends, as Beast does";
+  EXPECT_TRUE(f.request.headers.first("x-empty").has_value());
+  EXPECT_TRUE(f.request.has_content_length);
+  const Parsed beast = parse(req);
+  ASSERT_FALSE(beast.ec) << beast.ec.message();
+  EXPECT_TRUE(beast.request.headers == f.request.headers) << "the same fields in the same order";
+  EXPECT_EQ(beast.request.target, f.request.target);
+  EXPECT_EQ(beast.request.body, f.request.body);
+}
+
+TEST(Http1FastParse, KeepAliveIsBeastsForEachVersion) {
+  struct Case {
+    const char* bytes;
+    Method method;
+    bool keep_alive;
+  } cases[] = {
+      {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", Method::kGet, true},
+      {"HEAD / HTTP/1.1\r\nHost: a\r\nConnection: CLOSE\r\n\r\n", Method::kHead, false},
+      {"DELETE /k HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", Method::kDelete, true},
+      {"GET / HTTP/1.0\r\nHost: a\r\n\r\n", Method::kGet, false},
+      {"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", Method::kGet, true},
+      {"POST / HTTP/1.0\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", Method::kPost, false},
+  };
+  for (const Case& c : cases) {
+    const Fast f = fast_parse(c.bytes);
+    ASSERT_TRUE(f.accepted) << c.bytes;
+    EXPECT_EQ(f.request.method, c.method) << c.bytes;
+    EXPECT_EQ(f.result.keep_alive, c.keep_alive) << c.bytes;
+    EXPECT_EQ(f.result.consumed, std::string_view(c.bytes).size()) << c.bytes;
+  }
+}
+
+// Whatever is not the plain common form is declined, untouched, and Beast then reads it (or
+// refuses it) exactly as before the fast path existed.
+TEST(Http1FastParse, AnythingElseIsDeclinedAndLeftToBeast) {
+  struct Case {
+    std::string bytes;
+    bool beast_accepts;
+    size_t max_header_bytes = 8192;
+    uint64_t max_body_bytes = 64 * 1024;
+  } cases[] = {
+      {"PUT / HTTP/1.1\r\nHost: a\r\n\r\n", true},                                  // another method
+      {"get / HTTP/1.1\r\nHost: a\r\n\r\n", true},                                  // not a verb Beast names
+      {"GET / HTTP/1.2\r\nHost: a\r\n\r\n", false},                                 // another version
+      {"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n", false},                              // a byte Beast refuses in a target
+      {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", false},                                // an empty target
+      {"GET / HTTP/1.1\r\nHost : a\r\n\r\n", false},                                // a space before ':'
+      {"GET / HTTP/1.1\r\nHo(st: a\r\n\r\n", false},                                // a name not a token
+      {"GET / HTTP/1.1\r\nno colon\r\n\r\n", false},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", true},
+      {"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx", true},
+      {"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", true},
+      {"GET / HTTP/1.0\r\nProxy-Connection: keep-alive\r\n\r\n", true},
+      {"GET / HTTP/1.1\r\nConnection: close, keep-alive\r\n\r\n", true},         // a list
+      {"GET / HTTP/1.1\r\nConnection: close\r\nConnection: close\r\n\r\n", true},  // repeated
+      {"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", true},
+      {"POST / HTTP/1.1\r\nContent-Length: 1,1\r\n\r\nx", true},
+      {"POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\nx", false},
+      {"POST / HTTP/1.1\r\nContent-Length: 00000000000000000001\r\n\r\nx", true},  // 20 digits
+      {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", false},  // past 64 bits
+      {"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nab", true},                   // the body not all here
+      {"POST / HTTP/1.1\r\nContent-Length: 16\r\n\r\n" + std::string(16, 'b'), true, 8192, 16},   // at the body limit
+      {"POST / HTTP/1.1\r\nContent-Length: 17\r\n\r\n" + std::string(17, 'b'), false, 8192, 16},  // past it
+      {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", true, 27},                              // the head at the header limit
+      {"GET / HTTP/1.1\r\nX: \x80\x01\r\n\r\n", false},                              // unscreened: a control byte
+  };
+  for (const Case& c : cases) {
+    const HeadScan scan = scan_request_head(c.bytes);
+    if (scan.state != HeadScan::State::kComplete) {
+      EXPECT_FALSE(c.beast_accepts) << c.bytes;
+    }
+    Http1Request out;
+    out.target = "untouched";
+    FastParse result;
+    result.consumed = 12345;
+    const size_t head = scan.state == HeadScan::State::kComplete ? scan.length : c.bytes.find("\r\n\r\n") + 4;
+    EXPECT_FALSE(parse_common_request(c.bytes, head, c.max_header_bytes, c.max_body_bytes, out, result)) << c.bytes;
+    EXPECT_EQ(out.target, "untouched") << c.bytes;
+    EXPECT_EQ(result.consumed, 12345u) << c.bytes;
+    Parsed beast;
+    Http1Parser p(beast.request, c.max_header_bytes);
+    p.header_limit(static_cast<std::uint32_t>(c.max_header_bytes));
+    p.body_limit(c.max_body_bytes);
+    p.eager(true);
+    p.put(boost::asio::buffer(c.bytes.data(), c.bytes.size()), beast.ec);
+    if (beast.ec == boost::beast::http::error::need_more) beast.ec = {};
+    EXPECT_EQ(!beast.ec, c.beast_accepts) << c.bytes << ": " << beast.ec.message();
+  }
+}
+
 // ---- the head screening --------------------------------------------------------------------
 
 TEST(HeadScan, CompleteHeadLengthAndWhatIsMalformed) {
@@ -202,19 +323,28 @@ std::vector<std::string> bodies(const std::string& bytes) {
   return out;
 }
 
+// Sends `requests` at once on `c` and reads until `answers` HTTP/1.1 answers (the last one's
+// body ending in `last`) have come back, or 5 s: all that arrived.
+std::string pipeline(RawConn& c, const std::string& requests, std::string_view last, size_t answers) {
+  std::string got;
+  EXPECT_TRUE(c.connected());
+  EXPECT_TRUE(c.send(requests));
+  EXPECT_TRUE(::ratelimit::testing::eventually([&] {
+    got += c.read_until(last, 200ms);
+    return bodies(got).size() >= answers;
+  }, 5s)) << got;
+  return got;
+}
+
 TEST(Http1Connection, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
   Fixture f;
   RawConn c(static_cast<uint16_t>(f.rig->port()));
-  ASSERT_TRUE(c.connected());
-  ASSERT_TRUE(c.send("GET /a HTTP/1.1\r\nHost: x\r\nX-Test: 1\r\n\r\n"
-                     "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
-                     "GET /later HTTP/1.1\r\nHost: x\r\n\r\n"
-                     "GET /c HTTP/1.1\r\nHost: x\r\nX-Test: 3\r\n\r\n"));
-  std::string got;
-  ASSERT_TRUE(::ratelimit::testing::eventually([&] {
-    got += c.read_until("/c||3", 200ms);
-    return bodies(got).size() == 4;
-  }, 5s)) << got;
+  const std::string got = pipeline(c,
+                                   "GET /a HTTP/1.1\r\nHost: x\r\nX-Test: 1\r\n\r\n"
+                                   "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+                                   "GET /later HTTP/1.1\r\nHost: x\r\n\r\n"
+                                   "GET /c HTTP/1.1\r\nHost: x\r\nX-Test: 3\r\n\r\n",
+                                   "/c||3", 4);
   EXPECT_EQ(bodies(got), (std::vector<std::string>{"/a||1", "/b|hi|", "later", "/c||3"}));
   EXPECT_NE(got.find("HTTP/1.1 202"), std::string::npos);
   EXPECT_EQ(f.rig->counters().requests(kEcho, 200), 3u);
@@ -268,6 +398,31 @@ TEST(Http1Connection, BodyAndHeaderOverTheirLimitsAreRefusedAndTheConnectionClos
     EXPECT_TRUE(c.wait_closed(2s));
   }
   EXPECT_EQ(f.rig->counters().requests(kEcho, 200), 0u) << "no handler saw either request";
+}
+
+// Requests the fast path takes and ones it leaves to Beast, pipelined on one connection: each
+// is answered, in order, with what was sent, and the connection follows each one's keep-alive.
+TEST(Http1Connection, FastAndBeastParsedRequestsInterleaveOnOneConnection) {
+  Fixture f;
+  RawConn c(static_cast<uint16_t>(f.rig->port()));
+  const std::string got =
+      pipeline(c,
+               "POST /f1 HTTP/1.1\r\nHost: x\r\nX-Test: a\r\nContent-Length: 2\r\n\r\nhi"
+               "POST /b1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+               "GET /f2 HTTP/1.1\r\nHost: x\r\nX-Test:  b \r\n\r\n"
+               "PUT /b2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nz"
+               "POST /f3 HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nxyz"
+               "GET /f4 HTTP/1.1\r\nConnection: close\r\n\r\n"
+               "GET /never HTTP/1.1\r\n\r\n",
+               "/f4||", 5);
+  // bodies() reads the HTTP/1.1 answers; /f3's is an HTTP/1.0 one, kept alive.
+  EXPECT_EQ(bodies(got), (std::vector<std::string>{"/f1|hi|a", "/b1|abc|", "/f2||b", "/b2|z|", "/f4||"}));
+  const size_t f3 = got.find("HTTP/1.0 200");
+  ASSERT_NE(f3, std::string::npos) << got;
+  EXPECT_LT(got.find("Connection: keep-alive", f3), got.find("/f3|xyz|", f3)) << got;
+  EXPECT_LT(got.find("/f3|xyz|", f3), got.find("/f4||")) << got;
+  EXPECT_TRUE(c.wait_closed(2s)) << "Connection: close ends the connection after its answer";
+  EXPECT_EQ(f.rig->counters().requests(kEcho, 200), 6u);
 }
 
 TEST(Http1Connection, MalformedHeadIsRefusedBeforeAnyHandler) {

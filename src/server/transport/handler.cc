@@ -14,7 +14,7 @@ bool iequals(std::string_view a, std::string_view b) {
 }  // namespace
 
 void HeaderFields::add(std::string_view name, std::string_view value) {
-  Entry e;
+  Field e;
   e.name_at = static_cast<uint32_t>(bytes_.size());
   e.name_len = static_cast<uint32_t>(name.size());
   bytes_.append(name);
@@ -24,9 +24,28 @@ void HeaderFields::add(std::string_view name, std::string_view value) {
   fields_.push_back(e);
 }
 
+void HeaderFields::assign(std::string_view block, std::span<const Field> fields) {
+  bytes_.assign(block);
+  fields_.assign(fields.begin(), fields.end());
+}
+
+bool HeaderFields::operator==(const HeaderFields& other) const {
+  if (fields_.size() != other.fields_.size()) return false;
+  const std::string_view mine(bytes_), theirs(other.bytes_);
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    const Field& a = fields_[i];
+    const Field& b = other.fields_[i];
+    if (mine.substr(a.name_at, a.name_len) != theirs.substr(b.name_at, b.name_len) ||
+        mine.substr(a.value_at, a.value_len) != theirs.substr(b.value_at, b.value_len)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<std::string_view> HeaderFields::first(std::string_view name) const {
   const std::string_view all(bytes_);
-  for (const Entry& e : fields_) {
+  for (const Field& e : fields_) {
     if (iequals(all.substr(e.name_at, e.name_len), name)) return all.substr(e.value_at, e.value_len);
   }
   return std::nullopt;
@@ -36,7 +55,7 @@ bool HeaderFields::list(std::string_view name, std::string& out) const {
   out.clear();
   const std::string_view all(bytes_);
   bool found = false;
-  for (const Entry& e : fields_) {
+  for (const Field& e : fields_) {
     if (!iequals(all.substr(e.name_at, e.name_len), name)) continue;
     if (found) out += ", ";
     out.append(all.substr(e.value_at, e.value_len));

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,15 @@ class HeaderFields {
   }
   void add(std::string_view name, std::string_view value);
 
+  // Where one field's name and value lie in a block of bytes.
+  struct Field {
+    uint32_t name_at, name_len, value_at, value_len;
+  };
+  // Replaces the fields with `fields`, in order, each a name and a value inside `block`: the
+  // block is copied once (the HTTP/1.1 fast parse hands its head's field lines here, sparing a
+  // copy per name and per value).
+  void assign(std::string_view block, std::span<const Field> fields);
+
   // The value of the first field named `name`, or nullopt (a later duplicate is ignored: the
   // rule for Authorization and the forward-auth key header). Valid until the next add/clear.
   std::optional<std::string_view> first(std::string_view name) const;
@@ -62,13 +72,13 @@ class HeaderFields {
   // as several fields is one list), into `out`. False (and `out` empty) when there is none.
   bool list(std::string_view name, std::string& out) const;
   size_t size() const { return fields_.size(); }
+  // The same names and values, in the same order, byte for byte (the differential fuzz
+  // target's check: however each was stored).
+  bool operator==(const HeaderFields& other) const;
 
  private:
-  struct Entry {
-    uint32_t name_at, name_len, value_at, value_len;
-  };
   std::string bytes_;
-  std::vector<Entry> fields_;
+  std::vector<Field> fields_;
 };
 
 // Which listener accepted a request: set once at start-up, outlives every request.
