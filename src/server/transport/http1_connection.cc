@@ -12,6 +12,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "http1_fast.h"
 #include "http1_parser.h"
 #include "http1_writer.h"
 #include "head_scan.h"
@@ -124,9 +125,6 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     state_ = State::kReading;
     deadline_ = deadline_after(l.request_timeout);
     req_.clear();
-    parser_.emplace(req_, l.max_header_bytes);
-    parser_->header_limit(static_cast<std::uint32_t>(l.max_header_bytes));
-    parser_->body_limit(l.max_body_bytes);
     read_head();
   }
 
@@ -148,9 +146,11 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     return true;
   }
 
-  // The head is screened (scan_request_head) before Beast parses it, so a bare LF, obs-fold or
-  // control character is refused even where Beast would accept it; Beast then parses the whole
-  // head in one put().
+  // The head is screened (scan_request_head) before it is parsed, so a bare LF, obs-fold or
+  // control character is refused even where Beast would accept it. The common request (a short
+  // head, its body buffered) is then parsed by parse_common_request (http1_fast.h) and handled
+  // at once; anything it declines, Beast parses as before: the whole head in one put(), from
+  // the same bytes (the fast path consumed nothing).
   void read_head() {
     const std::string_view have(static_cast<const char*>(buf_.data().data()), buf_.size());
     if (take_over(have)) return;
@@ -167,6 +167,16 @@ class Connection final : public std::enable_shared_from_this<Connection>,
       return;
     }
     first_request_ = false;
+    const ConnectionLimits& l = limits();
+    FastParse fast;
+    if (parse_common_request(have, scan.length, l.max_header_bytes, l.max_body_bytes, req_, fast)) {
+      buf_.consume(fast.consumed);
+      keep_alive_ = fast.keep_alive;
+      return on_request();
+    }
+    parser_.emplace(req_, l.max_header_bytes);
+    parser_->header_limit(static_cast<std::uint32_t>(l.max_header_bytes));
+    parser_->body_limit(l.max_body_bytes);
     error_code ec;
     const size_t used = parser_->put(asio::buffer(have.data(), scan.length), ec);
     buf_.consume(used);
@@ -185,7 +195,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
 
   void on_header(error_code ec) {
     if (ec) return on_read_error(ec);
-    if (parser_->is_done()) return on_request();
+    if (parser_->is_done()) return on_parsed();
     if (req_.expect_continue) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(sock_, asio::buffer(kContinue.data(), kContinue.size()),
@@ -212,10 +222,10 @@ class Connection final : public std::enable_shared_from_this<Connection>,
       if (ec) return on_read_error(ec);
       if (used == 0) break;
     }
-    if (parser_->is_done()) return on_request();
+    if (parser_->is_done()) return on_parsed();
     bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->on_read_error(ec);
-      self->on_request();
+      self->on_parsed();
     });
   }
 
@@ -248,10 +258,16 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     send_response();
   }
 
+  // Beast parsed the request (the fast path declined it).
+  void on_parsed() {
+    keep_alive_ = parser_->keep_alive();
+    on_request();
+  }
+
   void on_request() {
     state_ = State::kHandling;
     framing_.version = req_.version;
-    framing_.keep_alive = parser_->keep_alive();
+    framing_.keep_alive = keep_alive_;
     framing_.head_only = req_.method == Method::kHead;
     request.method = req_.method;
     request.target = req_.target;
@@ -327,7 +343,8 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   const Served& served_;
   boost::beast::flat_buffer buf_{64 * 1024};
   Http1Request req_;
-  std::optional<Http1Parser> parser_;
+  std::optional<Http1Parser> parser_;  // emplaced for each request the fast path declines
+  bool keep_alive_ = false;            // the parsed request's (Beast's keep_alive())
   Http1Framing framing_;
   std::string out_;
   bool got_byte_ = false;
