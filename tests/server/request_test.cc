@@ -120,6 +120,12 @@ TEST(RequestBody, PlainKeyAndPolicyBodiesReadAsTheFullParserReadsThem) {
       {R"({"key":"k","policy":"api"}x)", false},
       {R"({"key":"k","polcy":"api"})", false},
       {R"({"key":1,"policy":"api"})", false},
+      // The compact shape's own matcher (compact_key_policy) at its edges.
+      {R"({"key":"","policy":""})", true},
+      {R"({"key":"k","policy":"ap"i"})", false},                   // a quote inside the last value
+      {R"({"key":"k","policy":"api"}})", false},
+      {"{\"key\":\"k\x7f\",\"policy\":\"api\"}", false},       // DEL: valid JSON, not plain
+      {R"({"key":"k", "policy":"api"})", true},                    // a space: the general loop
   };
   for (const Case& c : cases) {
     std::string_view key, policy;
