@@ -20,6 +20,10 @@
 #                GET /ip — one key, never denies — over HTTP/1.1 with wrk, N connections
 #   rls.nginx_h2c the same location over h2c (nginx's `listen ... http2`), h2load as for rls.h2c
 #                (NGINX=0 skips both)
+#   rls.floor_epoll, rls.floor_uring  POST /v1/acquire's bytes answered by bench/floor/http_floor.c
+#                (no application: the floor under any HTTP/1.1 server here), epoll with a recv and a
+#                send per request as ratelimitd's loop, and io_uring with one io_uring_enter per
+#                turn; wrk as for rls.http, pinned the same (FLOOR=1 adds both)
 #   rls.resp     CL.THROTTLE over the Redis protocol (resp_listen), redis-benchmark, N connections
 #                one command each (RESP=1 adds both RESP runs; off by default, so a binary from
 #                before resp_listen can still be measured)
@@ -49,7 +53,7 @@
 #      NGINX (1), RATELIMITD, BENCH (build/bin/...), H2_CONNS (1: h2load's N streams share one connection;
 #      4 spreads the same N in flight over 4 connections of N/4 streams — one connection's round
 #      trip then no longer paces the run, so the server's CPU becomes the limit), RESP (0),
-#      RESP_PIPELINE (10), REDISFN (0) — bench/resp.sh sets both to 1
+#      RESP_PIPELINE (10), REDISFN (0) — bench/resp.sh sets both to 1, FLOOR (0)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/bench/peers/lib.sh"
@@ -60,8 +64,10 @@ NGINX=${NGINX:-1}
 RESP=${RESP:-0}
 RESP_PIPELINE=${RESP_PIPELINE:-10}
 REDISFN=${REDISFN:-0}
+FLOOR=${FLOOR:-0}
 ratelimit_install_deps wrk curl nghttp2-client $([ "$GRPCGO" = 0 ] || echo golang-go golang-google-grpc-dev) \
-  $([ "$NGINX" = 0 ] || echo nginx) $([ "$RESP$REDISFN" = 00 ] || echo redis-tools redis-server)
+  $([ "$NGINX" = 0 ] || echo nginx) $([ "$RESP$REDISFN" = 00 ] || echo redis-tools redis-server) \
+  $([ "$FLOOR" = 0 ] || echo gcc liburing-dev)
 RATELIMITD=${RATELIMITD:-$ROOT/build/bin/ratelimitd}
 BENCH=${BENCH:-$ROOT/build/bin/ratelimit-bench}
 INFLIGHT=${INFLIGHT:-100}
@@ -114,6 +120,7 @@ if [ "$GRPCGO" != 0 ]; then
 fi
 
 [ "$NGINX" = 0 ] || nginx_setup "$TMP/nginx"
+[ "$FLOOR" = 0 ] || gcc -O2 -Wall -o "$TMP/http_floor" "$ROOT/bench/floor/http_floor.c" -luring
 start_nginx() {  # SRV_PID: its one worker (what is measured); stop_srv stops it by its master
   nginx_start
   SRV_PID=$NGX_WORKER
@@ -297,6 +304,24 @@ for ((r = 1; r <= RUNS; r++)); do
     done
     stop_srv
   fi
+  if [ "$FLOOR" != 0 ]; then
+    for mode in epoll uring; do
+      floor_port=$(free_port)
+      taskset -c "$SERVER_CPU" "$TMP/http_floor" "$mode" "$floor_port" 2>> "$TMP/floor.log" &
+      SRV_PID=$!
+      wait_port 127.0.0.1 "$floor_port" 10 || { cat "$TMP/floor.log" >&2; die "http_floor $mode did not listen"; }
+      for n in $INFLIGHT; do
+        log "the floor: POST /v1/acquire's answer, no application, $mode (wrk), $n connections"
+        SRV_PIDS=$SRV_PID WRK_CONNS=$n WRK_DURATION=${SECONDS_MEASURED}s \
+          wrk_json "http-floor-$mode" "rls.floor_$mode.c$n" allow "http://127.0.0.1:$floor_port/v1/acquire" \
+          WRK_MODE=acquire WRK_KEYS=1 WRK_POLICY=bench | tee -a "$TMP/all.jsonl"
+      done
+      # It exits non-zero after a short send: the run measured something else.
+      kill -TERM "$SRV_PID"
+      wait "$SRV_PID" || die "http_floor $mode sent a short answer: see $TMP/floor.log"
+      SRV_PID=""
+    done
+  fi
   if [ "$GRPCGO" != 0 ]; then
     GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$TMP/grpcgo" -listen "127.0.0.1:$GRPC_PORT" 2>> "$TMP/go.log" &
     SRV_PID=$!
@@ -326,7 +351,7 @@ for d in rows:
     kind, n = d["workload"].split(".")[1], d["workload"].split(".c")[-1]
     by.setdefault((n, kind), []).append(d)
 kinds = ("h2load", "h2load_old", "grpc", "http", "http_old", "h2c", "h2c_old", "grpcgo", "nginx", "nginx_h2c",
-         "resp", "resp_pipe", "redisfn", "redisfn_pipe")
+         "resp", "resp_pipe", "redisfn", "redisfn_pipe", "floor_epoll", "floor_uring")
 for n in sorted({k[0] for k in by}, key=int, reverse=True):
     for kind in kinds:
         rs = by.get((n, kind), [])
@@ -341,7 +366,8 @@ for n in sorted({k[0] for k in by}, key=int, reverse=True):
               f"  other CPU max {max(d.get('other_cpu', 0) for d in rs) * 100:.0f} %")
     for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old"), ("h2load", "h2load_old"), ("h2c", "h2c_old"),
              ("http", "nginx"), ("h2c", "nginx_h2c"), ("h2c", "nginx"), ("resp", "http"), ("resp_pipe", "http"),
-             ("resp_pipe", "h2c"), ("resp", "redisfn"), ("resp_pipe", "redisfn_pipe")):
+             ("resp_pipe", "h2c"), ("resp", "redisfn"), ("resp_pipe", "redisfn_pipe"),
+             ("floor_epoll", "http"), ("floor_epoll", "nginx"), ("floor_uring", "floor_epoll"), ("floor_uring", "http")):
         g, h = by.get((n, a), []), by.get((n, b), [])
         if g and len(g) == len(h):
             ratios = [x["value"] / y["value"] for x, y in zip(g, h)]
