@@ -20,10 +20,10 @@
 #                GET /ip — one key, never denies — over HTTP/1.1 with wrk, N connections
 #   rls.nginx_h2c the same location over h2c (nginx's `listen ... http2`), h2load as for rls.h2c
 #                (NGINX=0 skips both)
-#   rls.floor_epoll, rls.floor_uring  POST /v1/acquire's bytes answered by bench/floor/http_floor.c
+#   rls.floor_epoll, rls.floor_epoll_batch, rls.floor_uring  POST /v1/acquire's bytes answered by bench/floor/http_floor.c
 #                (no application: the floor under any HTTP/1.1 server here), epoll with a recv and a
-#                send per request as ratelimitd's loop, and io_uring with one io_uring_enter per
-#                turn; wrk as for rls.http, pinned the same (FLOOR=1 adds both)
+#                send per request as ratelimitd's loop, the same with each turn's sends in one
+#                io_uring_enter, and io_uring with one io_uring_enter per turn; wrk as for rls.http, pinned the same (FLOOR=1 adds both)
 #   rls.resp     CL.THROTTLE over the Redis protocol (resp_listen), redis-benchmark, N connections
 #                one command each (RESP=1 adds both RESP runs; off by default, so a binary from
 #                before resp_listen can still be measured)
@@ -50,6 +50,8 @@
 # usage: tools/bench/rls_vs_http.sh > results.jsonl   (inside /work/helpers/quiet-run when shared)
 # env: RUNS (3), CLIENT_CPU (0), SERVER_CPU (1), INFLIGHT (100; a list such as "100 10" runs
 #      each), MEASURE_SECONDS (10), BENCH_CLIENT (1), GRPCGO (1), OLD_RATELIMITD (unset),
+#      OLD_YAML (top-level YAML lines added to OLD_RATELIMITD's configuration: with the same
+#      binary as RATELIMITD, an A/B of one setting, e.g. OLD_YAML='io_uring: false'),
 #      NGINX (1), RATELIMITD, BENCH (build/bin/...), H2_CONNS (1: h2load's N streams share one connection;
 #      4 spreads the same N in flight over 4 connections of N/4 streams — one connection's round
 #      trip then no longer paces the run, so the server's CPU becomes the limit), RESP (0),
@@ -215,8 +217,8 @@ THROTTLE=(CL.THROTTLE hot 999999999 1000000 1 1)  # never denies: 10^9 + 1 token
 GRPC_ARGS=(-H 'content-type: application/grpc' -H 'te: trailers' -d "$TMP/request.bin")
 RLS_PATH=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
-start_ratelimitd() {  # $1: the binary
-  taskset -c "$SERVER_CPU" "$1" --config "$TMP/bench.yaml" 2>> "$TMP/rl.log" &
+start_ratelimitd() {  # $1: the binary, $2: its configuration (default bench.yaml)
+  taskset -c "$SERVER_CPU" "$1" --config "${2:-$TMP/bench.yaml}" 2>> "$TMP/rl.log" &
   SRV_PID=$!
   wait_port 127.0.0.1 "$HTTP_PORT" 10 || { cat "$TMP/rl.log" >&2; die "ratelimitd did not come up"; }
   wait_port 127.0.0.1 "$GRPC_PORT" 10 || { cat "$TMP/rl.log" >&2; die "no gRPC listener"; }
@@ -272,7 +274,8 @@ for ((r = 1; r <= RUNS; r++)); do
     SRV_PID=""
   fi
   if [ -n "${OLD_RATELIMITD:-}" ]; then
-    start_ratelimitd "$OLD_RATELIMITD"
+    { cat "$TMP/bench.yaml"; printf '%s\n' "${OLD_YAML:-}"; } > "$TMP/bench_old.yaml"
+    start_ratelimitd "$OLD_RATELIMITD" "$TMP/bench_old.yaml"
     for n in $INFLIGHT; do
       log "ShouldRateLimit (h2load) on OLD_RATELIMITD, $n streams"
       h2load_run h2load-grpc-old "rls.h2load_old.c$n" "$n" "http://127.0.0.1:$GRPC_PORT$RLS_PATH" decisions "${GRPC_ARGS[@]}"
@@ -305,7 +308,7 @@ for ((r = 1; r <= RUNS; r++)); do
     stop_srv
   fi
   if [ "$FLOOR" != 0 ]; then
-    for mode in epoll uring; do
+    for mode in epoll epoll_batch uring; do
       floor_port=$(free_port)
       taskset -c "$SERVER_CPU" "$TMP/http_floor" "$mode" "$floor_port" 2>> "$TMP/floor.log" &
       SRV_PID=$!
@@ -351,7 +354,7 @@ for d in rows:
     kind, n = d["workload"].split(".")[1], d["workload"].split(".c")[-1]
     by.setdefault((n, kind), []).append(d)
 kinds = ("h2load", "h2load_old", "grpc", "http", "http_old", "h2c", "h2c_old", "grpcgo", "nginx", "nginx_h2c",
-         "resp", "resp_pipe", "redisfn", "redisfn_pipe", "floor_epoll", "floor_uring")
+         "resp", "resp_pipe", "redisfn", "redisfn_pipe", "floor_epoll", "floor_epoll_batch", "floor_uring")
 for n in sorted({k[0] for k in by}, key=int, reverse=True):
     for kind in kinds:
         rs = by.get((n, kind), [])
@@ -367,7 +370,7 @@ for n in sorted({k[0] for k in by}, key=int, reverse=True):
     for a, b in (("h2load", "http"), ("grpc", "http"), ("h2load", "grpcgo"), ("h2c", "http"), ("http", "http_old"), ("h2load", "h2load_old"), ("h2c", "h2c_old"),
              ("http", "nginx"), ("h2c", "nginx_h2c"), ("h2c", "nginx"), ("resp", "http"), ("resp_pipe", "http"),
              ("resp_pipe", "h2c"), ("resp", "redisfn"), ("resp_pipe", "redisfn_pipe"),
-             ("floor_epoll", "http"), ("floor_epoll", "nginx"), ("floor_uring", "floor_epoll"), ("floor_uring", "http")):
+             ("floor_epoll", "http"), ("floor_epoll", "nginx"), ("floor_epoll_batch", "floor_epoll"), ("floor_uring", "floor_epoll"), ("floor_uring", "http")):
         g, h = by.get((n, a), []), by.get((n, b), [])
         if g and len(g) == len(h):
             ratios = [x["value"] / y["value"] for x, y in zip(g, h)]
