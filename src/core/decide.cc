@@ -153,9 +153,11 @@ bool decide_all(std::span<const LimitOp> items, int64_t now_us, std::vector<Deci
 size_t most_restrictive(std::span<const Decision> decisions) {
   size_t best = 0;
   auto rank = [](const Decision& d) {
-    // Higher is more restrictive: exceeds capacity > longest wait > fewest remaining.
+    // Higher is more restrictive: exceeds capacity > longest wait > fewest remaining
+    // (~remaining = -remaining - 1: the same order, defined for every int64 where the negation
+    // of INT64_MIN is not).
     return std::make_tuple(!d.allowed, d.reason == DecisionReason::kExceedsCapacity,
-                           d.retry_after.count(), -d.remaining);
+                           d.retry_after.count(), ~d.remaining);
   };
   for (size_t i = 1; i < decisions.size(); ++i) {
     if (rank(decisions[i]) > rank(decisions[best])) best = i;
