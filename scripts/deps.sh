@@ -9,7 +9,6 @@ RATELIMIT_RUN_PACKAGES=(
   libhiredis-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsystemd-dev
   libprotobuf-dev protobuf-compiler  # proto/ (the messages src/grpc serves)
   libnghttp2-dev  # src/h2: ratelimitd's HTTP/2 (gRPC, h2c)
-  liburing-dev  # src/server/transport/send_batch.cc: a turn's HTTP/1.1 answers in one io_uring_enter
   libgrpc++-dev protobuf-compiler-grpc  # proto/'s client stubs (the tests, ratelimit-bench); ratelimitd does not link it
 )
 # What the tests add (scripts/test installs both lists).

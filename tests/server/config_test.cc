@@ -60,7 +60,6 @@ TEST(Config, ExampleFileLoads) {
 TEST(Config, EverySettingIsRead) {
   auto c = parse_config(R"(listen: "[::1]:9000"
 threads: 3
-io_uring: false
 store: { type: redis, url: "redis://10.0.0.1:6380/2", pool: 8, connect_timeout: 2s,
          command_timeout: 100ms, on_failure: closed, key_prefix: "x:" }
 policies:
@@ -74,7 +73,6 @@ forward_auth: { key_header: X-User-Id }
   EXPECT_EQ(c->listen.host, "::1");
   EXPECT_EQ(c->listen.port, 9000);
   EXPECT_EQ(c->threads, 3u);
-  EXPECT_FALSE(c->io_uring);
   EXPECT_EQ(c->store.type, StoreType::kRedis);
   EXPECT_EQ(c->store.url, "redis://10.0.0.1:6380/2");
   EXPECT_EQ(c->store.connections, 8u);
@@ -182,7 +180,6 @@ TEST(Config, WrongTypesAndRangesAreRefused) {
   expect_error("policies:\n  a: {algorithm: token_bucket, rate: .nan, burst: 5}\n", "cfg.yaml:2: ", "number");
   expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s, shadow: yes}\n", "cfg.yaml:2: ", "true or false");
   expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nthreads: -1\n", "cfg.yaml:3: ", "threads");
-  expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nio_uring: auto\n", "cfg.yaml:3: ", "io_uring");
   expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlisten: 127.0.0.1\n", "cfg.yaml:3: ", "missing port");
   expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlisten: example.com:80\n", "cfg.yaml:3: ", "literal IP");
   expect_error("policies:\n  a: {algorithm: fixed_window, limit: 5, window: 1s}\nlimits: {max_key_length: 513}\n", "cfg.yaml:3: ", "max_key_length");
@@ -585,10 +582,6 @@ TEST(Reload, OnlyPoliciesAndLimitsMayChange) {
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("listen"), std::string::npos);
   EXPECT_NE(s.message().find("store"), std::string::npos);
-  EXPECT_TRUE(a->io_uring) << "on by default";
-  auto d = parse_config("io_uring: false\npolicies: {a: {algorithm: fixed_window, limit: 1, window: 1s}}\n", "d.yaml");
-  ASSERT_TRUE(d.ok());
-  EXPECT_NE(check_reloadable(*a, *d).message().find("io_uring"), std::string::npos) << "a restart setting";
 }
 
 

@@ -12,12 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <memory>
 #include <string>
 #include <thread>
-#include <vector>
-
-#include <liburing.h>
 
 #include "eventually.h"
 #include "h2c.h"
@@ -66,11 +62,11 @@ class LaterHandler final : public Handler {
 };
 
 struct Fixture {
-  explicit Fixture(ConnectionLimits limits = {}, bool h2c = false, bool io_uring = true) {
+  explicit Fixture(ConnectionLimits limits = {}, bool h2c = false) {
     served.info.name = "HTTP";
     served.routes.exact("/later", later, kLater).fallback(echo, kEcho);
     if (h2c) served.h2c = &takeover;
-    rig = std::make_unique<TransportRig>(served, RigOptions{1, limits, io_uring});
+    rig = std::make_unique<TransportRig>(served, RigOptions{1, limits});
   }
   EchoHandler echo;
   LaterHandler later;
@@ -107,50 +103,8 @@ std::string pipeline(RawConn& c, const std::string& requests, std::string_view l
   return got;
 }
 
-// Whether this kernel (and its seccomp profile) lets a process open an io_uring at all.
-bool kernel_allows_io_uring() {
-  io_uring ring{};
-  if (io_uring_queue_init(4, &ring, 0) != 0) return false;
-  io_uring_queue_exit(&ring);
-  return true;
-}
-
-// The connection tests that send answers run twice: with the worker's io_uring batching
-// (send_batch.h) and with one send() per answer (`io_uring: false`).
-class Http1Sends : public ::testing::TestWithParam<bool> {};
-INSTANTIATE_TEST_SUITE_P(IoUring, Http1Sends, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Batched" : "OneSendEach"; });
-
-// Many connections whose answers are ready in the same turns: each answer reaches its own
-// connection, whole and in order, however the sends were grouped — and with batching on (where
-// the kernel allows io_uring) they did leave through the ring; with it off, none did.
-TEST_P(Http1Sends, ManyConnectionsEachGetTheirOwnAnswers) {
-  Fixture f({}, false, GetParam());
-  std::vector<std::unique_ptr<RawConn>> conns;
-  for (int i = 0; i < 40; ++i) {
-    conns.push_back(std::make_unique<RawConn>(static_cast<uint16_t>(f.rig->port())));
-    ASSERT_TRUE(conns.back()->connected());
-  }
-  for (int round = 0; round < 3; ++round) {
-    for (size_t i = 0; i < conns.size(); ++i) {
-      ASSERT_TRUE(conns[i]->send("GET /c" + std::to_string(i) + "r" + std::to_string(round) +
-                                 " HTTP/1.1\r\nHost: x\r\n\r\n"));
-    }
-    for (size_t i = 0; i < conns.size(); ++i) {
-      const std::string want = "/c" + std::to_string(i) + "r" + std::to_string(round) + "||";
-      EXPECT_EQ(bodies(conns[i]->read_until(want, 5s)), (std::vector<std::string>{want}));
-    }
-  }
-  EXPECT_EQ(f.rig->counters().requests(kEcho, 200), 120u);
-  if (GetParam() && kernel_allows_io_uring()) {
-    EXPECT_EQ(f.rig->batched_sends(), 120u);
-  } else {
-    EXPECT_EQ(f.rig->batched_sends(), 0u);
-  }
-}
-
-TEST_P(Http1Sends, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
-  Fixture f({}, false, GetParam());
+TEST(Http1Connection, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
+  Fixture f;
   RawConn c(static_cast<uint16_t>(f.rig->port()));
   const std::string got = pipeline(c,
                                    "GET /a HTTP/1.1\r\nHost: x\r\nX-Test: 1\r\n\r\n"
@@ -170,10 +124,10 @@ TEST_P(Http1Sends, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
 // did not fit to an asynchronous write. Both fallbacks must serve the request whole and keep the
 // connection for the next one: a body that arrives in pieces after its head, and an answer far
 // larger than the socket's send buffer.
-TEST_P(Http1Sends, ABodyInLaterSegmentsAndAnAnswerLargerThanTheSendBufferAreServedWhole) {
+TEST(Http1Connection, ABodyInLaterSegmentsAndAnAnswerLargerThanTheSendBufferAreServedWhole) {
   ConnectionLimits limits;
   limits.max_body_bytes = 8 * 1024 * 1024;
-  Fixture f(limits, false, GetParam());
+  Fixture f(limits);
   RawConn c(static_cast<uint16_t>(f.rig->port()));
   ASSERT_TRUE(c.connected());
   ASSERT_TRUE(c.send("POST /split HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nab"));

@@ -22,7 +22,7 @@ uint64_t RigCounters::requests(Endpoint endpoint, unsigned status) const {
 
 TransportRig::TransportRig(const Served& served, const RigOptions& options) : limits_(options.limits) {
   for (unsigned i = 0; i < options.threads; ++i) {
-    workers_.push_back(std::make_unique<Worker>(limits_, counters_, options.io_uring));
+    workers_.push_back(std::make_unique<Worker>(limits_, counters_));
     workers_.back()->start();
   }
   listener_ = std::make_unique<Listener>(control_, workers_, caps_, served);

@@ -52,7 +52,6 @@ class RigCounters final : public TransportCounters {
 struct RigOptions {
   unsigned threads = 1;
   ConnectionLimits limits;
-  bool io_uring = true;  // Worker's: HTTP/1.1 answers of a turn in one io_uring_enter
 };
 
 class TransportRig {
@@ -65,12 +64,6 @@ class TransportRig {
 
   int port() const { return port_; }
   RigCounters& counters() { return counters_; }
-  // HTTP/1.1 answers the workers sent through their io_uring (send_batch.h).
-  uint64_t batched_sends() const {
-    uint64_t n = 0;
-    for (const auto& w : workers_) n += w->send_batch().batched();
-    return n;
-  }
   // The server drains (Worker::drain: idle connections close, busy ones after their answer).
   void drain();
   // Stops as ratelimitd does: listener closed, workers drained, then — once `settled` holds

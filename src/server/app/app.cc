@@ -201,7 +201,7 @@ int App::open() {
 
   unsigned threads = config.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(limits_, metrics_, config.io_uring));
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(limits_, metrics_));
 
   for (const ListenerPlan& l : plan_.listeners) {
     auto listener = std::make_unique<Listener>(control_, workers_, caps_, serve(l));

@@ -77,7 +77,7 @@ Status parse_resp(const Parser& p, const YAML::Node& root, Config& c) {
 Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_view yaml,
                           std::string_view filename) {
   if (!root || root.IsNull()) return p.error(1, "the configuration is empty (at least 'policies' is needed)");
-  RL_TRY(p.check_map(root, "the configuration", {"listen", "threads", "io_uring", "store", "policies",
+  RL_TRY(p.check_map(root, "the configuration", {"listen", "threads", "store", "policies",
                                                  "admin_token", "limits", "forward_auth",
                                                  "grpc_listen", "envoy_api", "domains",
                                                  "headers", "problem_json", "admin_listen",
@@ -93,7 +93,6 @@ Result<Config> parse_root(const Parser& p, const YAML::Node& root, std::string_v
     RL_TRY_ASSIGN(t, p.integer(root["threads"], "threads", 0, 256));
     c.threads = static_cast<unsigned>(t);
   }
-  if (root["io_uring"]) RL_TRY_ASSIGN(c.io_uring, p.boolean(root["io_uring"], "io_uring"));
   RL_TRY_ASSIGN(c.admin_listen, listen_key(p, root, "admin_listen"));
   if (c.admin_listen && *c.admin_listen == c.listen && c.listen.port != 0) {
     return p.error(root["admin_listen"], "admin_listen must differ from listen");
@@ -298,7 +297,6 @@ Status check_reloadable(const Config& current, const Config& next) {
   std::string what;
   if (!(current.listen == next.listen)) what += " listen";
   if (current.threads != next.threads) what += " threads";
-  if (current.io_uring != next.io_uring) what += " io_uring";
   if (!(current.store == next.store)) what += " store";
   if (current.regions != next.regions) what += " regions";
   if (current.grpc_listen != next.grpc_listen) what += " grpc_listen";

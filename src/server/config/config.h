@@ -155,9 +155,6 @@ struct Config {
   // the API listener's connection caps (a flood on the API port cannot reach it).
   std::optional<ListenAddress> admin_listen;
   unsigned threads = 0;  // 0 = one per core
-  // Whether the HTTP/1.1 answers of one event-loop turn leave in one io_uring_enter
-  // (send_batch.h) where the kernel allows io_uring; false: one send() per answer.
-  bool io_uring = true;
   StoreConfig store;
   // Several regions, each deciding on its own store (store.url is this region's); absent: one.
   std::optional<RegionsConfig> regions;

@@ -2,7 +2,6 @@
 #include "http1_connection.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <optional>
@@ -45,8 +44,7 @@ SteadyClock::time_point deadline_after(SteadyClock::duration after) {
 
 class Connection final : public std::enable_shared_from_this<Connection>,
                          public Exchange,
-                         public TrackedConnection,
-                         public BatchedSender {
+                         public TrackedConnection {
  public:
   Connection(Worker& worker, tcp::socket socket, ConnectionSlot slot, const Served& served)
       : w_(worker), sock_(std::move(socket)), slot_(std::move(slot)), served_(served) {
@@ -313,30 +311,13 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     if (w_.draining()) framing_.keep_alive = false;
     write_http1_response(response, framing_, out_);
     state_ = State::kWriting;
-    // An answer fits the socket's send buffer almost always: one non-blocking send — with the
-    // other answers of this turn, in one io_uring_enter, where the worker can (send_batch.h) —
-    // and the connection goes straight back to reading. Only what did not fit waits for an
+    // An answer fits the socket's send buffer almost always: one non-blocking send, and the
+    // connection goes straight back to reading. Only what did not fit waits for an
     // asynchronous write (under request_timeout, as before).
-    if (w_.send_batch().enabled()) return w_.send_batch().queue(shared_from_this());
     error_code ec;
     const size_t sent = sock_.write_some(asio::buffer(out_), ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) return close();
-    write_rest(ec ? 0 : sent);
-  }
-
-  // BatchedSender: the answer send_response() queued.
-  bool sendable() const override { return state_ == State::kWriting; }
-  int send_fd() const override { return const_cast<tcp::socket&>(sock_).native_handle(); }
-  std::string_view send_bytes() const override { return out_; }
-  void on_sent(int result) override {
-    if (state_ != State::kWriting) return;
-    if (result < 0 && result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) return close();
-    write_rest(result < 0 ? 0 : static_cast<size_t>(result));
-  }
-
-  // `sent` bytes of out_ have left: the rest, if any, by an asynchronous write.
-  void write_rest(size_t sent) {
-    if (sent == out_.size()) return after_write();
+    if (!ec && sent == out_.size()) return after_write();
     deadline_ = deadline_after(limits().request_timeout);
     asio::async_write(sock_, asio::buffer(out_.data() + sent, out_.size() - sent),
                       [self = shared_from_this()](error_code wec, size_t) {

@@ -19,7 +19,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "send_batch.h"
 #include "transport_host.h"
 
 namespace ratelimit::server {
@@ -38,10 +37,8 @@ class TrackedConnection {
 
 class Worker {
  public:
-  // `limits` and `counters` must outlive the worker. `io_uring`: whether HTTP/1.1 answers may
-  // leave in batches (send_batch.h; the configuration's `io_uring`).
-  Worker(const LimitsSource& limits, TransportCounters& counters, bool io_uring = true)
-      : limits_(limits), counters_(counters), send_batch_(ioc_, io_uring) {}
+  // `limits` and `counters` must outlive the worker.
+  Worker(const LimitsSource& limits, TransportCounters& counters) : limits_(limits), counters_(counters) {}
 
   void start();
   // Drain: every tracked connection's on_drain(); run() returns once none is left.
@@ -58,8 +55,6 @@ class Worker {
   // until the next call on this thread.
   const ConnectionLimits& limits() { return limits_.get(cache_); }
   TransportCounters& counters() { return counters_; }
-  SendBatch& send_batch() { return send_batch_; }
-  const SendBatch& send_batch() const { return send_batch_; }  // (its batched(): any thread)
   void track(TrackedConnection& c) { connections_.insert(&c); }
   void untrack(TrackedConnection& c) { connections_.erase(&c); }
 
@@ -75,7 +70,6 @@ class Worker {
   std::unordered_set<TrackedConnection*> connections_;
   boost::asio::io_context ioc_{1};
   boost::asio::steady_timer sweep_{ioc_};
-  SendBatch send_batch_;  // after ioc_: its queued connections go before the io_context
   std::thread thread_;
 };
 
