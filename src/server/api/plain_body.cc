@@ -6,6 +6,8 @@
 // full parser and the checks both paths run stay in request.cc.
 #include "request.h"
 
+#include "char_class.h"
+
 namespace ratelimit::server {
 namespace {
 
@@ -24,13 +26,13 @@ bool plain_string(std::string_view body, size_t& i, std::string_view& out) {
       ++i;
       return true;
     }
-    if (c == '\\' || c < 0x20 || c > 0x7e) return false;
+    if (!text::is_json_plain(c)) return false;
   }
   return false;
 }
 
 // A byte a plain string holds as itself: printable ASCII but the quote and the backslash.
-bool plain_char(char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; }
+bool plain_char(char c) { return text::is_json_plain(static_cast<unsigned char>(c)); }
 
 // The compact body most clients send, {"key":"...","policy":"..."} with no whitespace, matched
 // by its fixed text around the two values (callgrind: ~200 instructions per request where the

@@ -8,6 +8,8 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "char_class.h"
+
 namespace ratelimit::server {
 namespace {
 
@@ -23,9 +25,7 @@ enum Class : uint8_t {
 constexpr std::array<uint8_t, 256> make_classes() {
   std::array<uint8_t, 256> t{};
   for (int c = 0; c < 256; ++c) {
-    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    bool tchar = alnum;
-    for (const char* p = "!#$%&'*+-.^_`|~"; *p != 0; ++p) tchar = tchar || c == *p;
+    const bool tchar = text::is_tchar(static_cast<unsigned char>(c));
     t[c] = static_cast<uint8_t>((tchar ? kTchar : 0) | ((c > 0x20 && c != 0x7f) ? kTarget : 0) |
                                 ((c >= 0x20 && c != 0x7f) || c == '\t' ? kValue : 0));
   }
