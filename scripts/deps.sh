@@ -32,6 +32,7 @@ RATELIMIT_TEST_PACKAGES=(
   default-jdk-headless libjetty9-java libservlet-api-java  # clients/java: javac, Jetty 9, Servlet API
   libtomcat10-java  # clients/java: the Jakarta Servlet API and embedded Tomcat 10 (JakartaFilterTest)
   maven maven-debian-helper  # clients/java: mvn -o with Debian's repository (pom.xml's plugins)
+  strace  # tests/server/signal_at_listen_e2e.py holds ratelimitd's first listen() to widen a race
   util-linux  # setpriv --pdeathsig: the client tests' servers die with them (Essential in Debian)
 )
 RATELIMIT_PACKAGES=("${RATELIMIT_RUN_PACKAGES[@]}" "${RATELIMIT_TEST_PACKAGES[@]}")

@@ -2,6 +2,7 @@
 // (signals, drain, the outage log) is app_run.cc.
 #include "app.h"
 
+#include <csignal>
 #include <ctime>
 #include <thread>
 
@@ -203,6 +204,7 @@ int App::open() {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(limits_, metrics_));
 
+  signals_.emplace(control_, SIGINT, SIGTERM, SIGHUP);
   for (const ListenerPlan& l : plan_.listeners) {
     auto listener = std::make_unique<Listener>(control_, workers_, caps_, serve(l));
     if (Status s = listener->open(l.address); !s.is_ok()) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 
 #include "mutex.h"
 #include "config_dir.h"
@@ -122,7 +123,8 @@ class App {
   ~App();
 
   // Opens the store and binds every listener (and gRPC); logs why not. Returns kExitOk, or the
-  // exit code to leave with.
+  // exit code to leave with. From just before the first bind, SIGINT/SIGTERM/SIGHUP are caught
+  // and held for run(): a daemon that listens always drains on SIGTERM.
   int open();
   // Serves until SIGTERM/SIGINT and the drain (app_run.cc); returns the exit code.
   int run();
@@ -175,6 +177,10 @@ class App {
   std::unique_ptr<H2cTakeover> h2c_;
   std::vector<std::unique_ptr<Served>> served_;
   boost::asio::io_context control_{1};
+  // SIGINT, SIGTERM and SIGHUP, caught from just before the first listener binds (open()): a
+  // signal that arrives once the daemon listens waits here for run() instead of killing it with
+  // its default action. Before that nothing listens, and the default action loses nothing.
+  std::optional<boost::asio::signal_set> signals_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   // grpc_listen / GRPC_HOST:GRPC_PORT: h2c only, on the same workers, caps and sweep as the
   // HTTP listeners (its connections are H2cTakeover's, like h2c on an HTTP port).

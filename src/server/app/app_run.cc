@@ -44,7 +44,8 @@ void App::set_grpc_serving(bool serving) {
 
 int App::run() {
   const std::string where = listeners_.front()->where();
-  asio::signal_set signals(control_, SIGINT, SIGTERM, SIGHUP);
+  // Caught since open(): a signal that came before now is delivered by the first async_wait.
+  asio::signal_set& signals = *signals_;
   asio::steady_timer grace(control_);
   bool stopping = false;
   std::function<void()> wait_signal = [&] {
