@@ -13,9 +13,14 @@ void Worker::start() {
 }
 
 void Worker::arm_sweep() {
+  sweep_armed_ = true;
   sweep_.expires_after(std::chrono::milliseconds(250));
   sweep_.async_wait([this](boost::system::error_code ec) {
-    if (ec) return;
+    sweep_armed_ = false;
+    if (ec) {  // cancelled: draining had left no connection (untrack, drain)
+      if (!connections_.empty()) arm_sweep();  // one arrived since (track saw a wait still pending)
+      return;
+    }
     const auto now = std::chrono::steady_clock::now();
     // A copy: a connection may close (and untrack itself) while the loop runs.
     std::vector<TrackedConnection*> conns(connections_.begin(), connections_.end());
@@ -34,6 +39,7 @@ void Worker::drain() {
     for (TrackedConnection* c : conns) {
       if (connections_.count(c) != 0) c->on_drain();
     }
+    if (connections_.empty()) sweep_.cancel();
   });
 }
 

@@ -8,6 +8,8 @@
 // of a timer, so a slow or silent client (slowloris) cannot hold a connection.
 // What it does not know: any protocol or API. A transport's connection registers itself
 // (TrackedConnection) and is told when to check its deadline and when the server drains.
+// Draining: run() returns as soon as the last connection is gone (the sweep is cancelled then,
+// rather than left to expire up to 250 ms later).
 // Thread-safety: start/drain/stop/join from the control thread; everything else only on the
 // worker's own thread.
 #pragma once
@@ -55,8 +57,14 @@ class Worker {
   // until the next call on this thread.
   const ConnectionLimits& limits() { return limits_.get(cache_); }
   TransportCounters& counters() { return counters_; }
-  void track(TrackedConnection& c) { connections_.insert(&c); }
-  void untrack(TrackedConnection& c) { connections_.erase(&c); }
+  void track(TrackedConnection& c) {
+    connections_.insert(&c);
+    if (!sweep_armed_) arm_sweep();  // a connection that arrived after the drain emptied the worker
+  }
+  void untrack(TrackedConnection& c) {
+    connections_.erase(&c);
+    if (draining_ && connections_.empty()) sweep_.cancel();  // run() returns now, not at the next sweep
+  }
 
  private:
   void arm_sweep();
@@ -65,6 +73,7 @@ class Worker {
   LimitsSource::Cache cache_;
   TransportCounters& counters_;
   bool draining_ = false;
+  bool sweep_armed_ = false;  // a sweep wait is pending (cancelled once draining leaves nothing)
   // Declared before ioc_ so it outlives the handlers (and connections) the io_context destroys
   // when it is torn down.
   std::unordered_set<TrackedConnection*> connections_;
