@@ -22,6 +22,8 @@ constexpr bool is_tchar(unsigned char c) {
 
 // A byte a JSON string holds as itself, as we write and fast-read them: printable ASCII
 // (0x20-0x7e) but '"' and '\'. (JSON allows more unescaped; this is our plain subset.)
-constexpr bool is_json_plain(unsigned char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; }
+constexpr bool is_json_plain(unsigned char c) {
+  return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+}
 
 }  // namespace ratelimit::text

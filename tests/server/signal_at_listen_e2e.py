@@ -21,7 +21,6 @@ a free port, every wait bounded; the daemon is stopped by pid.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,14 +31,6 @@ from loopback import die_with_parent, free_port, listening  # noqa: E402
 
 RATELIMITD = os.path.join(sys.argv[1], "ratelimitd")
 HOLD_US = 300000  # how long strace holds the first listen()'s return
-
-
-def accepts(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
 
 
 class Held:
@@ -61,7 +52,7 @@ class Held:
         end = self.t0 + 10
         while time.monotonic() < end and self.proc.poll() is None:
             attempt = time.monotonic()
-            if accepts(self.port):
+            if listening(self.port, 0.5):
                 break
             self.refused, self.was_refused = attempt, True
             time.sleep(0.002)

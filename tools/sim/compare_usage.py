@@ -21,8 +21,8 @@ incomparable (the machine fell behind); it is replayed, at most four times, with
 The margin is wide on purpose: on this 2-core virtual machine a Redis replay sometimes stalls
 30-70 ms (the memory store's replay stays under 5 ms), and a 45 ms margin on a 100 ms grid
 failed CI four attempts in a row. The stalls come and go: later, 15 s of serial requests and
-15 s of 40-request bursts against the same daemon and Redis stayed under 15 ms. The traffic keeps the default run's
-shape in time scaled by 1/20 (the default's 5 s of work; a window of 62.5 s where the default
+15 s of 40-request bursts against the same daemon and Redis stayed under 15 ms. The traffic
+keeps the default run's shape in time scaled by 1/20 (the default's 5 s of work; a window of 62.5 s where the default
 has 60 s, to put it half a tick off the grid): 100,000 tokens per 3.125 s, 40 requests a second
 of the LLM token mix (1.6 x the limit), 250 ms of work per request.
 
